@@ -1,0 +1,5 @@
+"""`python -m dispersal` runs the command line."""
+
+from dispersal.cli import main
+
+main()
