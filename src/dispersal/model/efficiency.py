@@ -1,0 +1,127 @@
+"""Efficiency factors and the straggler factor (spec/model.md sections 3-4). Vectorised.
+
+eta_H (heuristic), eta_comp (heuristic table), eta_act (heuristic table) and the straggler factor
+f(n) (engineering estimate) are modelling choices with no published law: the calibration issue
+replaces them with measurements. eta_rep and chi live in `kernel.py` (they need the Chinchilla fit).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum, StrEnum
+
+import numpy as np
+import numpy.typing as npt
+
+from dispersal.model.errors import InputError
+from dispersal.model.params import ModelParams
+
+Arr = npt.NDArray[np.float64]
+
+
+class Straggler(StrEnum):
+    """How stragglers stretch a synchronisation (Rahman 2026 sec. 3; all engineering estimates)."""
+
+    RELAY = "relay"
+    """Async relay through object storage (Covenant-72B): f = 1 + 0.02 log2 n. Paper default."""
+    SYNCHRONOUS = "synchronous"
+    """Synchronous all-reduce: f = 1 + 0.05 log2 n."""
+    THRESHOLD = "threshold"
+    """Proceed once a quorum arrives: f = 1."""
+    BACKUP = "backup"
+    """Backup workers: f' = 1 + 0.3 (f_sync - 1)."""
+
+
+class Quality(IntEnum):
+    """Which column of a heuristic quality table to read."""
+
+    OPTIMISTIC = 0
+    EXPECTED = 1
+    CONSERVATIVE = 2
+
+
+STRAGGLER_CODES = {s: i for i, s in enumerate(Straggler)}
+QUALITY_NAMES = {"optimistic": Quality.OPTIMISTIC, "expected": Quality.EXPECTED, "conservative": Quality.CONSERVATIVE}
+
+
+def straggler_factor(n: npt.ArrayLike, code: npt.ArrayLike, p: ModelParams) -> Arr:
+    """f(n): the factor by which the slowest of n participants stretches a sync (>= 1; f(1) = 1).
+
+    relay 1 + 0.02 log2 n; synchronous 1 + 0.05 log2 n; threshold 1; backup 1 + 0.3 x 0.05 log2 n.
+    Source: Rahman 2026 sec. 3 (engineering estimates).
+    """
+    n_ = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
+    c = np.asarray(code)
+    lg = np.log2(n_)
+    relay = 1.0 + p.straggler_coeff_relay * lg
+    sync = 1.0 + p.straggler_coeff_sync * lg
+    backup = 1.0 + p.backup_worker_fraction * (sync - 1.0)
+    out = np.select(
+        [c == STRAGGLER_CODES[Straggler.RELAY], c == STRAGGLER_CODES[Straggler.SYNCHRONOUS],
+         c == STRAGGLER_CODES[Straggler.THRESHOLD]],
+        [relay, sync, np.ones_like(lg)],
+        default=backup,
+    )
+    return np.asarray(out, dtype=np.float64)
+
+
+def eta_h(params: npt.ArrayLike, h: npt.ArrayLike, p: ModelParams) -> Arr:
+    """eta_H = max(floor, 1 - alpha(P) log10 H), alpha(P) = 0.08 / (1 + log10(P / 1e9) / 5).
+
+    Heuristic (Rahman 2026 sec. 4): e.g. alpha(91B) = 0.0575, alpha(250B) = 0.0541. H >= 1.
+    """
+    P = np.asarray(params, dtype=np.float64)
+    alpha = p.eta_h_alpha0 / (1.0 + np.log10(P / 1e9) / p.eta_h_size_scale)
+    raw = 1.0 - alpha * np.log10(np.maximum(np.asarray(h, dtype=np.float64), 1.0))
+    return np.asarray(np.clip(raw, p.eta_h_floor, 1.0), dtype=np.float64)
+
+
+def _interp_log(x: npt.ArrayLike, xs: Arr, ys: Arr) -> Arr:
+    """Linear interpolation in log10 x, held constant outside the table."""
+    lx = np.log10(np.maximum(np.asarray(x, dtype=np.float64), xs[0]))
+    return np.asarray(np.interp(lx, np.log10(xs), ys), dtype=np.float64)
+
+
+def eta_comp(
+    compression_ratio: npt.ArrayLike, error_feedback: npt.ArrayLike, quality: npt.ArrayLike, p: ModelParams
+) -> Arr:
+    """eta_comp from the heuristic table (spec sec. 4), interpolated in log10 C_r, held above 500.
+
+    Default: error feedback on, expected column (0.99 at 150x).
+    """
+    table = np.asarray(p.compression_table, dtype=np.float64)
+    xs = table[:, 0]
+    cr = np.asarray(compression_ratio, dtype=np.float64)
+    ef = np.asarray(error_feedback).astype(bool)
+    q = np.asarray(quality)
+    cols = [_interp_log(cr, xs, table[:, 1 + i]) for i in range(6)]
+    with_ef = np.select([q == 0, q == 1], [cols[0], cols[1]], default=cols[2])
+    without = np.select([q == 0, q == 1], [cols[3], cols[4]], default=cols[5])
+    return np.asarray(np.where(ef, with_ef, without), dtype=np.float64)
+
+
+def eta_act(
+    activation_compression: npt.ArrayLike, stages: npt.ArrayLike, quality: npt.ArrayLike, p: ModelParams
+) -> Arr:
+    """eta_act = q(C_act)^(2 (S - 1)) for a pipeline of S stages (1 when S = 1). Heuristic, spec sec. 4.
+
+    q per boundary (expected / optimistic / conservative): C_act 1: 1/1/1; 2: 1/1/0.99;
+    4: 0.995/1/0.96; 10: 0.98/0.995/0.90, log-interpolated.
+    """
+    table = np.asarray(p.activation_table, dtype=np.float64)
+    xs = table[:, 0]
+    ca = np.asarray(activation_compression, dtype=np.float64)
+    qsel = np.asarray(quality)
+    expected = _interp_log(ca, xs, table[:, 1])
+    optimistic = _interp_log(ca, xs, table[:, 2])
+    conservative = _interp_log(ca, xs, table[:, 3])
+    q = np.select([qsel == 0, qsel == 1], [optimistic, expected], default=conservative)
+    s = np.maximum(np.asarray(stages, dtype=np.float64), 1.0)
+    return np.asarray(q ** (2.0 * (s - 1.0)), dtype=np.float64)
+
+
+def quality_code(name: str, field: str) -> int:
+    """Map 'optimistic' / 'expected' / 'conservative' to its table column."""
+    try:
+        return int(QUALITY_NAMES[name])
+    except KeyError:
+        raise InputError(field, f"must be one of {', '.join(QUALITY_NAMES)}, got {name!r}") from None

@@ -1,0 +1,384 @@
+"""The vectorised core of the analytic model: one function, `evaluate`, that computes every figure
+of a distributed run for a whole array of configurations at once (spec/model.md sections 1-7).
+
+Both the scalar `estimate()` and the planner call this function, so there is exactly one
+implementation of each formula. Inputs are NumPy arrays that broadcast against each other; there is
+no Python loop over configurations. Units: seconds, bits per second (links), bytes (memory), FLOP,
+FLOP/s, US dollars.
+
+Algorithm codes (``mode``): 0 synchronous data parallel (DDP, the baseline), 1 flat DiLoCo,
+2 hierarchical DiLoCo, 3 pipeline-parallel-group DiLoCo. ``streaming`` overlaps communication with
+the next inner steps (Streaming DiLoCo, Douillard et al. 2025, arXiv 2501.18512).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import numpy.typing as npt
+
+from dispersal.model import chinchilla
+from dispersal.model.efficiency import eta_act, eta_comp, eta_h, straggler_factor
+from dispersal.model.params import ModelParams
+
+Arr = npt.NDArray[np.float64]
+
+MODE_DDP, MODE_FLAT, MODE_HIER, MODE_PP = 0, 1, 2, 3
+MODE_NAMES = {MODE_DDP: "ddp", MODE_FLAT: "diloco", MODE_HIER: "hierarchical", MODE_PP: "pp_diloco"}
+
+#: Every input `evaluate` reads, with its unit. Scenario.to_kernel_inputs() produces exactly these.
+INPUTS: dict[str, str] = {
+    "mode": "algorithm code (0 ddp, 1 flat DiLoCo, 2 hierarchical, 3 PP-group DiLoCo)",
+    "streaming": "bool: overlap communication with compute",
+    "num_nodes": "count N",
+    "chips_per_node": "count",
+    "params": "total parameters P (MoE: total; the sync payload uses it)",
+    "active_params": "parameters active per token (compute, Chinchilla)",
+    "node_peak_flop_per_s": "dense FLOP/s of one node at the training precision",
+    "mfu": "model FLOP utilisation, fraction",
+    "node_memory_bytes": "accelerator memory of one node, bytes",
+    "bytes_per_param": "bytes of model + optimizer state per parameter (ZeRO accounting)",
+    "extra_bytes_per_param": "default mode: outer-optimizer state + error-feedback buffer, bytes/param",
+    "activation_memory": "bool: count activation memory (default mode)",
+    "bits_per_value": "bits per transmitted pseudo-gradient value before extra compression",
+    "activation_bytes_per_value": "bytes per activation value on a pipeline boundary",
+    "compression_ratio": "extra compression C_r of the sync payload",
+    "error_feedback": "bool",
+    "compression_quality": "0 optimistic, 1 expected, 2 conservative",
+    "activation_compression": "C_act",
+    "activation_quality": "0 optimistic, 1 expected, 2 conservative",
+    "up_bits_per_s": "WAN upload per node",
+    "down_bits_per_s": "WAN download per node",
+    "latency_s": "WAN one-way latency",
+    "regional_bits_per_s": "regional link (hierarchical)",
+    "regional_latency_s": "regional one-way latency",
+    "group_size": "nodes per regional group n_g",
+    "pp_bits_per_s": "pipeline-stage link",
+    "pp_latency_s": "pipeline-stage link latency",
+    "straggler": "straggler model code (relay, synchronous, threshold, backup)",
+    "local_batch_tokens": "tokens per inner step per worker B",
+    "micro_batches": "pipeline micro-batches M_mb",
+    "inner_steps": "H; 0 = the smallest compute-bound H (H_min)",
+    "duration_s": "time budget T",
+    "tokens": "training tokens D; 0 = as many as the time budget allows",
+    "moe_layers": "MoE layers with expert parallelism across nodes; 0 = dense or no EP",
+    "pp_shard_sync": "bool: each PP stage syncs only its shard P/S (default) vs the whole model (paper)",
+    "price_usd_per_chip": "purchase price",
+    "capex_multiplier": "chip -> server -> cluster multiplier (paper 1.64 x 1.23)",
+    "rental_usd_per_chip_hour": "on-demand rental",
+    "rental": "bool: rent instead of buy",
+    "tdp_w": "power per chip",
+    "pue": "power usage effectiveness",
+    "electricity_usd_per_kwh": "energy price; 0 = energy not costed (paper mode)",
+    "node_fp16_flop_per_s": "dense FP16 FLOP/s of a node (threshold rules use it)",
+    "node_counted_memory_bytes": "node memory that a memory rule counts (HBM; GDDR excluded)",
+    "cap_flop_per_s": "covered-cluster compute threshold; 0 = none",
+    "cap_memory_bytes": "covered-cluster memory threshold; 0 = none",
+}
+
+
+def _f(x: npt.ArrayLike) -> Arr:
+    return np.asarray(x, dtype=np.float64)
+
+
+def evaluate(
+    x: Mapping[str, npt.ArrayLike],
+    p: ModelParams,
+    overrides: Mapping[str, npt.ArrayLike] | None = None,
+) -> dict[str, Arr]:
+    """Evaluate the analytic model on arrays of configurations.
+
+    Args:
+        x: every key of `INPUTS`, each an array (or scalar) broadcastable to a common shape.
+        p: published fits and heuristics (`ModelParams`).
+        overrides: arrays replacing scalar fields of `p` (Monte Carlo draws), same names.
+
+    Returns:
+        A dict of float arrays of the common shape; keys listed in `OUTPUTS`. Feasibility flags
+        are 0/1 floats (``fits``, ``time_ok``, ``under_cap``, ``feasible``).
+
+    The formulas, by section of spec/model.md (Rahman 2026 unless noted):
+      1. C = 6 P_active D; F_eff = F_peak x MFU; T_comp = 6 P_active B / F_eff;
+         MoE expert parallelism adds T_EP = 2 x latency x L_MoE per step.
+      2. state bytes = P beta; S = ceil(bytes / node memory) pipeline stages when it does not fit.
+      3. V = P b / C_r bits; flat sync T_sync = (V/up + V/down + latency) f(N);
+         H_min = ceil(T_sync / T_step); T_outer = max(H T_step, T_sync) (streaming) or the sum;
+         D = (T / T_outer) H B N. Hierarchical and PP-group variants as in sec. 3.
+      4. eta = eta_H eta_comp eta_act eta_rep; C_local = C_thr eta; C_quality = C_local chi.
+      5. chi = min(1, C'(L) / C_thr) with C' the compute-optimal compute at the run's loss.
+      7. cost = chips x price x multiplier (+ energy, or rental, outside paper mode).
+    """
+    ov = overrides or {}
+
+    def k(name: str) -> Arr:
+        return _f(ov[name]) if name in ov else _f(getattr(p, name))
+
+    shape = np.broadcast_shapes(*(np.shape(v) for v in x.values()))
+
+    def g(name: str) -> Arr:
+        return np.broadcast_to(_f(x[name]), shape)
+
+    mode = g("mode")
+    streaming = g("streaming") > 0
+    N = g("num_nodes")
+    chips = g("chips_per_node")
+    P = g("params")
+    Pa = g("active_params")
+    B = g("local_batch_tokens")
+    Mmb = g("micro_batches")
+    up, down, lat = g("up_bits_per_s"), g("down_bits_per_s"), g("latency_s")
+    strag = g("straggler")
+    h_req = g("inner_steps")
+    T_budget = g("duration_s")
+    D_req = g("tokens")
+
+    # --- 1. compute per inner step -------------------------------------------------------------
+    F_eff = g("node_peak_flop_per_s") * g("mfu")
+    T_comp = 6.0 * Pa * B / F_eff
+    T_ep = 2.0 * lat * g("moe_layers")
+    T_step = T_comp + T_ep
+
+    # --- 2. memory and pipeline stages ---------------------------------------------------------
+    hidden = p.hidden_size_coeff * np.sqrt(P)
+    act_val_bytes = g("activation_bytes_per_value")
+    # With full activation checkpointing a layer keeps its input (tokens x h values); the layer
+    # count is ~P / (12 h^2), so a micro-batch's stored activations are tokens x bytes x P / (12 h).
+    act_per_token = np.where(g("activation_memory") > 0, act_val_bytes * P / (12.0 * hidden), 0.0)
+    state_bytes = P * (g("bytes_per_param") + g("extra_bytes_per_param"))
+    mem = g("node_memory_bytes")
+    act_flat = act_per_token * B / Mmb
+    need_flat = state_bytes + act_flat
+    fits = need_flat <= mem
+    # GPipe keeps all micro-batches of its 1/S of the layers: B tokens x act_per_token / S.
+    stages_needed = np.ceil((state_bytes + act_per_token * B) / mem)
+    S = np.where(fits, 1.0, np.maximum(2.0, stages_needed))
+    need_per_node = np.where(fits, need_flat, (state_bytes + act_per_token * B) / S)
+
+    # --- 3. communication and step time ---------------------------------------------------------
+    V = P * g("bits_per_value") / g("compression_ratio")
+
+    def sync_time(payload: Arr, n: Arr) -> Arr:
+        t = (payload / up + payload / down + lat) * straggler_factor(n, strag, p)
+        return np.where(n > 1, t, 0.0)
+
+    def choose_h(t_sync: Arr, t_step: Arr) -> Arr:
+        auto = np.maximum(1.0, np.ceil(t_sync / t_step))
+        return np.where(h_req > 0, h_req, auto)
+
+    def cycle(h: Arr, t_step: Arr, t_sync: Arr) -> Arr:
+        return np.where(streaming, np.maximum(h * t_step, t_sync), h * t_step + t_sync)
+
+    # Flat DiLoCo: every node is a replica.
+    T_sync_flat = sync_time(V, N)
+    H_flat = np.where(N > 1, choose_h(T_sync_flat, T_step), np.where(h_req > 0, h_req, 1.0))
+    cyc_flat = cycle(H_flat, T_step, T_sync_flat)
+
+    # Hierarchical DiLoCo: groups of n_g on regional links, leaders sync over the WAN.
+    n_g = g("group_size")
+    G_h = np.floor(N / n_g)
+    hier_ok = (mode == MODE_HIER) & (G_h >= 2)
+    reg_bw, reg_lat = g("regional_bits_per_s"), g("regional_latency_s")
+    T_reg = (2.0 * V / reg_bw + reg_lat) * straggler_factor(n_g, strag, p)
+    H_in = choose_h(T_reg, T_step)
+    T_rc = cycle(H_in, T_step, T_reg)
+    T_glob = sync_time(V, G_h)
+    H_reg = np.maximum(1.0, np.ceil(T_glob / T_rc))
+    cyc_hier = np.where(streaming, np.maximum(H_reg * T_rc, T_glob), H_reg * T_rc + T_glob)
+    H_eff_hier = H_in * H_reg ** p.hierarchical_h_exponent
+
+    # PP-group DiLoCo: S stages per group, G = floor(N / S) groups.
+    G_pp = np.floor(N / S)
+    t_c = 6.0 * Pa * B / (F_eff * S * Mmb)
+    A_bits = np.where(S > 1, B * hidden * act_val_bytes * 8.0 / g("activation_compression"), 0.0)
+    t_m = (2.0 * A_bits / Mmb) / g("pp_bits_per_s")
+    pp_link = np.where(S > 1, (t_m + g("pp_latency_s")) * straggler_factor(S, strag, p), 0.0)
+    T_pp = (Mmb + S - 1.0) * (t_c + pp_link) + T_ep
+    V_pp = np.where(g("pp_shard_sync") > 0, V / S, V)
+    T_sync_pp = sync_time(V_pp, G_pp)
+    H_pp = np.where(G_pp > 1, choose_h(T_sync_pp, T_pp), np.where(h_req > 0, h_req, 1.0))
+    cyc_pp = cycle(H_pp, T_pp, T_sync_pp)
+
+    # Synchronous data parallel: ring all-reduce of uncompressed gradients every step
+    # (Charles et al. 2025 App. A: 2 V (1 - 1/N) / BW plus 2 (N - 1) latency hops).
+    V_ddp = P * g("bits_per_value")
+    bw_min = np.minimum(up, down)
+    T_ar = np.where(
+        N > 1,
+        (2.0 * V_ddp * (1.0 - 1.0 / N) / bw_min + 2.0 * (N - 1.0) * lat) * straggler_factor(N, strag, p),
+        0.0,
+    )
+    cyc_ddp = np.where(streaming, np.maximum(T_step, T_ar), T_step + T_ar)
+
+    is_flat = (mode == MODE_FLAT) | ((mode == MODE_HIER) & ~hier_ok)
+    is_hier = hier_ok
+    is_pp = mode == MODE_PP
+    conds = [mode == MODE_DDP, is_flat, is_hier, is_pp]
+
+    def sel(ddp: npt.ArrayLike, flat: npt.ArrayLike, hier: npt.ArrayLike, pp: npt.ArrayLike) -> Arr:
+        return np.asarray(np.select(conds, [ddp, flat, hier, pp], default=np.nan), dtype=np.float64)
+
+    ones = np.ones(shape)
+    cyc = sel(cyc_ddp, cyc_flat, cyc_hier, cyc_pp)
+    steps_per_cycle = sel(ones, H_flat, H_in * H_reg, H_pp)
+    workers = sel(N, N, N, G_pp)
+    step_time = sel(T_step, T_step, T_step, T_pp)
+    t_sync = sel(T_ar, T_sync_flat, T_glob, T_sync_pp)
+    h_out = sel(ones, H_flat, H_in, H_pp)
+    h_pen = sel(ones, H_flat, H_eff_hier, H_pp)
+    replicas = sel(ones, N, N, G_pp)
+    stages = np.where(is_pp, S, 1.0)
+    f_sync = sel(
+        straggler_factor(N, strag, p), straggler_factor(N, strag, p),
+        straggler_factor(G_h, strag, p), straggler_factor(G_pp, strag, p),
+    )
+    # A mode that needs the model in one node is infeasible when it does not fit.
+    fits_mode = np.where(is_pp, need_per_node <= mem, fits)
+    enough_workers = np.where(is_pp, G_pp >= 1, N >= 1)
+
+    tokens_per_s = steps_per_cycle * B * workers / cyc
+    run_s = np.where(D_req > 0, D_req / tokens_per_s, T_budget)
+    D = np.where(D_req > 0, D_req, tokens_per_s * T_budget)
+    time_ok = run_s <= T_budget * (1.0 + 1e-12)
+    n_cycles = run_s / cyc
+    C_thr = 6.0 * Pa * D
+
+    # --- 4-5. efficiency factors ----------------------------------------------------------------
+    distributed = (mode != MODE_DDP) & (replicas > 1)
+    e_h = np.where(distributed, eta_h(P, h_pen, p), 1.0)
+    e_c = np.where(distributed, eta_comp(g("compression_ratio"), g("error_feedback"), g("compression_quality"), p), 1.0)
+    e_a = np.where(is_pp, eta_act(g("activation_compression"), S, g("activation_quality"), p), 1.0)
+
+    ce, ca, cb = k("chinchilla_e"), k("chinchilla_a"), k("chinchilla_b")
+    cal, cbe, kopt = k("chinchilla_alpha"), k("chinchilla_beta"), k("tokens_per_param_optimal")
+    L = chinchilla.loss(Pa, D, ce, ca, cb, cal, cbe)
+    beta0 = k("replica_beta_coeff") * P ** -k("replica_beta_exponent")
+    beta_rep = beta0 * np.log(np.maximum(h_pen, 1.0)) / np.log(k("replica_reference_h"))
+    L_rep = np.where(distributed, np.maximum(replicas, 1.0) ** beta_rep, 1.0)
+    C_opt = chinchilla.optimal_compute_for_loss(L, ce, ca, cb, cal, cbe, kopt)
+    C_opt_rep = chinchilla.optimal_compute_for_loss(L * L_rep, ce, ca, cb, cal, cbe, kopt)
+    e_r = np.where(distributed, np.minimum(1.0, C_opt_rep / C_opt), 1.0)
+    chi = np.minimum(1.0, C_opt / C_thr)
+    eta = e_h * e_c * e_a * e_r
+    C_local = C_thr * eta
+    C_quality = C_local * chi
+
+    # --- 6-7. cost and energy -------------------------------------------------------------------
+    chips_total = N * chips
+    hours = run_s / 3600.0
+    hardware_usd = chips_total * g("price_usd_per_chip") * g("capex_multiplier")
+    rental_usd = chips_total * g("rental_usd_per_chip_hour") * hours
+    power_node_w = chips * g("tdp_w") * g("pue")
+    energy_kwh = N * power_node_w * hours / 1000.0
+    renting = g("rental") > 0
+    # A rental price already includes the provider's power bill.
+    energy_usd = np.where(renting, 0.0, energy_kwh * g("electricity_usd_per_kwh"))
+    total_usd = np.where(renting, rental_usd, hardware_usd) + energy_usd
+
+    # --- traffic per node (bits per outer cycle, mean over nodes) -------------------------------
+    per_step_pp = 2.0 * A_bits * (S - 1.0) / S
+    up_bits_cycle = sel(
+        2.0 * V_ddp * (1.0 - 1.0 / np.maximum(N, 1.0)) * (N > 1),
+        V * (N > 1),
+        H_reg * V + V / n_g,
+        V_pp * (G_pp > 1) + H_pp * per_step_pp,
+    )
+    mean_up = up_bits_cycle / cyc
+    duty = np.minimum(1.0, (up_bits_cycle / up) / cyc)
+    peak_up = np.where(up_bits_cycle > 0, up, 0.0)
+
+    # --- where the time goes (seconds over the run, one worker's timeline) ---------------------
+    busy_step = steps_per_cycle * step_time
+    exposed = np.maximum(cyc - busy_step, 0.0) * n_cycles
+    compute_pure = np.where(is_pp, steps_per_cycle * Mmb * t_c, steps_per_cycle * T_comp) * n_cycles
+    bubble = np.where(is_pp, steps_per_cycle * (S - 1.0) * t_c, 0.0) * n_cycles
+    pp_comm = np.where(is_pp, steps_per_cycle * (Mmb + S - 1.0) * pp_link, 0.0) * n_cycles
+    ep_s = steps_per_cycle * T_ep * n_cycles
+    straggler_s = exposed * (1.0 - 1.0 / f_sync)
+    hidden_comm = np.minimum(t_sync, busy_step) * np.where(streaming, 1.0, 0.0) * n_cycles
+
+    node_h100e = g("node_fp16_flop_per_s") / 990e12
+    cap_f, cap_m = g("cap_flop_per_s"), g("cap_memory_bytes")
+    under_flop = (cap_f <= 0) | (g("node_fp16_flop_per_s") <= cap_f * (1.0 + 1e-12))
+    under_mem = (cap_m <= 0) | (g("node_counted_memory_bytes") <= cap_m * (1.0 + 1e-12))
+    under_cap = under_flop & under_mem
+    feasible = fits_mode & time_ok & under_cap & enough_workers & np.isfinite(C_local)
+
+    return {
+        "feasible": feasible.astype(np.float64),
+        "fits": fits_mode.astype(np.float64),
+        "time_ok": time_ok.astype(np.float64),
+        "under_cap": under_cap.astype(np.float64),
+        "under_flop_cap": under_flop.astype(np.float64),
+        "under_memory_cap": under_mem.astype(np.float64),
+        "mode_resolved": sel(ones * MODE_DDP, ones * MODE_FLAT, ones * MODE_HIER, ones * MODE_PP),
+        "memory_required_bytes_per_node": np.where(is_pp, need_per_node, need_flat),
+        "pipeline_stages": stages,
+        "pipeline_stages_needed": S,
+        "groups": sel(ones, ones, G_h, G_pp),
+        "replicas": replicas,
+        "node_effective_flop_per_s": F_eff,
+        "node_h100_equivalents": node_h100e,
+        "step_compute_time_s": T_comp,
+        "step_time_s": step_time,
+        "expert_parallel_latency_s": T_ep,
+        "sync_time_s": t_sync,
+        "regional_sync_time_s": np.where(is_hier, T_reg, 0.0),
+        "inner_steps": h_out,
+        "regional_rounds": np.where(is_hier, H_reg, 1.0),
+        "inner_steps_effective": h_pen,
+        "outer_step_time_s": cyc,
+        "num_outer_steps": n_cycles,
+        "payload_bits": sel(V_ddp, V, V, V_pp),
+        "activation_bits_per_boundary": A_bits,
+        "tokens": D,
+        "tokens_per_s": tokens_per_s,
+        "run_time_s": run_s,
+        "c_raw_flop": C_thr,
+        "eta_h": e_h,
+        "eta_comp": e_c,
+        "eta_act": e_a,
+        "eta_rep": e_r,
+        "eta": eta,
+        "chi": chi,
+        "loss": L,
+        "loss_replica_multiplier": L_rep,
+        "c_local_flop": C_local,
+        "c_quality_flop": C_quality,
+        "overtraining_ratio": D / (kopt * Pa),
+        "mfu_global": C_local / (N * g("node_peak_flop_per_s") * run_s),
+        "hardware_usd": hardware_usd,
+        "rental_usd": rental_usd,
+        "energy_kwh": energy_kwh,
+        "energy_usd": energy_usd,
+        "cost_usd": total_usd,
+        "power_per_node_w": power_node_w,
+        "up_bits_per_outer_step": up_bits_cycle,
+        "mean_up_bits_per_s": mean_up,
+        "peak_up_bits_per_s": peak_up,
+        "duty_cycle": duty,
+        "bytes_per_day_per_node": 2.0 * mean_up / 8.0 * 86400.0,
+        "time_compute_s": compute_pure,
+        "time_bubble_s": bubble,
+        "time_pipeline_comm_s": pp_comm,
+        "time_expert_parallel_s": ep_s,
+        "time_exposed_comm_s": exposed - straggler_s,
+        "time_straggler_s": straggler_s,
+        "time_hidden_comm_s": hidden_comm,
+    }
+
+
+OUTPUTS: tuple[str, ...] = (
+    "feasible", "fits", "time_ok", "under_cap", "under_flop_cap", "under_memory_cap", "mode_resolved",
+    "memory_required_bytes_per_node", "pipeline_stages", "pipeline_stages_needed", "groups", "replicas",
+    "node_effective_flop_per_s", "node_h100_equivalents", "step_compute_time_s", "step_time_s",
+    "expert_parallel_latency_s", "sync_time_s", "regional_sync_time_s", "inner_steps", "regional_rounds",
+    "inner_steps_effective", "outer_step_time_s", "num_outer_steps", "payload_bits",
+    "activation_bits_per_boundary", "tokens", "tokens_per_s", "run_time_s", "c_raw_flop", "eta_h",
+    "eta_comp", "eta_act", "eta_rep", "eta", "chi", "loss", "loss_replica_multiplier", "c_local_flop",
+    "c_quality_flop", "overtraining_ratio", "mfu_global", "hardware_usd", "rental_usd", "energy_kwh",
+    "energy_usd", "cost_usd", "power_per_node_w", "up_bits_per_outer_step", "mean_up_bits_per_s",
+    "peak_up_bits_per_s", "duty_cycle", "bytes_per_day_per_node", "time_compute_s", "time_bubble_s",
+    "time_pipeline_comm_s", "time_expert_parallel_s", "time_exposed_comm_s", "time_straggler_s",
+    "time_hidden_comm_s",
+)
