@@ -33,6 +33,7 @@ Daly, "A higher order estimate of the optimum checkpoint interval for restart du
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -202,6 +203,16 @@ def checkpoint_period_h(spec: ResilienceSpec, algorithm: str) -> float:
     return spec.max_checkpoint_interval_h
 
 
+def _log_expm1(x: float) -> float:
+    """log(e^x - 1) for x > 0 without overflow."""
+    return x + math.log1p(-math.exp(-x)) if x > 30 else math.log(math.expm1(x))
+
+
+def _positive_float(log_value: float) -> float:
+    """exp(log_value), floored at the smallest normal float so a vanishing goodput stays > 0."""
+    return max(math.exp(min(log_value, 0.0)), sys.float_info.min)
+
+
 def _check_algorithm(algorithm: str) -> None:
     if algorithm not in ALGORITHMS:
         raise InputError("algorithm", f"must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
@@ -237,8 +248,8 @@ def ddp_goodput(spec: ResilienceSpec) -> float:
     if lam == 0:
         return (1 - c / tau) * avail
     # Written with expm1 and in log space so huge fleets underflow to a tiny positive value, not 0/0.
-    log_denominator = lam * spec.restart_time_h + math.log(math.expm1(lam * tau)) - math.log(lam)
-    return math.exp(math.log(tau - c) - log_denominator) * avail
+    log_denominator = lam * spec.restart_time_h + _log_expm1(lam * tau) - math.log(lam)
+    return _positive_float(math.log(tau - c) - log_denominator + math.log(avail))
 
 
 def ddp_goodput_first_order(spec: ResilienceSpec) -> float:
@@ -258,15 +269,8 @@ def elastic_goodput(spec: ResilienceSpec) -> float:
     lam_node = spec.node_failure_rate_total_per_h
     up = 1 / (1 + lam_node * spec.node_repair_time_h)
     stall_free = math.exp(-spec.nodes * up * lam_node * spec.resize_time_h)
-    return checkpoint_factor(spec, "ddp_elastic") * stall_free * up * _site_availability(spec, "ddp_elastic")
-
-
-def _completed_rounds_work_h(lam: float, period_h: float) -> float:
-    """E[P floor(X / P)] for X ~ Exp(lam): the work in whole rounds before a failure, h."""
-    if lam == 0:
-        return math.inf
-    q_over_1mq = 1 / math.expm1(lam * period_h)
-    return period_h * q_over_1mq
+    value = checkpoint_factor(spec, "ddp_elastic") * stall_free * up * _site_availability(spec, "ddp_elastic")
+    return max(value, sys.float_info.min)
 
 
 def diloco_goodput(spec: ResilienceSpec) -> float:
@@ -283,16 +287,18 @@ def diloco_goodput(spec: ResilienceSpec) -> float:
     if lam == 0:
         return factor
     p_round, r = spec.round_time_h, spec.restart_time_h
-    work = _completed_rounds_work_h(lam, p_round)
+    log_work = math.log(p_round) - _log_expm1(lam * p_round)  # E[P floor(X/P)] = P / (e^(lam P) - 1)
     q = math.exp(-lam * p_round)
     mean_u = 1 / lam - p_round * q / (1 - q)  # E[X mod P]
     r_mod = r % p_round
     # g = (-(U + R)) mod P with U = X mod P; it wraps past a second boundary when U >= P - (R mod P).
     p_wrap = (math.exp(-lam * (p_round - r_mod)) - q) / (1 - q)
     mean_gap = p_round - r_mod - mean_u + p_round * p_wrap
-    p_ok = math.exp(-lam * r)
-    cycle = 1 / lam + r + mean_gap + p_round * (1 - p_ok) / p_ok
-    return factor * work / cycle
+    # E[cycle] = 1/lam + R + E[g] + P (e^(lam R) - 1), summed in log space.
+    a = math.log(1 / lam + r + mean_gap)
+    b = math.log(p_round) + _log_expm1(lam * r)
+    log_cycle = max(a, b) + math.log1p(math.exp(-abs(a - b)))
+    return _positive_float(math.log(factor) + log_work - log_cycle)
 
 
 def decoupled_goodput(spec: ResilienceSpec) -> float:
@@ -307,7 +313,7 @@ def decoupled_goodput(spec: ResilienceSpec) -> float:
     if lam == 0:
         return factor
     x = lam * spec.round_time_h
-    return factor * math.exp(-lam * spec.restart_time_h) * x / math.expm1(x)
+    return _positive_float(math.log(factor) - lam * spec.restart_time_h + math.log(x) - _log_expm1(x))
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -494,7 +500,7 @@ def site_loss(spec: ResilienceSpec, scenario: SiteLossScenario) -> SiteLossResul
             traj = _Trajectory(rates=[(0.0, full)], lumps=[])
         elif algorithm == "ddp":
             tau = checkpoint_period_h(spec, "ddp")
-            lumps = [(big_l, spec.chips * (tau - spec.checkpoint_write_time_h) / 2)]
+            lumps = [(big_l, min(spec.chips * (tau - spec.checkpoint_write_time_h) / 2, full * big_l))]
             reprov = big_l + scenario.reprovision_time_h
             if back <= reprov:
                 rates = [(0.0, full), (big_l, 0.0), (back + r, full)]
@@ -513,14 +519,14 @@ def site_loss(spec: ResilienceSpec, scenario: SiteLossScenario) -> SiteLossResul
             traj = _Trajectory(rates=rates, lumps=[])
         else:
             p_round = spec.round_time_h
-            lumps = [(big_l, spec.chips * lost_share * p_round / 2)]
+            lumps = [(big_l, min(spec.chips * lost_share * p_round / 2, full * big_l))]
             rates = [(0.0, full), (big_l, full * (1 - lost_share))]
             if math.isfinite(back):
                 rejoin = back + r + (p_round / 2 if algorithm == "diloco" else 0.0)
                 rates.append((rejoin, full))
             traj = _Trajectory(rates=rates, lumps=lumps)
         t_target = traj.time_to(target)
-        done = min(traj.work_at(scenario.run_h), target)
+        done = max(0.0, min(traj.work_at(scenario.run_h), target))
         outcomes[algorithm] = SiteLossOutcome(
             time_to_target_h=t_target,
             delay_h=t_target - scenario.run_h,
