@@ -1,0 +1,208 @@
+"""One frozen, keyword-only configuration for a testbed run, validated field by field.
+
+Units are in the names (``_s`` seconds, ``_bits_per_s``). Human strings ("100Mbps/100ms") are
+parsed only by :mod:`dispersal.model.units`, in :func:`parse_link`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from dispersal.model.errors import InputError, require
+from dispersal.model.units import parse_duration, parse_up_down
+
+ALGORITHMS = ("ddp", "diloco", "streaming")
+CODECS = ("none", "bf16", "int8", "int4", "topk")
+
+# nanoGPT-shaped presets: (n_layer, n_head, n_embd, block_size, batch_size per worker).
+MODEL_PRESETS: dict[str, dict[str, int]] = {
+    "tiny": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 64, "batch_size": 8},
+    "small": {"n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 128, "batch_size": 8},
+}
+
+
+def parse_link(text: str) -> tuple[float, float, float, float]:
+    """Parse ``RATE[/RATE]/LATENCY[/JITTER]`` or ``instant`` to (up, down bit/s, latency s, jitter s).
+
+    Examples: ``100Mbps/100ms`` (symmetric), ``57Mbps/310Mbps/40ms``, ``1Gbps/20ms/5ms``.
+    ``instant`` is an infinitely fast link (0 latency). The rate part goes to ``parse_up_down``.
+    """
+    text = str(text).strip()
+    if text.lower() == "instant":
+        return math.inf, math.inf, 0.0, 0.0
+    parts = [p.strip() for p in text.split("/")]
+    # Rejoin "bit/s" style rates split by the slash.
+    merged: list[str] = []
+    for p in parts:
+        if merged and p == "s":
+            merged[-1] += "/s"
+        else:
+            merged.append(p)
+    rates: list[str] = []
+    times: list[str] = []
+    for p in merged:
+        (times if p and p[-1:] == "s" and not p.endswith(("bps", "Bps", "/s")) else rates).append(p)
+    if not rates or len(rates) > 2 or not times or len(times) > 2:
+        raise InputError(
+            "link", f"expected RATE[/RATE]/LATENCY[/JITTER] or 'instant', e.g. 100Mbps/100ms, got {text!r}"
+        )
+    up, down = parse_up_down("/".join(rates), "link")
+    latency = parse_duration(times[0], "link")
+    jitter = parse_duration(times[1], "link") if len(times) == 2 else 0.0
+    require(up > 0 and down > 0, "link", f"rates must be > 0, got {text!r}")
+    require(latency >= 0 and jitter >= 0, "link", f"latency and jitter must be >= 0, got {text!r}")
+    return up, down, latency, jitter
+
+
+@dataclass(frozen=True, kw_only=True)
+class TestbedConfig:
+    """Everything that determines a run. ``steps`` counts inner steps per worker."""
+
+    algorithm: str = "diloco"
+    """ddp (all-reduce every step), diloco (H local steps, outer Nesterov) or streaming."""
+    workers: int = 4
+    steps: int = 200
+    """Inner optimizer steps per worker (equal total tokens across algorithms)."""
+    inner_steps: int = 50
+    """H: inner steps between syncs (DiLoCo); ignored by ddp."""
+    model: str = "tiny"
+    n_layer: int = 0
+    n_head: int = 0
+    n_embd: int = 0
+    block_size: int = 0
+    batch_size: int = 0
+    """Sequences per worker per inner step; 0 = from the preset."""
+    inner_lr: float = 1e-3
+    warmup_steps: int = 20
+    weight_decay: float = 0.1
+    outer_lr: float = 0.7
+    """DiLoCo outer SGD learning rate (Douillard et al. 2023, arXiv 2311.08105, sec. 3)."""
+    outer_momentum: float = 0.9
+    fragments: int = 2
+    """Streaming DiLoCo: P fragments synced on a staggered schedule (arXiv 2501.18512)."""
+    overlap_steps: int = 1
+    """Streaming DiLoCo: tau, inner steps the communication overlaps before the merge."""
+    mixing_alpha: float = 0.5
+    """Streaming DiLoCo: merged = alpha * local + (1 - alpha) * global."""
+    codec: str = "none"
+    topk_fraction: float = 0.01
+    block: int = 64
+    """Quantizer block size (one fp32 scale per block) for int8/int4."""
+    link_up_bits_per_s: float = math.inf
+    link_down_bits_per_s: float = math.inf
+    link_latency_s: float = 0.0
+    link_jitter_s: float = 0.0
+    realtime: bool = False
+    seed: int = 0
+    data: tuple[str, ...] = ()
+    """Text files or folders; empty = the Python standard library's *.py files."""
+    eval_every: int = 1
+    """Validation every this many outer rounds (ddp: counted in H-step blocks)."""
+    eval_batches: int = 8
+    checkpoint_every: int = 0
+    """Checkpoint every this many outer rounds (0 = only at the end)."""
+    stop_after_rounds: int = 0
+    """Stop (as if interrupted) after this many rounds in this invocation; 0 = run to the end."""
+    faults: tuple[str, ...] = ()
+    """Fault specs, e.g. 'kill w2@step300' (see faults.FaultPlan.parse)."""
+    collective_timeout_s: float = 10.0
+    heartbeat_timeout_s: float = 3.0
+    run_timeout_s: float = 3600.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        require(
+            self.algorithm in ALGORITHMS,
+            "algorithm",
+            f"one of {', '.join(ALGORITHMS)}, got {self.algorithm!r}",
+        )
+        require(self.codec in CODECS, "codec", f"one of {', '.join(CODECS)}, got {self.codec!r}")
+        require(
+            self.model in MODEL_PRESETS, "model", f"one of {', '.join(MODEL_PRESETS)}, got {self.model!r}"
+        )
+        require(1 <= self.workers <= 64, "workers", f"an integer in 1..64, got {self.workers}")
+        require(self.steps >= 1, "steps", f"an integer >= 1, got {self.steps}")
+        require(self.inner_steps >= 1, "inner-steps", f"an integer >= 1, got {self.inner_steps}")
+        preset = MODEL_PRESETS[self.model]
+        for name in ("n_layer", "n_head", "n_embd", "block_size", "batch_size"):
+            value = getattr(self, name)
+            require(value >= 0, name, f"an integer >= 0 (0 = preset), got {value}")
+            if value == 0:
+                object.__setattr__(self, name, preset[name])
+        require(self.n_embd % self.n_head == 0, "n_embd", f"must be a multiple of n_head={self.n_head}")
+        require(0 < self.inner_lr < 1, "inner-lr", f"in (0, 1), got {self.inner_lr}")
+        require(0 < self.outer_lr <= 2, "outer-lr", f"in (0, 2], got {self.outer_lr}")
+        require(0 <= self.outer_momentum < 1, "outer-momentum", f"in [0, 1), got {self.outer_momentum}")
+        require(0 <= self.mixing_alpha <= 1, "mixing-alpha", f"in [0, 1], got {self.mixing_alpha}")
+        require(0 < self.topk_fraction <= 1, "topk-fraction", f"in (0, 1], got {self.topk_fraction}")
+        require(self.block >= 2, "block", f"an integer >= 2, got {self.block}")
+        require(self.link_up_bits_per_s > 0 and self.link_down_bits_per_s > 0, "link", "rates must be > 0")
+        require(self.link_latency_s >= 0 and self.link_jitter_s >= 0, "link", "latency and jitter >= 0")
+        require(self.collective_timeout_s > 0, "collective-timeout", "must be > 0 s")
+        if self.algorithm == "streaming":
+            require(self.fragments >= 1, "fragments", f"an integer >= 1, got {self.fragments}")
+            require(
+                self.inner_steps % self.fragments == 0,
+                "inner-steps",
+                f"must be a multiple of fragments={self.fragments} for streaming, got {self.inner_steps}",
+            )
+            require(
+                0 <= self.overlap_steps < self.inner_steps // self.fragments,
+                "overlap-steps",
+                f"tau in [0, H/P={self.inner_steps // self.fragments}), got {self.overlap_steps}",
+            )
+        require(
+            self.steps % self.round_steps == 0,
+            "steps",
+            f"must be a multiple of {self.round_steps} (inner steps per round), got {self.steps}",
+        )
+        from dispersal.testbed.faults import FaultPlan  # local: faults imports nothing heavy
+
+        FaultPlan.parse(self.faults)  # validates; raises InputError("fault", ...)
+
+    @property
+    def round_steps(self) -> int:
+        """Inner steps per outer round: 1 (ddp), H (diloco), H/P (streaming: one fragment per round)."""
+        if self.algorithm == "ddp":
+            return 1
+        if self.algorithm == "streaming":
+            return self.inner_steps // self.fragments
+        return self.inner_steps
+
+    @property
+    def rounds(self) -> int:
+        return self.steps // self.round_steps
+
+    @property
+    def worker_ids(self) -> list[str]:
+        return [f"w{i}" for i in range(self.workers)]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        for k, v in d.items():
+            if isinstance(v, float) and math.isinf(v):
+                d[k] = "inf"
+            elif isinstance(v, tuple):
+                d[k] = list(v)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TestbedConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - known
+        if unknown:
+            raise InputError(sorted(unknown)[0], "unknown config field")
+        kw = dict(d)
+        for k, v in kw.items():
+            if v == "inf":
+                kw[k] = math.inf
+            elif isinstance(v, list):
+                kw[k] = tuple(v)
+        return cls(**kw)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)

@@ -1,0 +1,118 @@
+"""Emulated links: every byte a worker sends or receives is counted here and charged to a clock.
+
+Link model for one sync through a relay (or an all-reduce seen from one worker), as in the
+analytic model's flat DiLoCo sync (docs: spec/model.md section 3)::
+
+    T_sync = 8 V_up / BW_up + 8 V_down / BW_down + latency      [s; V in bytes, BW in bit/s]
+
+Half the latency (plus a jitter draw, uniform in [0, jitter/2]) is charged each way. With several
+workers the relay starts sending down when the last upload has arrived, so worker i finishes at
+``max_j(arrival_j) + down_i``: waiting for a straggler is exposed communication too.
+
+By default the time is *virtual* (added to a per-worker clock, deterministic); with
+``realtime=True`` the worker also really sleeps for the exposed communication time.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass
+class LinkCounters:
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    messages: int = 0
+    comm_exposed_s: float = 0.0
+    compute_s: float = 0.0
+    clock_s: float = 0.0
+    """Virtual wall clock of this worker: compute plus exposed communication."""
+    state_bytes: int = 0
+    """Bytes received as state transfer when (re)joining; kept apart from the per-sync traffic."""
+
+
+class Link(Protocol):
+    counters: LinkCounters
+
+    def upload_s(self, nbytes: int, rng: random.Random) -> float: ...
+
+    def download_s(self, nbytes: int, rng: random.Random) -> float: ...
+
+    def wait(self, seconds: float) -> None: ...
+
+
+class InstantLink:
+    """Infinitely fast, zero latency; still counts bytes. For tests and overhead runs."""
+
+    def __init__(self) -> None:
+        self.counters = LinkCounters()
+
+    def upload_s(self, nbytes: int, rng: random.Random) -> float:
+        return 0.0
+
+    def download_s(self, nbytes: int, rng: random.Random) -> float:
+        return 0.0
+
+    def wait(self, seconds: float) -> None:
+        return None
+
+
+class EmulatedWanLink:
+    """A WAN link: up/down rate (bit/s), one-way latency = latency_s / 2, jitter (s), virtual clock."""
+
+    def __init__(
+        self,
+        up_bits_per_s: float,
+        down_bits_per_s: float,
+        latency_s: float,
+        jitter_s: float = 0.0,
+        realtime: bool = False,
+    ) -> None:
+        self.up_bits_per_s = up_bits_per_s
+        self.down_bits_per_s = down_bits_per_s
+        self.latency_s = latency_s
+        self.jitter_s = jitter_s
+        self.realtime = realtime
+        self.counters = LinkCounters()
+
+    def _one_way(self, rng: random.Random) -> float:
+        return self.latency_s / 2 + (rng.uniform(0.0, self.jitter_s / 2) if self.jitter_s else 0.0)
+
+    def upload_s(self, nbytes: int, rng: random.Random) -> float:
+        wire = 0.0 if math.isinf(self.up_bits_per_s) else 8 * nbytes / self.up_bits_per_s
+        return wire + self._one_way(rng)
+
+    def download_s(self, nbytes: int, rng: random.Random) -> float:
+        wire = 0.0 if math.isinf(self.down_bits_per_s) else 8 * nbytes / self.down_bits_per_s
+        return wire + self._one_way(rng)
+
+    def wait(self, seconds: float) -> None:
+        if self.realtime and seconds > 0:
+            time.sleep(seconds)
+
+
+def make_link(up: float, down: float, latency_s: float, jitter_s: float, realtime: bool) -> Link:
+    if math.isinf(up) and math.isinf(down) and latency_s == 0 and jitter_s == 0:
+        return InstantLink()
+    return EmulatedWanLink(up, down, latency_s, jitter_s, realtime)
+
+
+def sync_rng(seed: int, worker: str, round_index: int) -> random.Random:
+    """Deterministic jitter draws per (seed, worker, round)."""
+    return random.Random(f"{seed}/{worker}/{round_index}")
+
+
+def relay_finish_s(arrivals_s: list[float], download_s: float) -> float:
+    """Time a worker has the averaged update: last upload arrival at the relay + its own download."""
+    return max(arrivals_s) + download_s
+
+
+def predicted_sync_s(
+    payload_bytes: int, up_bits_per_s: float, down_bits_per_s: float, latency_s: float
+) -> float:
+    """T_sync = 8 V / BW_up + 8 V / BW_down + latency (spec/model.md sec. 3, flat sync, no straggler factor)."""
+    return 8 * payload_bytes / up_bits_per_s + 8 * payload_bytes / down_bits_per_s + latency_s

@@ -1,0 +1,83 @@
+"""The outer optimizer and the flat-vector plumbing shared by the algorithms.
+
+DiLoCo (Douillard et al. 2023, arXiv 2311.08105, Algorithm 1): after H inner steps each worker's
+pseudo-gradient is ``delta_m = theta_global - theta_m``; the outer optimizer applies the mean
+``delta`` with SGD + Nesterov momentum (paper: lr 0.7, momentum 0.9)::
+
+    b     <- mu * b + delta                   (b starts at 0, as torch.optim.SGD)
+    theta <- theta - lr * (delta + mu * b)
+
+Streaming DiLoCo (Douillard et al. 2025, arXiv 2501.18512) runs the same step on one fragment's
+indices at a time.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+class NesterovOuter:
+    """SGD with Nesterov momentum on a flat fp32 vector (optionally on a subset of indices)."""
+
+    def __init__(self, numel: int, lr: float = 0.7, momentum: float = 0.9) -> None:
+        self.lr, self.momentum = lr, momentum
+        self.buf = torch.zeros(numel)
+
+    def step(self, theta: Tensor, delta: Tensor, index: Tensor | None = None) -> None:
+        """In place: ``theta`` (full flat vector) moves by the Nesterov update of ``delta``."""
+        if index is None:
+            self.buf.mul_(self.momentum).add_(delta)
+            theta.sub_(self.lr * (delta + self.momentum * self.buf))
+        else:
+            b = self.buf[index].mul_(self.momentum).add_(delta)
+            self.buf[index] = b
+            theta[index] = theta[index] - self.lr * (delta + self.momentum * b)
+
+    def state_dict(self) -> dict[str, Tensor]:
+        return {"buf": self.buf.clone()}
+
+    def load_state_dict(self, state: dict[str, Tensor]) -> None:
+        self.buf = state["buf"].clone()
+
+
+def flat_params(model: nn.Module) -> Tensor:
+    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
+
+
+def set_flat_params(model: nn.Module, flat: Tensor) -> None:
+    with torch.no_grad():
+        torch.nn.utils.vector_to_parameters(flat, model.parameters())
+
+
+def flat_grads(model: nn.Module) -> Tensor:
+    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+
+
+def set_flat_grads(model: nn.Module, flat: Tensor) -> None:
+    offset = 0
+    for p in model.parameters():
+        n = p.numel()
+        p.grad = flat[offset : offset + n].view_as(p).clone()
+        offset += n
+
+
+def fragment_indices(model: nn.Module, fragments: int) -> list[Tensor]:
+    """Split the flat parameter vector into P fragments, strided over transformer blocks.
+
+    Block i goes to fragment i mod P (the paper's strided pattern, arXiv 2501.18512 sec. 2.2);
+    embeddings join fragment 0 and everything after the blocks joins fragment P-1.
+    """
+    parts: list[list[Tensor]] = [[] for _ in range(fragments)]
+    offset = 0
+    for name, p in model.named_parameters():
+        n = p.numel()
+        if name.startswith("blocks."):
+            frag = int(name.split(".")[1]) % fragments
+        elif name.startswith(("wte", "wpe")):
+            frag = 0
+        else:
+            frag = fragments - 1
+        parts[frag].append(torch.arange(offset, offset + n))
+        offset += n
+    return [torch.cat(p) if p else torch.zeros(0, dtype=torch.long) for p in parts]

@@ -1,0 +1,233 @@
+"""The supervisor: hosts the TCPStore, runs the membership coordinator, spawns and kills workers.
+
+Membership protocol (plain torch.distributed, no torchft): the store outlives the workers and holds
+
+    joinreq/<w> = incarnation     a worker process asks to be in the group
+    hb/<w>                        heartbeat, rewritten every 0.3 s by each worker
+    failed/<g>/<w>                a worker's collective failed in generation g
+    members/<g>, gen              the coordinator's published generations (gen is a counter)
+    killme/<w>, progress/<w>      fault plan hand-shake and progress, finished = the run is over
+
+The coordinator publishes generation g+1 when a member is lost (process exit seen by the
+supervisor, or heartbeat older than ``heartbeat_timeout_s``), when a worker asks to join, or when a
+failure is reported. Survivors come first in the member list, so rank 0 always holds the state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+
+from dispersal.testbed.config import TestbedConfig
+from dispersal.testbed.data import prepare_corpus
+from dispersal.testbed.faults import FaultPlan
+from dispersal.testbed.worker import log_event
+
+
+class Coordinator:
+    """Decides the member list of each generation from registrations, deaths and failure reports."""
+
+    def __init__(self, store: dist.TCPStore, worker_ids: list[str], heartbeat_timeout_s: float) -> None:
+        self.store, self.worker_ids, self.hb_timeout = store, worker_ids, heartbeat_timeout_s
+        self.gen = 0
+        self.members: list[str] = []
+        self.registered: dict[str, int] = {}
+        self.dead: dict[str, int] = {}
+        self._hb_seen: dict[str, tuple[bytes, float]] = {}
+        self._failure_since: float | None = None
+        self.started = time.monotonic()
+
+    def mark_dead(self, worker: str, incarnation: int) -> None:
+        self.dead[worker] = max(incarnation, self.dead.get(worker, -1))
+
+    def _fresh(self, worker: str, now: float) -> bool:
+        """Heartbeat changed within the timeout (judged on this clock, so machines' clocks may differ)."""
+        key = f"hb/{worker}"
+        if not self.store.check([key]):
+            return True  # just registered, first beat not yet written
+        value = self.store.get(key)
+        last = self._hb_seen.get(worker)
+        if last is None or last[0] != value:
+            self._hb_seen[worker] = (value, now)
+            return True
+        return now - last[1] < self.hb_timeout
+
+    def alive(self, now: float) -> list[str]:
+        out = []
+        for w in self.worker_ids:
+            if self.store.check([f"joinreq/{w}"]):
+                inc = int(self.store.get(f"joinreq/{w}"))
+                if inc != self.registered.get(w):
+                    self.registered[w] = inc
+                    self._hb_seen.pop(w, None)
+            inc = self.registered.get(w)
+            if inc is not None and self.dead.get(w, -1) < inc and self._fresh(w, now):
+                out.append(w)
+        return out
+
+    def publish(self, members: list[str]) -> None:
+        g = self.gen + 1
+        self.store.set(f"members/{g}", json.dumps(members))
+        self.gen = self.store.add("gen", 1)
+        assert self.gen == g, "only the coordinator bumps gen"
+        self.members = members
+        self._failure_since = None
+
+    def tick(self, expected_at_start: int, start_grace_s: float = 120.0) -> None:
+        now = time.monotonic()
+        alive = self.alive(now)
+        if self.gen == 0:
+            if alive and (len(alive) >= expected_at_start or now - self.started > start_grace_s):
+                self.publish(sorted(alive, key=lambda w: int(w[1:])))
+            return
+        kept = [w for w in self.members if w in alive]
+        joiners = sorted((w for w in alive if w not in self.members), key=lambda w: int(w[1:]))
+        if not kept and not joiners:
+            return
+        if len(kept) < len(self.members) or joiners:
+            self.publish(kept + joiners)
+            return
+        if any(self.store.check([f"failed/{self.gen}/{w}"]) for w in self.members):
+            # A collective failed but nobody is known dead yet: give heartbeats time to tell.
+            if self._failure_since is None:
+                self._failure_since = now
+            elif now - self._failure_since > self.hb_timeout:
+                self.publish(kept)
+
+
+def _spawn(
+    cfg_path: Path, out: Path, worker: str, port: int, incarnation: int, resume: bool, join_at_step: int = 0
+) -> subprocess.Popen[bytes]:
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "dispersal.testbed.worker",
+        "--config",
+        str(cfg_path),
+        "--worker",
+        worker,
+        "--store",
+        f"127.0.0.1:{port}",
+        "--out",
+        str(out),
+        "--incarnation",
+        str(incarnation),
+    ]
+    if resume and incarnation == 0:
+        cmd.append("--resume")
+    if join_at_step:
+        cmd += ["--join-at-step", str(join_at_step)]
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    with open(logs / f"{worker}.{incarnation}.log", "wb") as log:
+        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def _progress(store: dist.TCPStore, workers: list[str]) -> int:
+    done = [int(store.get(f"progress/{w}")) for w in workers if store.check([f"progress/{w}"])]
+    return max(done, default=0)
+
+
+def run_local(
+    cfg: TestbedConfig,
+    out: Path,
+    *,
+    resume: bool = False,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Run a whole training job on this machine: one OS process per worker. Returns summary.json's dict."""
+    out.mkdir(parents=True, exist_ok=True)
+    if not resume:
+        for name in ("metrics.jsonl", "events.jsonl", "summary.json"):
+            (out / name).unlink(missing_ok=True)
+    (out / "summary.json").unlink(missing_ok=True)
+    cfg_path = out / "config.json"
+    cfg_path.write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+    prepare_corpus(cfg.data, out / "data")  # once here; workers memory-map the result
+    store = dist.TCPStore(
+        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30)
+    )
+    coord = Coordinator(store, cfg.worker_ids, cfg.heartbeat_timeout_s)
+    plan = FaultPlan.parse(cfg.faults)
+    procs = {w: _spawn(cfg_path, out, w, store.port, 0, resume) for w in cfg.worker_ids}
+    incarnation = dict.fromkeys(cfg.worker_ids, 0)
+    exited: set[tuple[str, int]] = set()
+    rejoins = list(plan.of("rejoin"))
+    deadline = time.monotonic() + cfg.run_timeout_s
+    timed_out = True
+    while time.monotonic() < deadline:
+        coord.tick(expected_at_start=len(cfg.worker_ids))
+        for w, p in procs.items():
+            if store.check([f"killme/{w}"]) and p.poll() is None and incarnation[w] == 0:
+                os.kill(p.pid, signal.SIGKILL)  # a real SIGKILL: no cleanup, sockets reset
+                p.wait()
+                log_event(out, worker=w, event="killed", step=int(store.get(f"killme/{w}")))
+            if p.poll() is not None and (w, incarnation[w]) not in exited:
+                exited.add((w, incarnation[w]))
+                coord.mark_dead(w, incarnation[w])
+        step = _progress(store, cfg.worker_ids)
+        for f in list(rejoins):
+            if step >= f.step and procs[f.worker].poll() is not None and not store.check(["finished"]):
+                incarnation[f.worker] += 1
+                procs[f.worker] = _spawn(cfg_path, out, f.worker, store.port, incarnation[f.worker], False)
+                log_event(
+                    out, worker=f.worker, event="restarted", step=step, incarnation=incarnation[f.worker]
+                )
+                rejoins.remove(f)
+        if on_progress:
+            on_progress(step, cfg.steps)
+        if all(p.poll() is not None for p in procs.values()):
+            timed_out = False
+            break
+        time.sleep(0.05)
+    for p in procs.values():
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    summary_path = out / "summary.json"
+    if summary_path.exists():
+        return json.loads(summary_path.read_text())
+    from dispersal.cli._common import atomic_write_text, dumps_json
+
+    summary = {
+        "completed": False,
+        "reason": "timed out" if timed_out else "all workers exited without a summary",
+    }
+    atomic_write_text(summary_path, dumps_json(summary) + "\n")
+    return summary
+
+
+def serve(cfg: TestbedConfig, port: int) -> None:
+    """Coordinator only, for several machines: workers are started elsewhere (e.g. by torchrun)."""
+    store = dist.TCPStore(
+        "0.0.0.0", port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30)
+    )
+    coord = Coordinator(store, cfg.worker_ids, cfg.heartbeat_timeout_s)
+    deadline = time.monotonic() + cfg.run_timeout_s
+    while time.monotonic() < deadline and not store.check(["finished"]):
+        coord.tick(expected_at_start=len(cfg.worker_ids))
+        time.sleep(0.05)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="dispersal.testbed.supervisor")
+    ap.add_argument("--config", required=True, help="config.json written by `dispersal train` (or by hand)")
+    ap.add_argument("--port", type=int, default=29600)
+    args = ap.parse_args(argv)
+    serve(TestbedConfig.from_dict(json.loads(Path(args.config).read_text())), args.port)
+
+
+if __name__ == "__main__":
+    main()

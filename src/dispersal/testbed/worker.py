@@ -1,0 +1,715 @@
+"""One worker process: inner steps on its own data, syncs through the emulated link, survives faults.
+
+Read top to bottom, one round at a time (a round = the inner steps between two syncs)::
+
+    form_group()                            # join generation g of the process group, get state
+    for each round r:
+        inner steps                         # AdamW; ddp: one forward/backward, step after the sync
+        frame = header + codec(update)      # pseudo-gradient (diloco, streaming) or gradient (ddp)
+        barrier; all_gather(frame)          # every worker plays the relay: same frames, same order
+        reject frames failing CRC32 or with non-finite values; average the rest
+        outer step (Nesterov) / AdamW step  # identical on every worker
+        on any error: drop the round, form_group(g + 1)
+
+Membership lives in a TCPStore that outlives the workers (see supervisor.Coordinator): a
+generation counter ``gen`` and ``members/<g>``. A new group is
+``init_process_group(store=PrefixStore(f"gen{g}", store))``; rank 0 then broadcasts the global
+weights, outer optimizer state and round to everyone (joiners heal from it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import zlib
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from dispersal.testbed import checkpoint
+from dispersal.testbed.codecs import CRC_BYTES, make_codec
+from dispersal.testbed.config import TestbedConfig
+from dispersal.testbed.data import ByteData, prepare_corpus
+from dispersal.testbed.faults import FaultPlan
+from dispersal.testbed.gpt import GPT, GPTConfig, configure_adamw, lr_at
+from dispersal.testbed.link import make_link, relay_finish_s, sync_rng
+from dispersal.testbed.outer import (
+    NesterovOuter,
+    flat_grads,
+    flat_params,
+    fragment_indices,
+    set_flat_grads,
+    set_flat_params,
+)
+
+# Header fields (float64) sent with every frame; emulation metadata, not charged to the link
+# except the CRC32 (CRC_BYTES), which a real system would send too.
+H_CRC, H_GEN, H_ARRIVAL, H_LOSS, H_COMPUTE, H_EXPOSED, H_CLOCK, H_SENT, H_RECV, H_INDEX = range(10)
+HEADER_LEN = 10
+HEADER_BYTES = 8 * HEADER_LEN
+MAX_REFORMS = 50
+
+
+def log_event(out: Path, **fields: Any) -> None:
+    """Append one JSON line to events.jsonl (small O_APPEND writes from several processes)."""
+    line = json.dumps({"t": round(time.time(), 3), **fields}) + "\n"
+    fd = os.open(out / "events.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+class Heartbeat(threading.Thread):
+    """Writes hb/<worker> = time every 0.3 s on its own store connection (a frozen worker stops)."""
+
+    def __init__(self, host: str, port: int, worker: str) -> None:
+        super().__init__(daemon=True)
+        self.store = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=30))
+        self.worker = worker
+
+    def run(self) -> None:
+        while True:
+            try:
+                self.store.set(f"hb/{self.worker}", repr(time.time()))
+            except Exception:
+                return
+            time.sleep(0.3)
+
+
+class Worker:
+    def __init__(
+        self, cfg: TestbedConfig, worker: str, host: str, port: int, out: Path, incarnation: int
+    ) -> None:
+        self.cfg, self.wid, self.out, self.incarnation = cfg, worker, out, incarnation
+        self.index = int(worker[1:])
+        self.plan = FaultPlan.parse(cfg.faults)
+        self.store = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=60))
+        self.heartbeat = Heartbeat(host, port, worker)
+        torch.manual_seed(cfg.seed)  # same initial weights everywhere (rank 0 broadcasts them anyway)
+        gcfg = GPTConfig(n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd, block_size=cfg.block_size)
+        self.model = GPT(gcfg)
+        self.opt = configure_adamw(self.model, cfg.inner_lr, cfg.weight_decay)
+        self.global_flat = flat_params(self.model)
+        self.numel = self.global_flat.numel()
+        self.outer = NesterovOuter(self.numel, cfg.outer_lr, cfg.outer_momentum)
+        self.frags = fragment_indices(self.model, cfg.fragments) if cfg.algorithm == "streaming" else None
+        n_codecs = cfg.fragments if self.frags is not None else 1  # error feedback is per fragment
+        self.codecs = [
+            make_codec(cfg.codec, block=cfg.block, topk_fraction=cfg.topk_fraction) for _ in range(n_codecs)
+        ]
+        self.link = make_link(
+            cfg.link_up_bits_per_s,
+            cfg.link_down_bits_per_s,
+            cfg.link_latency_s,
+            cfg.link_jitter_s,
+            cfg.realtime,
+        )
+        train_bin, val_bin = prepare_corpus(cfg.data, out / "data")
+        self.train = ByteData(train_bin, cfg.block_size, cfg.batch_size)
+        self.val = ByteData(val_bin, cfg.block_size, cfg.batch_size)
+        self.round = 0
+        self.tokens = 0
+        self.stats: dict[str, dict[str, float]] = {}
+        self.pending: dict[str, Any] | None = None  # streaming: a fragment merge waiting for tau steps
+        self.gen, self.members, self.rank = 0, [self.wid], 0
+        self.rejected_total = 0
+
+    # ------------------------------------------------------------------ membership
+    def form_group(self, min_gen: int, mode: str) -> bool:
+        """Join the newest generation >= min_gen that lists this worker; False when the run is over.
+
+        ``mode``: "start" (first group), "grow" (after a good round, someone joins), "failure" (the
+        round was dropped: local weights reset to global), "join" (a restarted worker heals).
+        """
+        for _ in range(MAX_REFORMS):
+            found = self._wait_for_generation(min_gen)
+            if found is None:
+                return False
+            g, members = found
+            if not self._rendezvous(g, members):
+                min_gen = g + 1
+                continue
+            if dist.is_initialized():
+                dist.destroy_process_group()
+            try:
+                dist.init_process_group(
+                    "gloo",
+                    store=dist.PrefixStore(f"gen{g}", self.store),
+                    rank=members.index(self.wid),
+                    world_size=len(members),
+                    timeout=timedelta(seconds=self.cfg.collective_timeout_s),
+                )
+                self.gen, self.members, self.rank = g, members, members.index(self.wid)
+                self._sync_state(mode)
+            except Exception as exc:
+                log_event(
+                    self.out, worker=self.wid, event="reform_failed", generation=g, error=str(exc)[:200]
+                )
+                self.store.set(f"failed/{g}/{self.wid}", "1")
+                min_gen = g + 1
+                mode = "join" if mode == "join" else "failure"
+                continue
+            log_event(
+                self.out, worker=self.wid, event="joined", generation=g, members=members, round=self.round
+            )
+            return True
+        raise RuntimeError(f"{self.wid}: no stable group after {MAX_REFORMS} generations")
+
+    def _wait_for_generation(self, min_gen: int) -> tuple[int, list[str]] | None:
+        deadline = time.monotonic() + self.cfg.run_timeout_s
+        while time.monotonic() < deadline:
+            if self.store.check(["finished"]):
+                return None
+            g = self.store.add("gen", 0)
+            if g >= min_gen:
+                members = json.loads(self.store.get(f"members/{g}"))
+                if self.wid in members:
+                    return g, members
+                # Dropped from the group (e.g. declared dead): ask to join again.
+                self.store.set(f"joinreq/{self.wid}", str(self.incarnation))
+                min_gen = g + 1
+            time.sleep(0.01)
+        raise TimeoutError(f"{self.wid}: no generation >= {min_gen} within run_timeout_s")
+
+    def _membership_broken(self) -> bool:
+        """A newer generation that drops one of our members means someone died: stop waiting for them."""
+        g = self.store.add("gen", 0)
+        if g <= self.gen:
+            return False
+        newer = json.loads(self.store.get(f"members/{g}"))
+        return not set(self.members) <= set(newer)
+
+    def _barrier(self, key: str, members: list[str]) -> bool:
+        """Store barrier: wait until every member arrived, giving up if the membership breaks."""
+        if len(members) == 1:
+            return True
+        if self.store.add(key, 1) >= len(members):
+            self.store.set(key + "/go", "1")
+            return True
+        deadline = time.monotonic() + self.cfg.run_timeout_s
+        while time.monotonic() < deadline:
+            try:
+                self.store.wait([key + "/go"], timedelta(seconds=0.2))
+                return True
+            except Exception:
+                if self._membership_broken() or self.store.check(["finished"]):
+                    return False
+        return False
+
+    def _rendezvous(self, g: int, members: list[str]) -> bool:
+        return self._barrier(f"rdv/{g}", members)
+
+    def _transfer_state(self) -> dict[str, Any]:
+        return {
+            "round": self.round,
+            "tokens": self.tokens,
+            "stats": self.stats,
+            "global": self.global_flat if self.cfg.algorithm != "ddp" else flat_params(self.model),
+            "outer": self.outer.state_dict(),
+            "inner": self.opt.state_dict(),
+        }
+
+    def _sync_state(self, mode: str) -> None:
+        """Rank 0's global state goes to everyone; joiners and dropped rounds also reset local weights."""
+        reset_local = mode in ("failure", "join")
+        if len(self.members) == 1:
+            return
+        obj: list[Any] = [self._transfer_state() if self.rank == 0 else None]
+        dist.broadcast_object_list(obj, src=0)
+        s = obj[0]
+        self.round, self.tokens, self.stats = s["round"], s["tokens"], s["stats"]
+        self.global_flat = s["global"].clone()
+        self.outer.load_state_dict(s["outer"])
+        if self.cfg.algorithm == "ddp" or reset_local:
+            set_flat_params(self.model, self.global_flat)
+            self.pending = None
+        if self.cfg.algorithm == "ddp" or mode == "join":
+            self.opt.load_state_dict(s["inner"])
+        if mode == "join":
+            state_bytes = 4 * (2 * self.numel) + sum(
+                t.numel() * t.element_size() for st in s["inner"]["state"].values() for t in st.values()
+            )
+            self.link.counters.state_bytes += state_bytes
+            mine = self.stats.get(self.wid)
+            c = self.link.counters
+            if mine and c.bytes_sent == 0:  # a rejoined worker continues its own byte counts
+                c.bytes_sent, c.bytes_received = int(mine["bytes_sent"]), int(mine["bytes_received"])
+                c.compute_s, c.comm_exposed_s = mine["compute_s"], mine["exposed_s"]
+            c.clock_s = max([c.clock_s] + [v["clock_s"] for v in self.stats.values()])
+
+    # ------------------------------------------------------------------ compute
+    def _inner_step(self, step: int) -> float:
+        """One forward/backward (+ AdamW step unless ddp); returns the loss. Compute time is charged."""
+        t0 = time.perf_counter()
+        x, y = self.train.batch(self.cfg.seed, self.index, step)
+        _, loss = self.model(x, y)
+        loss.backward()
+        if self.cfg.algorithm != "ddp":
+            self._adamw_step(step)
+        self._charge_compute(time.perf_counter() - t0, step)
+        return float(loss.item())
+
+    def _adamw_step(self, step: int) -> None:
+        lr = lr_at(step, self.cfg.steps, self.cfg.inner_lr, self.cfg.warmup_steps)
+        for group in self.opt.param_groups:
+            group["lr"] = lr
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+    def _charge_compute(self, seconds: float, step: int) -> None:
+        factor = self.plan.straggle_factor(self.wid, step)
+        if factor > 1 and self.cfg.realtime:
+            time.sleep(seconds * (factor - 1))
+        c = self.link.counters
+        c.compute_s += seconds * factor
+        c.clock_s += seconds * factor
+
+    def _maybe_get_killed(self, step: int) -> None:
+        """At a planned kill step, tell the supervisor and wait for its SIGKILL (bounded)."""
+        if step in self.plan.kill_steps(self.wid) and self.incarnation == 0:
+            log_event(self.out, worker=self.wid, event="awaiting_kill", step=step)
+            self.store.set(f"killme/{self.wid}", str(step))
+            for _ in range(600):
+                time.sleep(0.1)
+            sys.exit(3)  # nobody killed us: fail loudly rather than continue
+
+    def _merge_pending(self) -> None:
+        """Streaming DiLoCo merge: local = alpha * local + (1 - alpha) * global on the synced fragment."""
+        assert self.pending is not None
+        idx, a = self.pending["index"], self.cfg.mixing_alpha
+        c = self.link.counters
+        wait = max(0.0, self.pending["done_s"] - c.clock_s)  # what the overlap did not hide
+        self.link.wait(wait)
+        c.comm_exposed_s += wait
+        c.clock_s += wait
+        local = flat_params(self.model)
+        local[idx] = a * local[idx] + (1 - a) * self.global_flat[idx]
+        set_flat_params(self.model, local)
+        self.pending = None
+
+    # ------------------------------------------------------------------ sync
+    def _update_vector(self) -> tuple[torch.Tensor, torch.Tensor | None, int]:
+        """What this round sends: gradient (ddp), pseudo-gradient of all params (diloco) or one fragment."""
+        if self.cfg.algorithm == "ddp":
+            return flat_grads(self.model), None, 0
+        delta = self.global_flat - flat_params(self.model)  # pseudo-gradient, DiLoCo Alg. 1
+        if self.frags is None:
+            return delta, None, 0
+        p = self.round % self.cfg.fragments
+        return delta[self.frags[p]], self.frags[p], p
+
+    def _frame(self, update: torch.Tensor, codec_index: int, first_step: int, loss: float) -> torch.Tensor:
+        payload = self.codecs[codec_index].encode(update)
+        crc = zlib.crc32(payload.numpy().tobytes())
+        if self.plan.corrupts(self.wid, first_step, first_step + self.cfg.round_steps - 1):
+            payload = payload.clone()
+            payload[: min(16, payload.numel())] ^= 0x5A  # damage on the wire, after the checksum
+            log_event(self.out, worker=self.wid, event="corrupted_payload", round=self.round)
+        c = self.link.counters
+        rng = sync_rng(self.cfg.seed, self.wid, self.round)
+        arrival = c.clock_s + self.link.upload_s(payload.numel() + CRC_BYTES, rng)
+        header = torch.zeros(HEADER_LEN, dtype=torch.float64)
+        header[H_CRC], header[H_GEN], header[H_ARRIVAL], header[H_LOSS] = (
+            crc,
+            self.store.add("gen", 0),
+            arrival,
+            loss,
+        )
+        header[H_COMPUTE], header[H_EXPOSED], header[H_CLOCK] = c.compute_s, c.comm_exposed_s, c.clock_s
+        header[H_SENT], header[H_RECV], header[H_INDEX] = c.bytes_sent, c.bytes_received, self.index
+        self._rng = rng
+        return torch.cat([header.view(torch.uint8), payload])
+
+    def _exchange(self, frame: torch.Tensor) -> list[torch.Tensor] | None:
+        """Barrier then all_gather; None on any error (the round is dropped)."""
+        if len(self.members) == 1:
+            return [frame]
+        try:
+            if not self._barrier(f"bar/{self.gen}/{self.round}", self.members):
+                raise RuntimeError("a member of the group is gone")
+            frames = [torch.empty_like(frame) for _ in self.members]
+            dist.all_gather(frames, frame)
+            return frames
+        except Exception as exc:
+            log_event(
+                self.out,
+                worker=self.wid,
+                event="sync_failed",
+                round=self.round,
+                generation=self.gen,
+                error=str(exc)[:200],
+            )
+            return None
+
+    def _average(
+        self, frames: list[torch.Tensor], numel: int, codec_index: int
+    ) -> tuple[torch.Tensor | None, list[dict[str, Any]]]:
+        """Check and average the frames in worker order; a bad frame is logged and left out."""
+        codec = self.codecs[codec_index]
+        infos, valid = [], []
+        for f in sorted(frames, key=lambda t: t[:HEADER_BYTES].view(torch.float64)[H_INDEX].item()):
+            h = f[:HEADER_BYTES].view(torch.float64).tolist()
+            payload = f[HEADER_BYTES:]
+            info = {"worker": f"w{int(h[H_INDEX])}", "header": h, "ok": False}
+            if zlib.crc32(payload.numpy().tobytes()) != int(h[H_CRC]):
+                info["why"] = "checksum"
+            else:
+                try:
+                    v = codec.decode(payload, numel)
+                    if torch.isfinite(v).all():
+                        valid.append(v)
+                        info["ok"] = True
+                    else:
+                        info["why"] = "non-finite"
+                except ValueError as exc:
+                    info["why"] = str(exc)
+            if not info["ok"]:
+                self.rejected_total += 1
+                log_event(
+                    self.out,
+                    worker=self.wid,
+                    event="rejected_update",
+                    round=self.round,
+                    bad=info["worker"],
+                    why=info["why"],
+                )
+            infos.append(info)
+        if not valid:
+            return None, infos
+        avg = torch.stack(valid).sum(0) / len(valid)
+        return avg, infos
+
+    def _sync(self, first_step: int, loss: float) -> tuple[bool, int]:
+        """One sync. Returns (ok, highest generation any member has seen published)."""
+        update, index, ci = self._update_vector()
+        frame = self._frame(update, ci, first_step, loss)
+        frames = self._exchange(frame)
+        if frames is None:
+            return False, self.gen
+        avg, infos = self._average(frames, update.numel(), ci)
+        up_bytes = frame.numel() - HEADER_BYTES + CRC_BYTES
+        down = self.codecs[ci].encode_average(avg) if avg is not None else torch.zeros(0, dtype=torch.uint8)
+        down_bytes = down.numel() + CRC_BYTES
+        if avg is not None:
+            avg = self.codecs[ci].decode(down, update.numel())  # what the relay's download carries
+        c = self.link.counters
+        done = relay_finish_s(
+            [i["header"][H_ARRIVAL] for i in infos], self.link.download_s(down_bytes, self._rng)
+        )
+        c.bytes_sent += up_bytes
+        c.bytes_received += down_bytes
+        c.messages += 1
+        if self.cfg.algorithm == "ddp":
+            if avg is not None:
+                set_flat_grads(self.model, avg)
+                t0 = time.perf_counter()
+                self._adamw_step(first_step)
+                self._charge_compute(time.perf_counter() - t0, first_step)
+            self.opt.zero_grad(set_to_none=True)
+        elif avg is not None:
+            self.outer.step(self.global_flat, avg, index)
+        if self.frags is not None:
+            self.pending = {"index": index, "done_s": done}
+            if self.cfg.overlap_steps == 0:
+                self._merge_pending()
+        else:
+            wait = max(0.0, done - c.clock_s)
+            self.link.wait(wait)
+            c.comm_exposed_s += wait
+            c.clock_s = max(c.clock_s, done)
+            if self.cfg.algorithm == "diloco":
+                set_flat_params(self.model, self.global_flat)
+        self._record(infos, up_bytes, down_bytes)
+        return True, max(int(i["header"][H_GEN]) for i in infos)
+
+    def _record(self, infos: list[dict[str, Any]], up_bytes: int, down_bytes: int) -> None:
+        self.tokens += len(infos) * self.cfg.round_steps * self.cfg.batch_size * self.cfg.block_size
+        self.last_infos = infos
+        for i in infos:
+            h = i["header"]
+            self.stats[i["worker"]] = {
+                "bytes_sent": h[H_SENT] + up_bytes,
+                "bytes_received": h[H_RECV] + down_bytes,
+                "compute_s": h[H_COMPUTE],
+                "exposed_s": h[H_EXPOSED],
+                "clock_s": h[H_CLOCK],
+            }
+
+    # ------------------------------------------------------------------ metrics, checkpoints
+    @torch.no_grad()
+    def evaluate(self) -> float:
+        """Mean loss of the global weights on fixed validation batches (same for every run and seed)."""
+        local = flat_params(self.model)
+        set_flat_params(self.model, self.global_flat if self.cfg.algorithm != "ddp" else local)
+        losses = []
+        for i in range(self.cfg.eval_batches):
+            x, y = self.val.batch(12345, 0, i)
+            losses.append(float(self.model(x, y)[1].item()))
+        set_flat_params(self.model, local)
+        return sum(losses) / len(losses)
+
+    def _log_round(self, r: int, final: bool) -> None:
+        log_every = self.cfg.inner_steps if self.cfg.algorithm == "ddp" else 1
+        if not final and (r + 1) % log_every:
+            return
+        logged = (r + 1) // log_every
+        val = self.evaluate() if final or logged % self.cfg.eval_every == 0 else None
+        infos = self.last_infos
+        row = {
+            "round": r,
+            "step": (r + 1) * self.cfg.round_steps,
+            "loss": sum(i["header"][H_LOSS] for i in infos) / len(infos),
+            "val_loss": val,
+            "tokens": self.tokens,
+            "generation": self.gen,
+            "active_workers": [i["worker"] for i in infos],
+            "rejected": [i["worker"] for i in infos if not i["ok"]],
+            "compute_s": {w: s["compute_s"] for w, s in self.stats.items()},
+            "virtual_time_s": max(s["clock_s"] for s in self.stats.values()),
+            "bytes_sent": {w: int(s["bytes_sent"]) for w, s in self.stats.items()},
+            "bytes_received": {w: int(s["bytes_received"]) for w, s in self.stats.items()},
+            "utilisation": {w: _util(s) for w, s in self.stats.items()},
+        }
+        with open(self.out / "metrics.jsonl", "a") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+    def _worker_state(self) -> dict[str, Any]:
+        c = self.link.counters
+        return {
+            "model": flat_params(self.model),
+            "inner": self.opt.state_dict(),
+            "codecs": [getattr(k, "state_dict", dict)() for k in self.codecs],
+            "counters": dict(vars(c)),
+            "pending": self.pending,
+        }
+
+    def _checkpoint(self) -> None:
+        r = self.round  # rounds completed
+        checkpoint.save_worker(self.out, r, self.wid, self._worker_state())
+        if len(self.members) > 1 and not self._barrier(f"ckpt/{self.gen}/{r}", self.members):
+            return
+        if self.rank == 0:
+            checkpoint.save_global(
+                self.out, r, {"round": r, **{k: v for k, v in self._transfer_state().items() if k != "round"}}
+            )
+
+    def _resume(self) -> None:
+        d = checkpoint.latest(self.out)
+        if d is None:
+            return
+        g = checkpoint.load(d / "global.pt")
+        self.round, self.tokens, self.stats = g["round"], g["tokens"], g["stats"]
+        self.global_flat = g["global"].clone()
+        self.outer.load_state_dict(g["outer"])
+        wfile = d / f"{self.wid}.pt"
+        if wfile.exists():
+            w = checkpoint.load(wfile)
+            set_flat_params(self.model, w["model"])
+            self.opt.load_state_dict(w["inner"])
+            for codec, st in zip(self.codecs, w["codecs"], strict=True):
+                if st:
+                    codec.load_state_dict(st)  # type: ignore[attr-defined]
+            for k, v in w["counters"].items():
+                setattr(self.link.counters, k, v)
+            self.pending = w["pending"]
+        else:
+            set_flat_params(self.model, self.global_flat)
+            self.opt.load_state_dict(g["inner"])
+
+    # ------------------------------------------------------------------ main loop
+    def _wait_until_step(self, step: int) -> bool:
+        """A standby replacement: wait until the group reaches ``step`` (False if the run ends first)."""
+        deadline = time.monotonic() + self.cfg.run_timeout_s
+        while time.monotonic() < deadline:
+            if self.store.check(["finished"]):
+                return False
+            done = [
+                int(self.store.get(f"progress/{w}"))
+                for w in self.cfg.worker_ids
+                if self.store.check([f"progress/{w}"])
+            ]
+            if max(done, default=0) >= step:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def _await_member(self, worker: str, timeout_s: float = 60.0) -> int:
+        """Wait (bounded) until a published generation lists ``worker``; returns that generation."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            g = self.store.add("gen", 0)
+            if g > self.gen and worker in json.loads(self.store.get(f"members/{g}")):
+                return g
+            time.sleep(0.02)
+        log_event(self.out, worker=self.wid, event="rejoin_not_seen", awaited=worker)
+        return self.gen
+
+    def run(self, resume: bool, join_at_step: int = 0) -> None:
+        self.heartbeat.start()
+        if resume:
+            self._resume()
+        if join_at_step and not self._wait_until_step(join_at_step):
+            return
+        self.store.set(f"joinreq/{self.wid}", str(self.incarnation))
+        if not self.form_group(min_gen=1, mode="join" if self.incarnation > 0 else "start"):
+            return
+        if resume and self.rank == 0:
+            _truncate_metrics(self.out / "metrics.jsonl", self.round)
+        stop = self.cfg.rounds
+        if self.cfg.stop_after_rounds:
+            stop = min(stop, self.round + self.cfg.stop_after_rounds)
+        k = self.cfg.round_steps
+        while self.round < stop:
+            r, first = self.round, self.round * k
+            losses = []
+            for s in range(k):
+                self._maybe_get_killed(first + s)
+                if self.pending is not None and s == self.cfg.overlap_steps:
+                    self._merge_pending()
+                losses.append(self._inner_step(first + s))
+            ok, seen_gen = self._sync(first, sum(losses) / len(losses))
+            self.round += 1
+            self.store.set(f"progress/{self.wid}", str(self.round * k))
+            if not ok:
+                # Drop the round: back to the global weights, then re-form the group without the failed peer.
+                if self.cfg.algorithm != "ddp":
+                    set_flat_params(self.model, self.global_flat)
+                self.opt.zero_grad(set_to_none=True)
+                self.pending = None
+                self.store.set(f"failed/{self.gen}/{self.wid}", "1")
+                if not self.form_group(min_gen=self.gen + 1, mode="failure"):
+                    return
+                continue
+            for f in self.plan.of("rejoin"):
+                # The plan says the worker is back at this step: hold the round boundary until it is in.
+                if first < f.step <= self.round * k and f.worker not in self.members:
+                    seen_gen = max(seen_gen, self._await_member(f.worker))
+            final = self.round == self.cfg.rounds
+            if self.rank == 0:
+                self._log_round(r, final)
+            every = self.cfg.checkpoint_every
+            if final or self.round == stop or (every and self.round % every == 0):
+                self._checkpoint()
+            if seen_gen > self.gen and self.round < stop:
+                self.form_group(min_gen=seen_gen, mode="grow")
+        self._finish(completed=self.round == self.cfg.rounds)
+
+    def _finish(self, completed: bool) -> None:
+        """Gather exact final counters, write summary.json (rank 0), and tell everyone the run is over."""
+        c = self.link.counters
+        mine = torch.tensor(
+            [
+                self.index,
+                c.bytes_sent,
+                c.bytes_received,
+                c.compute_s,
+                c.comm_exposed_s,
+                c.clock_s,
+                c.state_bytes,
+            ],
+            dtype=torch.float64,
+        )
+        rows = [mine]
+        if len(self.members) > 1:
+            try:
+                rows = [torch.empty_like(mine) for _ in self.members]
+                dist.all_gather(rows, mine)
+            except Exception:
+                rows = [mine]
+        for row in rows:
+            w = f"w{int(row[0])}"
+            self.stats[w] = {
+                "bytes_sent": row[1].item(),
+                "bytes_received": row[2].item(),
+                "compute_s": row[3].item(),
+                "exposed_s": row[4].item(),
+                "clock_s": row[5].item(),
+                "state_bytes": row[6].item(),
+            }
+        if self.rank == 0:
+            from dispersal.cli._common import atomic_write_text, dumps_json
+
+            summary = {
+                "completed": completed,
+                "algorithm": self.cfg.algorithm,
+                "codec": self.cfg.codec,
+                "workers": self.cfg.workers,
+                "params": self.numel,
+                "rounds": self.round,
+                "steps": self.round * self.cfg.round_steps,
+                "tokens": self.tokens,
+                "final_val_loss": self.evaluate(),
+                "virtual_time_s": max(s["clock_s"] for s in self.stats.values()),
+                "bytes_sent_per_worker": {w: int(s["bytes_sent"]) for w, s in sorted(self.stats.items())},
+                "bytes_received_per_worker": {
+                    w: int(s["bytes_received"]) for w, s in sorted(self.stats.items())
+                },
+                "state_transfer_bytes": {
+                    w: int(s.get("state_bytes", 0)) for w, s in sorted(self.stats.items())
+                },
+                "compute_s_per_worker": {w: s["compute_s"] for w, s in sorted(self.stats.items())},
+                "exposed_comm_s_per_worker": {w: s["exposed_s"] for w, s in sorted(self.stats.items())},
+                "utilisation": {w: _util(s) for w, s in sorted(self.stats.items())},
+                "final_members": self.members,
+                "generation": self.gen,
+                "payload_bytes_per_sync": self.codecs[0].nbytes(
+                    self.numel if self.frags is None else self.frags[0].numel()
+                )
+                + CRC_BYTES,
+                "config": self.cfg.to_dict(),
+            }
+            atomic_write_text(self.out / "summary.json", dumps_json(summary) + "\n")
+            self.store.set("finished", "1" if completed else "stopped")
+        self.store.set(f"done/{self.wid}", "1")
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _util(s: dict[str, float]) -> float:
+    """Utilisation = compute / (compute + exposed communication)."""
+    total = s["compute_s"] + s["exposed_s"]
+    return s["compute_s"] / total if total > 0 else 1.0
+
+
+def _truncate_metrics(path: Path, rounds_done: int) -> None:
+    if not path.exists():
+        return
+    keep = [ln for ln in path.read_text().splitlines() if ln and json.loads(ln)["round"] < rounds_done]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(ln + "\n" for ln in keep))
+    tmp.replace(path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m dispersal.testbed.worker --config CFG.json --worker w0 --store HOST:PORT --out DIR``."""
+    ap = argparse.ArgumentParser(prog="dispersal.testbed.worker")
+    ap.add_argument("--config", required=True)
+    ap.add_argument("--worker", default=None, help="worker id wN; default w$RANK (torchrun)")
+    ap.add_argument("--store", required=True, help="HOST:PORT of the coordinator's TCPStore")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--incarnation", type=int, default=0)
+    ap.add_argument("--resume", action="store_true")
+    ap.add_argument(
+        "--join-at-step", type=int, default=0, help="standby: join once the group reaches this step"
+    )
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)  # several workers share few cores; more threads thrash (spec/testbed.md)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    cfg = TestbedConfig.from_dict(json.loads(Path(args.config).read_text()))
+    wid = args.worker or f"w{os.environ.get('RANK', '0')}"
+    host, port = args.store.rsplit(":", 1)
+    Worker(cfg, wid, host, int(port), Path(args.out), args.incarnation).run(args.resume, args.join_at_step)
+
+
+if __name__ == "__main__":
+    main()
