@@ -24,12 +24,12 @@ from dispersal.model.params import ModelParams
 
 Arr = npt.NDArray[np.float64]
 
-MODE_DDP, MODE_FLAT, MODE_HIER, MODE_PP = 0, 1, 2, 3
+MODE_DDP, MODE_FLAT, MODE_HIER, MODE_PP, MODE_AUTO = 0, 1, 2, 3, 4
 MODE_NAMES = {MODE_DDP: "ddp", MODE_FLAT: "diloco", MODE_HIER: "hierarchical", MODE_PP: "pp_diloco"}
 
 #: Every input `evaluate` reads, with its unit. Scenario.to_kernel_inputs() produces exactly these.
 INPUTS: dict[str, str] = {
-    "mode": "algorithm code (0 ddp, 1 flat DiLoCo, 2 hierarchical, 3 PP-group DiLoCo)",
+    "mode": "algorithm code (0 ddp, 1 flat DiLoCo, 2 hierarchical, 3 PP-group DiLoCo, 4 auto: flat if it fits, else PP)",
     "streaming": "bool: overlap communication with compute",
     "num_nodes": "count N",
     "chips_per_node": "count",
@@ -153,6 +153,8 @@ def evaluate(
     # GPipe keeps all micro-batches of its 1/S of the layers: B tokens x act_per_token / S.
     stages_needed = np.ceil((state_bytes + act_per_token * B) / mem)
     S = np.where(fits, 1.0, np.maximum(2.0, stages_needed))
+    # Auto (the paper's rule): flat DiLoCo when the model fits one node, else PP-group DiLoCo.
+    mode = np.where(mode == MODE_AUTO, np.where(fits, MODE_FLAT, MODE_PP), mode)
     need_per_node = np.where(fits, need_flat, (state_bytes + act_per_token * B) / S)
 
     # --- 3. communication and step time ---------------------------------------------------------
@@ -185,7 +187,7 @@ def evaluate(
     T_glob = sync_time(V, G_h)
     H_reg = np.maximum(1.0, np.ceil(T_glob / T_rc))
     cyc_hier = np.where(streaming, np.maximum(H_reg * T_rc, T_glob), H_reg * T_rc + T_glob)
-    H_eff_hier = H_in * H_reg ** p.hierarchical_h_exponent
+    H_eff_hier = H_in * H_reg**p.hierarchical_h_exponent
 
     # PP-group DiLoCo: S stages per group, G = floor(N / S) groups.
     G_pp = np.floor(N / S)
@@ -229,8 +231,10 @@ def evaluate(
     replicas = sel(ones, N, N, G_pp)
     stages = np.where(is_pp, S, 1.0)
     f_sync = sel(
-        straggler_factor(N, strag, p), straggler_factor(N, strag, p),
-        straggler_factor(G_h, strag, p), straggler_factor(G_pp, strag, p),
+        straggler_factor(N, strag, p),
+        straggler_factor(N, strag, p),
+        straggler_factor(G_h, strag, p),
+        straggler_factor(G_pp, strag, p),
     )
     # A mode that needs the model in one node is infeasible when it does not fit.
     fits_mode = np.where(is_pp, need_per_node <= mem, fits)
@@ -246,7 +250,9 @@ def evaluate(
     # --- 4-5. efficiency factors ----------------------------------------------------------------
     distributed = (mode != MODE_DDP) & (replicas > 1)
     e_h = np.where(distributed, eta_h(P, h_pen, p), 1.0)
-    e_c = np.where(distributed, eta_comp(g("compression_ratio"), g("error_feedback"), g("compression_quality"), p), 1.0)
+    e_c = np.where(
+        distributed, eta_comp(g("compression_ratio"), g("error_feedback"), g("compression_quality"), p), 1.0
+    )
     e_a = np.where(is_pp, eta_act(g("activation_compression"), S, g("activation_quality"), p), 1.0)
 
     ce, ca, cb = k("chinchilla_e"), k("chinchilla_a"), k("chinchilla_b")
@@ -285,7 +291,8 @@ def evaluate(
     )
     mean_up = up_bits_cycle / cyc
     duty = np.minimum(1.0, (up_bits_cycle / up) / cyc)
-    peak_up = np.where(up_bits_cycle > 0, up, 0.0)
+    # Bursts run at the link rate; a PP node's activations use the (possibly faster) stage link.
+    peak_up = np.where(up_bits_cycle > 0, np.where(is_pp & (A_bits > 0), np.maximum(up, g("pp_bits_per_s")), up), 0.0)
 
     # --- where the time goes (seconds over the run, one worker's timeline) ---------------------
     busy_step = steps_per_cycle * step_time
@@ -369,16 +376,64 @@ def evaluate(
 
 
 OUTPUTS: tuple[str, ...] = (
-    "feasible", "fits", "time_ok", "under_cap", "under_flop_cap", "under_memory_cap", "mode_resolved",
-    "memory_required_bytes_per_node", "pipeline_stages", "pipeline_stages_needed", "groups", "replicas",
-    "node_effective_flop_per_s", "node_h100_equivalents", "step_compute_time_s", "step_time_s",
-    "expert_parallel_latency_s", "sync_time_s", "regional_sync_time_s", "inner_steps", "regional_rounds",
-    "inner_steps_effective", "outer_step_time_s", "num_outer_steps", "payload_bits",
-    "activation_bits_per_boundary", "tokens", "tokens_per_s", "run_time_s", "c_raw_flop", "eta_h",
-    "eta_comp", "eta_act", "eta_rep", "eta", "chi", "loss", "loss_replica_multiplier", "c_local_flop",
-    "c_quality_flop", "overtraining_ratio", "mfu_global", "hardware_usd", "rental_usd", "energy_kwh",
-    "energy_usd", "cost_usd", "power_per_node_w", "up_bits_per_outer_step", "mean_up_bits_per_s",
-    "peak_up_bits_per_s", "duty_cycle", "bytes_per_day_per_node", "time_compute_s", "time_bubble_s",
-    "time_pipeline_comm_s", "time_expert_parallel_s", "time_exposed_comm_s", "time_straggler_s",
+    "feasible",
+    "fits",
+    "time_ok",
+    "under_cap",
+    "under_flop_cap",
+    "under_memory_cap",
+    "mode_resolved",
+    "memory_required_bytes_per_node",
+    "pipeline_stages",
+    "pipeline_stages_needed",
+    "groups",
+    "replicas",
+    "node_effective_flop_per_s",
+    "node_h100_equivalents",
+    "step_compute_time_s",
+    "step_time_s",
+    "expert_parallel_latency_s",
+    "sync_time_s",
+    "regional_sync_time_s",
+    "inner_steps",
+    "regional_rounds",
+    "inner_steps_effective",
+    "outer_step_time_s",
+    "num_outer_steps",
+    "payload_bits",
+    "activation_bits_per_boundary",
+    "tokens",
+    "tokens_per_s",
+    "run_time_s",
+    "c_raw_flop",
+    "eta_h",
+    "eta_comp",
+    "eta_act",
+    "eta_rep",
+    "eta",
+    "chi",
+    "loss",
+    "loss_replica_multiplier",
+    "c_local_flop",
+    "c_quality_flop",
+    "overtraining_ratio",
+    "mfu_global",
+    "hardware_usd",
+    "rental_usd",
+    "energy_kwh",
+    "energy_usd",
+    "cost_usd",
+    "power_per_node_w",
+    "up_bits_per_outer_step",
+    "mean_up_bits_per_s",
+    "peak_up_bits_per_s",
+    "duty_cycle",
+    "bytes_per_day_per_node",
+    "time_compute_s",
+    "time_bubble_s",
+    "time_pipeline_comm_s",
+    "time_expert_parallel_s",
+    "time_exposed_comm_s",
+    "time_straggler_s",
     "time_hidden_comm_s",
 )

@@ -1,0 +1,265 @@
+"""`estimate(scenario) -> Estimate`: every figure of one distributed run, as a typed result.
+
+The numbers come from `kernel.evaluate` (the single implementation of the formulas) evaluated on
+one configuration; this module turns them into typed, documented results and readable reasons.
+Infeasible is a result (``feasible=False`` with reasons), never an exception.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dispersal.model import units
+from dispersal.model.kernel import MODE_NAMES, evaluate
+from dispersal.model.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.scenario import Mode, Scenario, as_arrays, kernel_inputs
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Efficiency:
+    """Efficiency factors (each in (0, 1]): eta = eta_h x eta_comp x eta_act x eta_rep; chi separately."""
+
+    eta_h: float
+    """Sync-interval penalty (heuristic, spec sec. 4)."""
+    eta_comp: float
+    """Compression quality (heuristic table)."""
+    eta_act: float
+    """Activation-compression quality on pipeline boundaries (heuristic)."""
+    eta_rep: float
+    """Replica penalty converted to compute through Chinchilla (published fit + heuristic)."""
+    eta: float
+    """Product of the four."""
+    chi: float
+    """Chinchilla penalty for over/under-training (published fit)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TimeBreakdown:
+    """Where one worker's wall-clock time goes over the whole run, in seconds (sums to run_time_s)."""
+
+    compute_s: float
+    bubble_s: float
+    """Pipeline fill/drain idle time."""
+    pipeline_comm_s: float
+    """Activation transfers and their latency on pipeline boundaries."""
+    expert_parallel_s: float
+    """MoE all-to-all latency across nodes."""
+    exposed_comm_s: float
+    """Sync communication not hidden behind compute."""
+    straggler_s: float
+    """Extra exposed wait caused by the slowest participant."""
+    hidden_comm_s: float
+    """Sync communication overlapped with compute (not counted in the sum)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Cost:
+    """Money and energy."""
+
+    hardware_usd: float
+    """Purchase: chips x price x capex multiplier."""
+    rental_usd: float
+    """On-demand rental of the same chips for the run (reported either way)."""
+    energy_kwh: float
+    energy_usd: float
+    total_usd: float
+    """What the run costs under the scenario's pricing (paper mode: hardware only)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Traffic:
+    """WAN traffic of one node (mean over nodes), each direction."""
+
+    bytes_per_sync: float
+    syncs_per_day: float
+    mean_mbps: float
+    peak_mbps: float
+    duty_cycle: float
+    """Fraction of time the uplink is busy."""
+    bytes_per_day: float
+    """Up + down."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Estimate:
+    """All figures of one run. SI units. See docs/model.md for each formula."""
+
+    scenario: Scenario
+    mode: str
+    feasible: bool
+    reasons: tuple[str, ...]
+    algorithm: str
+    """Resolved algorithm: ddp, diloco, hierarchical or pp_diloco."""
+    streaming: bool
+    chips_per_node: int
+    num_nodes: int
+    node_h100_equivalents: float
+    node_memory_bytes: float
+    memory_required_bytes_per_node: float
+    pipeline_stages: int
+    groups: int
+    replicas: int
+    params: float
+    active_params: float
+    tokens: float
+    run_time_s: float
+    days: float
+    step_compute_time_s: float
+    step_time_s: float
+    sync_time_s: float
+    inner_steps: int
+    inner_steps_effective: float
+    outer_step_time_s: float
+    num_outer_steps: float
+    payload_bytes_per_sync: float
+    c_raw_flop: float
+    c_local_flop: float
+    c_quality_flop: float
+    loss: float
+    overtraining_ratio: float
+    mfu_global: float
+    efficiency: Efficiency
+    breakdown: TimeBreakdown
+    cost: Cost
+    traffic: Traffic
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (the `--json` output and the web app's schema)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, Scenario):
+                out[f.name] = v.to_dict()
+            elif dataclasses.is_dataclass(v) and not isinstance(v, type):
+                out[f.name] = dataclasses.asdict(v)
+            elif isinstance(v, tuple):
+                out[f.name] = list(v)
+            else:
+                out[f.name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Estimate:
+        """Inverse of to_dict."""
+        nested = {"efficiency": Efficiency, "breakdown": TimeBreakdown, "cost": Cost, "traffic": Traffic}
+        kwargs: dict[str, Any] = {}
+        for f in dataclasses.fields(cls):
+            v = data[f.name]
+            if f.name == "scenario":
+                kwargs[f.name] = Scenario.from_dict(v)
+            elif f.name in nested:
+                kwargs[f.name] = nested[f.name](**v)
+            elif f.name == "reasons":
+                kwargs[f.name] = tuple(v)
+            else:
+                kwargs[f.name] = v
+        return cls(**kwargs)
+
+
+def estimate(scenario: Scenario | None = None, *, mode: Mode | str = Mode.DEFAULT,
+             params: ModelParams = DEFAULT_PARAMS) -> Estimate:
+    """Evaluate one scenario: step time, communication, efficiency, C_local, C_quality, cost, traffic.
+
+    Args:
+        scenario: the run (defaults to the paper's threat model, `Scenario()`).
+        mode: ``"paper"`` (Rahman 2026's settings exactly) or ``"default"`` (adds energy, extra
+            memory, per-shard PP sync; see `dispersal.model.scenario`).
+        params: published fits and heuristics.
+
+    Returns:
+        An Estimate; ``feasible`` is False with reasons when the configuration cannot run.
+    """
+    s = scenario if scenario is not None else Scenario()
+    m = Mode(mode)
+    x = kernel_inputs(s, m)
+    r = {k: float(np.asarray(v)) for k, v in evaluate(as_arrays(x), params).items()}
+    return _to_estimate(s, m, x, r)
+
+
+def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -> Estimate:
+    reasons = []
+    algo = MODE_NAMES[int(r["mode_resolved"])]
+    if not r["fits"]:
+        reasons.append(
+            f"model does not fit: needs {units.format_bytes(r['memory_required_bytes_per_node'])} per node, "
+            f"node has {units.format_bytes(x['node_memory_bytes'])}"
+            + (" (use pp_diloco or auto)" if algo != "pp_diloco" else "")
+        )
+    if algo == "pp_diloco" and r["groups"] < 1:
+        reasons.append(f"{s.num_nodes} nodes cannot hold one pipeline of {int(r['pipeline_stages'])} stages")
+    if not r["time_ok"]:
+        reasons.append(
+            f"run exceeds the time budget: needs {units.format_duration(r['run_time_s'])}, "
+            f"budget {units.format_duration(s.duration_s)}"
+        )
+    if not r["under_flop_cap"]:
+        reasons.append(
+            f"node over the {s.regime} covered-cluster rule: {r['node_h100_equivalents']:.2f} H100-equivalents "
+            f"> {x['cap_flop_per_s'] / 990e12:.0f}"
+        )
+    if not r["under_memory_cap"]:
+        reasons.append(
+            f"node over the {s.regime} memory rule: {units.format_bytes(x['node_counted_memory_bytes'])} "
+            f"> {units.format_bytes(x['cap_memory_bytes'])}"
+        )
+    if r["feasible"] and not np.isfinite(r["c_local_flop"]):
+        reasons.append("non-finite result")
+    payload_bits = r["payload_bits"]
+    up = x["up_bits_per_s"]
+    return Estimate(
+        scenario=s,
+        mode=m.value,
+        feasible=bool(r["feasible"]) and not reasons,
+        reasons=tuple(reasons),
+        algorithm=algo,
+        streaming=bool(x["streaming"]),
+        chips_per_node=int(x["chips_per_node"]),
+        num_nodes=s.num_nodes,
+        node_h100_equivalents=r["node_h100_equivalents"],
+        node_memory_bytes=float(x["node_memory_bytes"]),
+        memory_required_bytes_per_node=r["memory_required_bytes_per_node"],
+        pipeline_stages=int(r["pipeline_stages"]),
+        groups=int(r["groups"]),
+        replicas=int(r["replicas"]),
+        params=float(x["params"]),
+        active_params=float(x["active_params"]),
+        tokens=r["tokens"],
+        run_time_s=r["run_time_s"],
+        days=r["run_time_s"] / units.SECONDS_PER_DAY,
+        step_compute_time_s=r["step_compute_time_s"],
+        step_time_s=r["step_time_s"],
+        sync_time_s=r["sync_time_s"],
+        inner_steps=int(r["inner_steps"]),
+        inner_steps_effective=r["inner_steps_effective"],
+        outer_step_time_s=r["outer_step_time_s"],
+        num_outer_steps=r["num_outer_steps"],
+        payload_bytes_per_sync=payload_bits / 8.0,
+        c_raw_flop=r["c_raw_flop"],
+        c_local_flop=r["c_local_flop"],
+        c_quality_flop=r["c_quality_flop"],
+        loss=r["loss"],
+        overtraining_ratio=r["overtraining_ratio"],
+        mfu_global=r["mfu_global"],
+        efficiency=Efficiency(eta_h=r["eta_h"], eta_comp=r["eta_comp"], eta_act=r["eta_act"],
+                              eta_rep=r["eta_rep"], eta=r["eta"], chi=r["chi"]),
+        breakdown=TimeBreakdown(
+            compute_s=r["time_compute_s"], bubble_s=r["time_bubble_s"], pipeline_comm_s=r["time_pipeline_comm_s"],
+            expert_parallel_s=r["time_expert_parallel_s"], exposed_comm_s=r["time_exposed_comm_s"],
+            straggler_s=r["time_straggler_s"], hidden_comm_s=r["time_hidden_comm_s"],
+        ),
+        cost=Cost(hardware_usd=r["hardware_usd"], rental_usd=r["rental_usd"], energy_kwh=r["energy_kwh"],
+                  energy_usd=r["energy_usd"], total_usd=r["cost_usd"]),
+        traffic=Traffic(
+            bytes_per_sync=r["up_bits_per_outer_step"] / 8.0,
+            syncs_per_day=units.SECONDS_PER_DAY / r["outer_step_time_s"],
+            mean_mbps=r["mean_up_bits_per_s"] / 1e6,
+            peak_mbps=r["peak_up_bits_per_s"] / 1e6,
+            duty_cycle=min(1.0, r["duty_cycle"]),
+            bytes_per_day=r["bytes_per_day_per_node"],
+        ) if up > 0 else Traffic(bytes_per_sync=0, syncs_per_day=0, mean_mbps=0, peak_mbps=0, duty_cycle=0,
+                                 bytes_per_day=0),
+    )

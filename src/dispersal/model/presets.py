@@ -1,0 +1,39 @@
+"""Shipped scenarios (TOML package data under dispersal/data/scenarios)."""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from dispersal.model.errors import InputError
+from dispersal.model.scenario import Scenario
+
+DEFAULT_SCENARIO = "paper_threat_model"
+
+
+def scenario_names() -> list[str]:
+    """Names of the shipped scenarios."""
+    folder = resources.files("dispersal.data").joinpath("scenarios")
+    return sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def load_scenario_dict(name_or_path: str) -> dict[str, Any]:
+    """A shipped scenario by name, or a TOML file by path, as a dict (not yet validated)."""
+    path = Path(name_or_path)
+    if path.suffix == ".toml" and path.exists():
+        text = path.read_text(encoding="utf-8")
+    elif name_or_path in scenario_names():
+        text = resources.files("dispersal.data").joinpath("scenarios").joinpath(f"{name_or_path}.toml").read_text("utf-8")
+    else:
+        raise InputError("scenario", f"no scenario file or preset {name_or_path!r} (presets: {', '.join(scenario_names())})")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError("scenario", f"{name_or_path}: invalid TOML ({exc})") from None
+
+
+def load_scenario(name_or_path: str = DEFAULT_SCENARIO) -> Scenario:
+    """Load and validate a scenario."""
+    return Scenario.from_dict(load_scenario_dict(name_or_path))

@@ -1,0 +1,416 @@
+"""The inputs of one distributed training run (`Scenario`) and their resolution into kernel arrays.
+
+A Scenario is a frozen, keyword-only dataclass in SI units. Optional fields left as None are
+derived by the chosen *mode*:
+
+- ``paper``: exactly the settings of Rahman 2026 (spec/model.md sections 1-10) so its tables can be
+  reproduced: model + optimizer state only in memory, the PP sync payload is the whole model over one
+  node's link, regional and pipeline links equal the WAN at min(up, down) with the WAN latency, cost
+  is purchase price x 1.64 x 1.23 with no energy.
+- ``default``: the project's model, which adds what the paper leaves out: the outer-optimizer state
+  (FP32 global copy + Nesterov momentum, 8 B/param; Douillard et al. 2023) and error-feedback buffer
+  (FP32, 4 B/param) and activation memory; each PP stage syncs only its own shard P/S over its own
+  link; regional and pipeline links default to 1 Gbps / 20 ms (co-located sites); energy
+  (TDP x PUE x hours x price) is costed; rental pricing is available.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from dispersal.model import units
+from dispersal.model.catalog import Accelerator, Regime, accelerator, regime
+from dispersal.model.efficiency import STRAGGLER_CODES, Straggler, quality_code
+from dispersal.model.errors import InputError, require
+from dispersal.model.kernel import MODE_AUTO, MODE_DDP, MODE_FLAT, MODE_HIER, MODE_PP
+
+SCHEMA_VERSION = 1
+
+
+class Mode(StrEnum):
+    """Which model: the paper's settings, or the project's default (see module docstring)."""
+
+    PAPER = "paper"
+    DEFAULT = "default"
+
+
+class Algorithm(StrEnum):
+    """Training algorithm across nodes."""
+
+    AUTO = "auto"
+    """Streaming flat DiLoCo when the model fits one node, else PP-group DiLoCo (the paper's rule)."""
+    DDP = "ddp"
+    """Synchronous data parallel: all-reduce every step (the baseline)."""
+    DILOCO = "diloco"
+    """Flat DiLoCo, communication not overlapped (Douillard et al. 2023, arXiv 2311.08105)."""
+    STREAMING = "streaming"
+    """Flat DiLoCo with communication overlapped with the next H inner steps (Douillard et al. 2025)."""
+    HIERARCHICAL = "hierarchical"
+    """Regional groups on faster links inside a slower global WAN."""
+    PP_DILOCO = "pp_diloco"
+    """Pipeline-parallel groups (over the WAN when sites are apart), DiLoCo across groups."""
+
+
+class Precision(StrEnum):
+    """Training precision: bytes of state per parameter, bits per transmitted value, peak used."""
+
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+    FP4 = "fp4"
+
+
+class Pricing(StrEnum):
+    """How the hardware is paid for."""
+
+    PURCHASE = "purchase"
+    RENTAL = "rental"
+
+
+# ZeRO accounting (FP32 master + Adam m, v): BF16/FP16 16 B, FP8 14 B, FP4 13 B (spec sec. 2).
+STATE_BYTES_PER_PARAM = {Precision.BF16: 16.0, Precision.FP16: 16.0, Precision.FP8: 14.0, Precision.FP4: 13.0}
+# Bits per transmitted pseudo-gradient value before extra compression (spec sec. 3).
+BITS_PER_VALUE = {Precision.BF16: 16.0, Precision.FP16: 16.0, Precision.FP8: 8.0, Precision.FP4: 4.0}
+# Bytes per activation value on a pipeline boundary (spec sec. 3; FP4 activations kept at FP8).
+ACT_BYTES_PER_VALUE = {Precision.BF16: 2.0, Precision.FP16: 2.0, Precision.FP8: 1.0, Precision.FP4: 1.0}
+
+#: Cottier et al. 2024 ("The rising costs of training frontier AI models", arXiv 2405.21015):
+#: chip -> server 1.64, server -> cluster 1.23 (Rahman 2026 sec. 7).
+PAPER_CAPEX_MULTIPLIER = 1.64 * 1.23
+#: Default-mode regional / pipeline link: co-located sites (spec sec. 3 defaults).
+DEFAULT_REGIONAL_BITS_PER_S = 1e9
+DEFAULT_REGIONAL_LATENCY_S = 0.020
+#: Default-mode extra state: FP32 global weights + FP32 Nesterov momentum of the outer optimizer.
+OUTER_STATE_BYTES_PER_PARAM = 8.0
+#: Default-mode error-feedback residual, FP32 (one more model copy).
+ERROR_FEEDBACK_BYTES_PER_PARAM = 4.0
+#: Fibre: light travels ~204,000 km/s in glass, i.e. ~4.9 us per km one way (anchors.md).
+FIBRE_S_PER_M = 4.9e-9
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Scenario:
+    """One distributed training run. SI units; None = derived from the mode (module docstring)."""
+
+    schema_version: int = SCHEMA_VERSION
+    name: str = "paper threat model"
+    hardware: str = "h100_sxm"
+    """Accelerator catalogue name (``dispersal.model.catalog``)."""
+    chips_per_node: int = 0
+    """Chips per node (site); 0 = the most the regime's covered-cluster rule allows (8 with no rule)."""
+    precision: Precision = Precision.FP8
+    mfu: float = 0.40
+    """Model FLOP utilisation. Paper 0.40 (PaLM 46.2%, Llama 3.1 405B 38-43%, INTELLECT-1 36-41%)."""
+    num_nodes: int = 2
+    params: float = 91e9
+    """Total parameters P."""
+    active_params: float | None = None
+    """Active parameters per token for MoE; None = dense (= params)."""
+    moe_layers: int = 0
+    """MoE layers whose experts are spread across nodes (expert parallelism over the WAN); 0 = none."""
+    tokens: float | None = None
+    """Training tokens D; None = as many as the time budget allows."""
+    local_batch_tokens: float = 131072.0
+    """Tokens per inner step per worker (paper: 32 x 4,096)."""
+    algorithm: Algorithm = Algorithm.AUTO
+    overlap_communication: bool = True
+    """Overlap syncs with compute (Streaming DiLoCo) for the hierarchical, PP, auto and DDP algorithms."""
+    inner_steps: int = 0
+    """H, inner steps per outer step; 0 = the smallest compute-bound H (H_min)."""
+    compression_ratio: float = 150.0
+    """Extra compression C_r of the pseudo-gradient (Covenant-72B / SparseLoCo: >146x, arXiv 2603.08163)."""
+    error_feedback: bool = True
+    compression_quality: str = "expected"
+    activation_compression: float = 4.0
+    activation_quality: str = "expected"
+    micro_batches: int = 8
+    bandwidth_up_bits_per_s: float = 100e6
+    bandwidth_down_bits_per_s: float = 100e6
+    latency_s: float = 0.100
+    """One-way WAN latency, counted once per message."""
+    regional_bandwidth_bits_per_s: float | None = None
+    regional_latency_s: float | None = None
+    group_size: int = 8
+    """Nodes per regional group (hierarchical)."""
+    pp_bandwidth_bits_per_s: float | None = None
+    pp_latency_s: float | None = None
+    straggler: Straggler = Straggler.RELAY
+    duration_s: float = 740 * units.SECONDS_PER_DAY
+    """Time budget T. Paper: 740 days (Epoch's longest-rational-run formula, treaty growth rates)."""
+    pricing: Pricing = Pricing.PURCHASE
+    capex_multiplier: float = PAPER_CAPEX_MULTIPLIER
+    pue: float = 1.56
+    """Power usage effectiveness (Uptime Institute Global Data Center Survey 2024: average 1.56)."""
+    electricity_usd_per_kwh: float = 0.083
+    """US industrial average 2024 (EIA Electric Power Monthly, table 5.6.A: ~8.3 cents/kWh)."""
+    regime: str = "treaty"
+    """Regime whose covered-cluster rule each node must stay under (``none`` for no rule)."""
+
+    def __post_init__(self) -> None:
+        def pos(name: str, value: float, unit: str = "") -> None:
+            require(isinstance(value, int | float) and math.isfinite(value) and value > 0, name,
+                    f"must be a finite number > 0{unit}, got {value!r}")
+
+        require(self.schema_version == SCHEMA_VERSION, "schema_version",
+                f"must be {SCHEMA_VERSION}, got {self.schema_version!r}")
+        for name, enum in (("precision", Precision), ("algorithm", Algorithm), ("straggler", Straggler),
+                           ("pricing", Pricing)):
+            value = getattr(self, name)
+            try:
+                object.__setattr__(self, name, enum(value))
+            except ValueError:
+                raise InputError(name, f"must be one of {', '.join(e.value for e in enum)}, got {value!r}") from None
+        quality_code(self.compression_quality, "compression_quality")
+        quality_code(self.activation_quality, "activation_quality")
+        accelerator(self.hardware)
+        regime(self.regime)
+        require(isinstance(self.num_nodes, int) and not isinstance(self.num_nodes, bool) and self.num_nodes >= 1,
+                "num_nodes", f"must be an integer >= 1, got {self.num_nodes!r}")
+        require(isinstance(self.chips_per_node, int) and self.chips_per_node >= 0, "chips_per_node",
+                f"must be an integer >= 0 (0 = largest under the regime cap), got {self.chips_per_node!r}")
+        require(isinstance(self.inner_steps, int) and self.inner_steps >= 0, "inner_steps",
+                f"must be an integer >= 0 (0 = H_min), got {self.inner_steps!r}")
+        require(isinstance(self.moe_layers, int) and self.moe_layers >= 0, "moe_layers",
+                f"must be an integer >= 0, got {self.moe_layers!r}")
+        require(isinstance(self.micro_batches, int) and self.micro_batches >= 1, "micro_batches",
+                f"must be an integer >= 1, got {self.micro_batches!r}")
+        require(isinstance(self.group_size, int) and self.group_size >= 2, "group_size",
+                f"must be an integer >= 2, got {self.group_size!r}")
+        pos("params", self.params, " parameters")
+        if self.active_params is not None:
+            pos("active_params", self.active_params)
+            require(self.active_params <= self.params, "active_params",
+                    f"must be <= params ({self.params:g}), got {self.active_params:g}")
+        if self.tokens is not None:
+            pos("tokens", self.tokens)
+        pos("local_batch_tokens", self.local_batch_tokens, " tokens")
+        require(isinstance(self.mfu, int | float) and 0 < self.mfu <= 1, "mfu", f"must be in (0, 1], got {self.mfu!r}")
+        pos("compression_ratio", self.compression_ratio)
+        require(self.compression_ratio >= 1, "compression_ratio", f"must be >= 1, got {self.compression_ratio}")
+        pos("activation_compression", self.activation_compression)
+        require(self.activation_compression >= 1, "activation_compression",
+                f"must be >= 1, got {self.activation_compression}")
+        pos("bandwidth_up_bits_per_s", self.bandwidth_up_bits_per_s, " bit/s")
+        pos("bandwidth_down_bits_per_s", self.bandwidth_down_bits_per_s, " bit/s")
+        require(isinstance(self.latency_s, int | float) and math.isfinite(self.latency_s) and self.latency_s >= 0,
+                "latency_s", f"must be >= 0 s, got {self.latency_s!r}")
+        for name in ("regional_bandwidth_bits_per_s", "pp_bandwidth_bits_per_s"):
+            v = getattr(self, name)
+            if v is not None:
+                pos(name, v, " bit/s")
+        for name in ("regional_latency_s", "pp_latency_s"):
+            v = getattr(self, name)
+            if v is not None:
+                require(math.isfinite(v) and v >= 0, name, f"must be >= 0 s, got {v!r}")
+        pos("duration_s", self.duration_s, " s")
+        pos("capex_multiplier", self.capex_multiplier)
+        require(1 <= self.pue <= 5, "pue", f"must be in [1, 5], got {self.pue}")
+        require(math.isfinite(self.electricity_usd_per_kwh) and self.electricity_usd_per_kwh >= 0,
+                "electricity_usd_per_kwh", f"must be >= 0, got {self.electricity_usd_per_kwh}")
+        acc = accelerator(self.hardware)
+        if self.precision in (Precision.FP8, Precision.FP4):
+            require(acc.dense_fp8_flop_per_s > 0, "precision",
+                    f"{acc.name} has no FP8 tensor path; use bf16 or fp16")
+
+    # --- derived -----------------------------------------------------------------------------
+    @property
+    def accelerator(self) -> Accelerator:
+        """The catalogue entry for `hardware`."""
+        return accelerator(self.hardware)
+
+    @property
+    def regime_entry(self) -> Regime:
+        """The catalogue entry for `regime`."""
+        return regime(self.regime)
+
+    def resolved_chips_per_node(self) -> int:
+        """chips_per_node, or the most chips a node may hold under the regime's rules.
+
+        Compute rule: covered when node FP16 FLOP/s > cap, so floor(cap / chip FP16) chips are allowed.
+        Memory rule (when set and the chip's memory counts): floor(cap_mem / chip memory).
+        With no rule: 8 (a standard server).
+        """
+        if self.chips_per_node:
+            return self.chips_per_node
+        return max_chips_under(self.accelerator, self.regime_entry)
+
+    def replace(self, **changes: Any) -> Scenario:
+        """A validated copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict of the fields (enums as strings, None kept) for JSON and TOML."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = v.value if isinstance(v, StrEnum) else v
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Scenario:
+        """Build from a dict. Unknown keys are an InputError; strings with units are parsed."""
+        names = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if key not in names:
+                close = [n for n in names if n.startswith(key.split("_")[0])][:3]
+                hint = f" (did you mean {', '.join(close)}?)" if close else ""
+                raise InputError(key, f"unknown scenario key{hint}")
+            kwargs[key] = coerce_field(key, value)
+        return cls(**kwargs)
+
+
+_PARSERS: dict[str, Any] = {
+    "bits_per_s": units.parse_bandwidth,
+    "latency_s": units.parse_duration,
+    "duration_s": units.parse_duration,
+}
+
+
+def coerce_field(key: str, value: Any) -> Any:
+    """Convert a user value (string with a unit, number, bool text) to the field's type."""
+    if value is None:
+        return None
+    f = {f.name: f for f in dataclasses.fields(Scenario)}[key]
+    type_text = str(f.type)
+    if key.endswith("bits_per_s"):
+        return units.parse_bandwidth(value, key)
+    if key.endswith("_s"):
+        return units.parse_duration(value, key)
+    if key in ("params", "active_params", "tokens", "local_batch_tokens"):
+        return units.parse_count(value, key)
+    if type_text.startswith("bool"):
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise InputError(key, f"must be true or false, got {value!r}")
+    if type_text.startswith("int"):
+        if isinstance(value, bool):
+            raise InputError(key, f"must be an integer, got {value!r}")
+        try:
+            as_float = float(value)
+        except (TypeError, ValueError):
+            raise InputError(key, f"must be an integer, got {value!r}") from None
+        if not as_float.is_integer():
+            raise InputError(key, f"must be an integer, got {value!r}")
+        return int(as_float)
+    if type_text.startswith("float"):
+        if isinstance(value, bool):
+            raise InputError(key, f"must be a number, got {value!r}")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise InputError(key, f"must be a number, got {value!r}") from None
+    return value if isinstance(value, str) else str(value)
+
+
+def max_chips_under(acc: Accelerator, reg: Regime) -> int:
+    """Most chips of `acc` one node can hold without being covered by `reg` (>= 1)."""
+    limits = []
+    if reg.cluster_flop_per_s > 0:
+        limits.append(math.floor(reg.cluster_flop_per_s / acc.dense_fp16_flop_per_s * (1 + 1e-12)))
+    if reg.cluster_memory_bytes > 0 and acc.memory_counted_by_hbm_rule:
+        limits.append(math.floor(reg.cluster_memory_bytes / acc.hbm_bytes * (1 + 1e-12)))
+    if not limits:
+        return 8
+    return max(1, min(limits))
+
+
+def latency_from_distance(distance_m: float, routing_overhead: float = 1.5) -> float:
+    """One-way latency of a fibre route: distance x 4.9 us/km x routing overhead.
+
+    Light in fibre covers ~204,000 km/s (4.9 us/km, anchors.md). Real routes are longer than the
+    great circle and pass through routers: the stated overhead (default 1.5, an assumption in line
+    with measured internet paths being 1.5-2x the geodesic) multiplies the distance.
+    """
+    require(distance_m >= 0, "distance", f"must be >= 0 m, got {distance_m}")
+    require(routing_overhead >= 1, "routing_overhead", f"must be >= 1, got {routing_overhead}")
+    return distance_m * FIBRE_S_PER_M * routing_overhead
+
+
+def kernel_inputs(s: Scenario, mode: Mode | str) -> dict[str, Any]:
+    """Resolve a Scenario under a mode into the scalar inputs of `kernel.evaluate` (SI units)."""
+    mode = Mode(mode)
+    acc = s.accelerator
+    reg = s.regime_entry
+    chips = s.resolved_chips_per_node()
+    prec = s.precision
+    peak = acc.dense_fp8_flop_per_s if prec in (Precision.FP8, Precision.FP4) else acc.dense_fp16_flop_per_s
+    paper = mode is Mode.PAPER
+    wan_min = min(s.bandwidth_up_bits_per_s, s.bandwidth_down_bits_per_s)
+    side_bw = wan_min if paper else DEFAULT_REGIONAL_BITS_PER_S
+    side_lat = s.latency_s if paper else DEFAULT_REGIONAL_LATENCY_S
+    extra = 0.0 if paper else OUTER_STATE_BYTES_PER_PARAM + (ERROR_FEEDBACK_BYTES_PER_PARAM if s.error_feedback else 0.0)
+    mode_code = {
+        Algorithm.DDP: MODE_DDP, Algorithm.DILOCO: MODE_FLAT, Algorithm.STREAMING: MODE_FLAT,
+        Algorithm.HIERARCHICAL: MODE_HIER, Algorithm.PP_DILOCO: MODE_PP, Algorithm.AUTO: MODE_AUTO,
+    }[s.algorithm]
+    streaming = s.overlap_communication
+    if s.algorithm is Algorithm.DILOCO:
+        streaming = False
+    elif s.algorithm is Algorithm.STREAMING:
+        streaming = True
+    x: dict[str, Any] = {
+        "mode": mode_code,
+        "streaming": streaming,
+        "num_nodes": s.num_nodes,
+        "chips_per_node": chips,
+        "params": s.params,
+        "active_params": s.active_params if s.active_params is not None else s.params,
+        "node_peak_flop_per_s": chips * peak,
+        "mfu": s.mfu,
+        "node_memory_bytes": chips * acc.hbm_bytes,
+        "bytes_per_param": STATE_BYTES_PER_PARAM[prec],
+        "extra_bytes_per_param": extra,
+        "activation_memory": not paper,
+        "bits_per_value": BITS_PER_VALUE[prec],
+        "activation_bytes_per_value": ACT_BYTES_PER_VALUE[prec],
+        "compression_ratio": s.compression_ratio,
+        "error_feedback": s.error_feedback,
+        "compression_quality": quality_code(s.compression_quality, "compression_quality"),
+        "activation_compression": s.activation_compression,
+        "activation_quality": quality_code(s.activation_quality, "activation_quality"),
+        "up_bits_per_s": s.bandwidth_up_bits_per_s,
+        "down_bits_per_s": s.bandwidth_down_bits_per_s,
+        "latency_s": s.latency_s,
+        "regional_bits_per_s": s.regional_bandwidth_bits_per_s or side_bw,
+        "regional_latency_s": side_lat if s.regional_latency_s is None else s.regional_latency_s,
+        "group_size": s.group_size,
+        "pp_bits_per_s": s.pp_bandwidth_bits_per_s or side_bw,
+        "pp_latency_s": side_lat if s.pp_latency_s is None else s.pp_latency_s,
+        "straggler": STRAGGLER_CODES[s.straggler],
+        "local_batch_tokens": s.local_batch_tokens,
+        "micro_batches": s.micro_batches,
+        "inner_steps": s.inner_steps,
+        "duration_s": s.duration_s,
+        "tokens": s.tokens or 0.0,
+        "moe_layers": s.moe_layers,
+        "pp_shard_sync": not paper,
+        "price_usd_per_chip": acc.price_usd,
+        "capex_multiplier": s.capex_multiplier,
+        "rental_usd_per_chip_hour": acc.rental_usd_per_hour,
+        "rental": (s.pricing is Pricing.RENTAL) and not paper,
+        "tdp_w": acc.tdp_w,
+        "pue": s.pue,
+        "electricity_usd_per_kwh": 0.0 if paper else s.electricity_usd_per_kwh,
+        "node_fp16_flop_per_s": chips * acc.dense_fp16_flop_per_s,
+        "node_counted_memory_bytes": chips * acc.hbm_bytes if acc.memory_counted_by_hbm_rule else 0.0,
+        "cap_flop_per_s": reg.cluster_flop_per_s,
+        "cap_memory_bytes": reg.cluster_memory_bytes,
+    }
+    return x
+
+
+def as_arrays(x: dict[str, Any]) -> dict[str, np.ndarray[Any, Any]]:
+    """Scalars to 0-d float arrays."""
+    return {k: np.asarray(v, dtype=np.float64) for k, v in x.items()}
