@@ -109,7 +109,11 @@ def evaluate(
       5. chi = min(1, C'(L) / C_thr) with C' the compute-optimal compute at the run's loss.
       7. cost = chips x price x multiplier (+ energy, or rental, outside paper mode).
     """
-    ov = overrides or {}
+    with np.errstate(all="ignore"):
+        return _evaluate(x, p, overrides or {})
+
+
+def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, npt.ArrayLike]) -> dict[str, Arr]:
 
     def k(name: str) -> Arr:
         return _f(ov[name]) if name in ov else _f(getattr(p, name))
@@ -257,13 +261,36 @@ def evaluate(
 
     ce, ca, cb = k("chinchilla_e"), k("chinchilla_a"), k("chinchilla_b")
     cal, cbe, kopt = k("chinchilla_alpha"), k("chinchilla_beta"), k("tokens_per_param_optimal")
-    L = chinchilla.loss(Pa, D, ce, ca, cb, cal, cbe)
-    beta0 = k("replica_beta_coeff") * P ** -k("replica_beta_exponent")
-    beta_rep = beta0 * np.log(np.maximum(h_pen, 1.0)) / np.log(k("replica_reference_h"))
-    L_rep = np.where(distributed, np.maximum(replicas, 1.0) ** beta_rep, 1.0)
-    C_opt = chinchilla.optimal_compute_for_loss(L, ce, ca, cb, cal, cbe, kopt)
-    C_opt_rep = chinchilla.optimal_compute_for_loss(L * L_rep, ce, ca, cb, cal, cbe, kopt)
+    ot = D / (kopt * Pa)
+    # The Chinchilla inversions are the costly part: a search may say which configurations it will
+    # keep (an overtraining window) so the others are skipped (their results become NaN).
+    live = np.ones(shape, dtype=bool)
+    if "min_overtraining" in x:
+        live &= ot >= g("min_overtraining") * (1 - 1e-9)
+    if "max_overtraining" in x:
+        live &= ot <= g("max_overtraining") * (1 + 1e-9)
+    live &= np.isfinite(D) & (D > 0)
+    L = np.full(shape, np.nan)
+    L_rep = np.full(shape, np.nan)
+    C_opt = np.full(shape, np.nan)
+    C_opt_rep = np.full(shape, np.nan)
+    if live.any():
+
+        def lv(a: Arr) -> Arr:
+            return np.broadcast_to(a, shape)[live]
+
+        Ll = chinchilla.loss(lv(Pa), lv(D), lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe))
+        beta0 = lv(k("replica_beta_coeff")) * lv(P) ** -lv(k("replica_beta_exponent"))
+        beta_rep = beta0 * np.log(np.maximum(lv(h_pen), 1.0)) / np.log(lv(k("replica_reference_h")))
+        Lrep = np.where(lv(distributed), np.maximum(lv(replicas), 1.0) ** beta_rep, 1.0)
+        L[live] = Ll
+        L_rep[live] = Lrep
+        C_opt[live] = chinchilla.optimal_compute_for_loss(Ll, lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe), lv(kopt))
+        C_opt_rep[live] = chinchilla.optimal_compute_for_loss(
+            Ll * Lrep, lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe), lv(kopt)
+        )
     e_r = np.where(distributed, np.minimum(1.0, C_opt_rep / C_opt), 1.0)
+    e_r = np.where(live, e_r, np.nan)
     chi = np.minimum(1.0, C_opt / C_thr)
     eta = e_h * e_c * e_a * e_r
     C_local = C_thr * eta
@@ -352,7 +379,7 @@ def evaluate(
         "loss_replica_multiplier": L_rep,
         "c_local_flop": C_local,
         "c_quality_flop": C_quality,
-        "overtraining_ratio": D / (kopt * Pa),
+        "overtraining_ratio": ot,
         "mfu_global": C_local / (N * g("node_peak_flop_per_s") * run_s),
         "hardware_usd": hardware_usd,
         "rental_usd": rental_usd,
