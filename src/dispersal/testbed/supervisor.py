@@ -191,7 +191,7 @@ def run_local(
         if all(p.poll() is not None for p in procs.values()):
             timed_out = False
             break
-        time.sleep(0.05)
+        time.sleep(0.1)
     for p in procs.values():
         if p.poll() is None:
             p.kill()

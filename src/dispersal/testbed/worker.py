@@ -247,15 +247,20 @@ class Worker:
             c.clock_s = max([c.clock_s] + [v["clock_s"] for v in self.stats.values()])
 
     # ------------------------------------------------------------------ compute
+    def _now(self) -> float:
+        """Compute clock: this thread's CPU time on the virtual clock (so workers sharing cores do not
+        charge each other's time slices), wall time with --realtime."""
+        return time.perf_counter() if self.cfg.realtime else time.thread_time()
+
     def _inner_step(self, step: int) -> float:
         """One forward/backward (+ AdamW step unless ddp); returns the loss. Compute time is charged."""
-        t0 = time.perf_counter()
+        t0 = self._now()
         x, y = self.train.batch(self.cfg.seed, self.index, step)
         _, loss = self.model(x, y)
         loss.backward()
         if self.cfg.algorithm != "ddp":
             self._adamw_step(step)
-        self._charge_compute(time.perf_counter() - t0, step)
+        self._charge_compute(self._now() - t0, step)
         return float(loss.item())
 
     def _adamw_step(self, step: int) -> None:
@@ -310,7 +315,7 @@ class Worker:
 
     def _frame(self, update: torch.Tensor, codec_index: int, first_step: int, loss: float) -> torch.Tensor:
         payload = self.codecs[codec_index].encode(update)
-        crc = zlib.crc32(payload.numpy().tobytes())
+        crc = zlib.crc32(payload.numpy())
         if self.plan.corrupts(self.wid, first_step, first_step + self.cfg.round_steps - 1):
             payload = payload.clone()
             payload[: min(16, payload.numel())] ^= 0x5A  # damage on the wire, after the checksum
@@ -361,7 +366,7 @@ class Worker:
             h = f[:HEADER_BYTES].view(torch.float64).tolist()
             payload = f[HEADER_BYTES:]
             info = {"worker": f"w{int(h[H_INDEX])}", "header": h, "ok": False}
-            if zlib.crc32(payload.numpy().tobytes()) != int(h[H_CRC]):
+            if zlib.crc32(payload.numpy()) != int(h[H_CRC]):
                 info["why"] = "checksum"
             else:
                 try:
@@ -412,9 +417,9 @@ class Worker:
         if self.cfg.algorithm == "ddp":
             if avg is not None:
                 set_flat_grads(self.model, avg)
-                t0 = time.perf_counter()
+                t0 = self._now()
                 self._adamw_step(first_step)
-                self._charge_compute(time.perf_counter() - t0, first_step)
+                self._charge_compute(self._now() - t0, first_step)
             self.opt.zero_grad(set_to_none=True)
         elif avg is not None:
             self.outer.step(self.global_flat, avg, index)
@@ -569,7 +574,15 @@ class Worker:
         if self.cfg.stop_after_rounds:
             stop = min(stop, self.round + self.cfg.stop_after_rounds)
         k = self.cfg.round_steps
+        rejoins = [f for f in self.plan.of("rejoin") if f.step > self.round * k]
         while self.round < stop:
+            for f in list(rejoins):
+                # The plan says this worker is back by now: hold the round boundary until it is in.
+                if f.step <= self.round * k:
+                    rejoins.remove(f)
+                    g = self._await_member(f.worker) if f.worker not in self.members else self.gen
+                    if g > self.gen:
+                        self.form_group(min_gen=g, mode="grow")
             r, first = self.round, self.round * k
             losses = []
             for s in range(k):
@@ -590,10 +603,6 @@ class Worker:
                 if not self.form_group(min_gen=self.gen + 1, mode="failure"):
                     return
                 continue
-            for f in self.plan.of("rejoin"):
-                # The plan says the worker is back at this step: hold the round boundary until it is in.
-                if first < f.step <= self.round * k and f.worker not in self.members:
-                    seen_gen = max(seen_gen, self._await_member(f.worker))
             final = self.round == self.cfg.rounds
             if self.rank == 0:
                 self._log_round(r, final)

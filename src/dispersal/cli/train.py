@@ -1,0 +1,133 @@
+"""``dispersal train``: the testbed (needs the ``train`` extra). torch is imported only inside the command."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from dispersal.cli._common import fail, guarded
+
+TORCH_MISSING = "the testbed needs torch: pip install 'dispersal[train]'"
+
+
+@guarded
+def train(
+    algorithm: Annotated[str, typer.Option(help="ddp | diloco | streaming")] = "diloco",
+    workers: Annotated[int, typer.Option(help="Worker processes M.")] = 4,
+    inner_steps: Annotated[
+        int, typer.Option("--inner-steps", "-H", help="H: inner steps between syncs.")
+    ] = 50,
+    steps: Annotated[
+        int, typer.Option(help="Inner steps per worker (equal tokens across algorithms).")
+    ] = 500,
+    model: Annotated[str, typer.Option(help="tiny | small")] = "tiny",
+    link: Annotated[
+        str, typer.Option(help="UP[/DOWN]/LATENCY[/JITTER], e.g. 100Mbps/100ms, or 'instant'.")
+    ] = "instant",
+    codec: Annotated[str, typer.Option(help="none | bf16 | int8 | int4 | topk")] = "none",
+    out: Annotated[Path, typer.Option(help="Output folder (metrics.jsonl, summary.json, ckpt/).")] = Path(
+        "runs/train"
+    ),
+    seed: Annotated[int, typer.Option()] = 0,
+    realtime: Annotated[
+        bool, typer.Option(help="Really sleep for link time instead of a virtual clock.")
+    ] = False,
+    resume: Annotated[bool, typer.Option(help="Continue from OUT/ckpt/LATEST.")] = False,
+    data: Annotated[
+        list[Path] | None, typer.Option(help="Text files/folders (default: the stdlib's *.py).")
+    ] = None,
+    fragments: Annotated[int, typer.Option(help="Streaming: P fragments.")] = 2,
+    overlap_steps: Annotated[int, typer.Option(help="Streaming: tau, steps that hide the sync.")] = 1,
+    mixing_alpha: Annotated[float, typer.Option(help="Streaming: merge alpha.")] = 0.5,
+    topk_fraction: Annotated[float, typer.Option(help="topk: fraction of values sent.")] = 0.01,
+    checkpoint_every: Annotated[int, typer.Option(help="Checkpoint every N outer rounds (0 = end).")] = 0,
+    stop_after: Annotated[int, typer.Option(help="Stop after N rounds (simulated interruption).")] = 0,
+    eval_every: Annotated[int, typer.Option(help="Validation every N logged rounds.")] = 1,
+    kill: Annotated[list[str] | None, typer.Option(help="wN@stepS: SIGKILL a worker (repeatable).")] = None,
+    rejoin: Annotated[list[str] | None, typer.Option(help="wN@stepS: restart a killed worker.")] = None,
+    straggle: Annotated[list[str] | None, typer.Option(help="wN:Fx@A-B: slow compute F times.")] = None,
+    corrupt: Annotated[list[str] | None, typer.Option(help="wN@stepS: damage a payload on the wire.")] = None,
+    faults: Annotated[Path | None, typer.Option(help="File of fault specs, one per line.")] = None,
+    report: Annotated[Path | None, typer.Option(help="Only plot DIR's metrics to PNG and exit.")] = None,
+) -> None:
+    """Train a small GPT with several workers over an emulated WAN; break them on purpose; count bytes."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise fail(TORCH_MISSING) from None
+    if report is not None:
+        from dispersal.testbed.report import make_report
+
+        for p in make_report(report):
+            typer.echo(str(p))
+        return
+    from dispersal.testbed.config import TestbedConfig, parse_link
+    from dispersal.testbed.faults import FaultPlan
+
+    up, down, latency, jitter = parse_link(link)
+    specs = [
+        f"{kind} {v}"
+        for kind, vals in (("kill", kill), ("rejoin", rejoin), ("straggle", straggle), ("corrupt", corrupt))
+        for v in vals or []
+    ]
+    if faults is not None:
+        specs += FaultPlan.from_file(faults)
+    cfg = TestbedConfig(
+        algorithm=algorithm,
+        workers=workers,
+        inner_steps=inner_steps,
+        steps=steps,
+        model=model,
+        codec=codec,
+        link_up_bits_per_s=up,
+        link_down_bits_per_s=down,
+        link_latency_s=latency,
+        link_jitter_s=jitter,
+        realtime=realtime,
+        seed=seed,
+        data=tuple(str(p) for p in data or ()),
+        fragments=fragments,
+        overlap_steps=overlap_steps,
+        mixing_alpha=mixing_alpha,
+        topk_fraction=topk_fraction,
+        checkpoint_every=checkpoint_every,
+        stop_after_rounds=stop_after,
+        eval_every=eval_every,
+        faults=tuple(specs),
+    )
+    for f in FaultPlan.parse(cfg.faults).faults:
+        if int(f.worker[1:]) >= cfg.workers:
+            raise fail(f"fault: worker {f.worker} does not exist (w0..w{cfg.workers - 1})")
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from dispersal.testbed.supervisor import run_local
+
+    with Progress(
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
+    ) as bar:
+        task = bar.add_task(f"{algorithm} x{workers}", total=cfg.steps)
+        summary = run_local(cfg, out, resume=resume, on_progress=lambda s, n: bar.update(task, completed=s))
+    util = summary.get("utilisation") or {}
+    mean_util = sum(util.values()) / len(util) if util else math.nan
+    typer.echo(
+        json.dumps(
+            {
+                "completed": summary.get("completed"),
+                "final_val_loss": summary.get("final_val_loss"),
+                "virtual_time_s": summary.get("virtual_time_s"),
+                "mean_utilisation": mean_util,
+                "bytes_sent_per_worker": summary.get("bytes_sent_per_worker"),
+                "out": str(out),
+            }
+        )
+    )
+    if not summary.get("completed") and not stop_after:
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train)
