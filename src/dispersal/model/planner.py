@@ -264,14 +264,21 @@ class _Space:
                                     else r["price_usd_per_chip"] * r["capex_multiplier"]) for r in rows]
         )
         self.evaluations = 0
+        self.top_cache: Arr | None = None
 
     def combos_of(self, h: int) -> npt.NDArray[np.int64]:
         """Indices of hardware h's combos."""
         end = self.hw_start[h + 1] if h + 1 < self.n_hw else len(self.combo_hw)
         return np.arange(self.hw_start[h], end, dtype=np.int64)
 
-    def run(self, combo: npt.NDArray[np.int64], n: npt.ArrayLike) -> dict[str, Arr]:
-        """Evaluate combos at node counts n (same shape or scalar) and add the validity mask of sec. 10."""
+    def run_raw(self, combo: npt.NDArray[np.int64], n: npt.ArrayLike) -> dict[str, Arr]:
+        """Evaluate without the Chinchilla part (efficiency NaN): times, H, tokens, feasibility."""
+        x = self._inputs(combo, n)
+        x["min_overtraining"] = np.asarray(np.inf)
+        self.evaluations += int(np.size(x["params"]))
+        return evaluate(x, self.p)
+
+    def _inputs(self, combo: npt.NDArray[np.int64], n: npt.ArrayLike) -> dict[str, Arr]:
         hw = self.combo_hw[combo]
         x: dict[str, Arr] = {k: v[hw] for k, v in self.hw_inputs.items()}
         sl = self.combo_slot[combo]
@@ -283,6 +290,12 @@ class _Space:
         x["num_nodes"] = np.broadcast_to(np.asarray(n, dtype=np.float64), P.shape)
         x["inner_steps"] = np.zeros(())
         x["tokens"] = np.zeros(())
+        return x
+
+    def run(self, combo: npt.NDArray[np.int64], n: npt.ArrayLike) -> dict[str, Arr]:
+        """Evaluate combos at node counts n (same shape or scalar) and add the validity mask of sec. 10."""
+        x = self._inputs(combo, n)
+        sl = self.combo_slot[combo]
         x["min_overtraining"] = np.asarray(self.c.min_overtraining)
         x["max_overtraining"] = np.asarray(self.c.max_overtraining)
         r = evaluate(x, self.p)
@@ -353,11 +366,18 @@ def _bisect(space: _Space, target: float, metric: Metric) -> dict[int, int]:
 
 
 def _exact(space: _Space, target: float, metric: Metric, upper: dict[int, int]) -> dict[int, int]:
-    """The smallest N meeting the target for each hardware, by evaluating every integer N that can.
+    """The smallest N meeting the target for each hardware, over every integer N.
 
-    For a candidate (P, slot) of one hardware, tokens grow in proportion to the worker count
-    (compute-bound by construction of H_min), so its overtraining window is a range of N; every
-    integer N of that range up to the best cost found so far is evaluated, in increasing blocks.
+    For one candidate (hardware, P, slot) the model's step functions of N are the inner-step count
+    H and the regional rounds H_reg (both non-decreasing in N: the straggler factor grows with N),
+    so N splits into a few contiguous *pieces* of constant (H, H_reg). Inside a piece nothing jumps:
+    tokens grow in proportion to the workers while the efficiency falls smoothly and slowly, so the
+    metric rises with N and "meets the target" holds on a final sub-interval of the piece. The
+    overtraining window is exact too (tokens are proportional to the worker count, compute-bound by
+    construction of H_min). So per candidate: walk the pieces from the left; find each piece's end by
+    bisection on the (monotone) piece signature; if the metric at the piece's last valid N meets the
+    target, bisect inside the piece for the first N that does. All candidates advance together on
+    NumPy arrays. Node counts whose cost exceeds the paper-bisection answer are never needed.
     """
     c = space.c
     K = len(space.combo_hw)
@@ -365,58 +385,79 @@ def _exact(space: _Space, target: float, metric: Metric, upper: dict[int, int]) 
     sl = space.combo_slot
     group = space.slot_group[sl]
     n_ref = np.where(sl > 0, 2.0 * group, 64.0)
-    x_window = (c.min_overtraining, c.max_overtraining)
-    # Reference evaluation without the window so every candidate reports its overtraining ratio.
-    saved = space.c
-    space.c = c.replace(min_overtraining=1e-12, max_overtraining=1e12)
-    r = space.run(allc, n_ref)
-    space.c = saved
-    stages = r["pipeline_stages"]
+    raw = space.run_raw(allc, n_ref)
+    stages = raw["pipeline_stages"]
     workers_ref = np.where(stages > 1, np.floor(n_ref / stages), n_ref)
-    ot_per_worker = r["overtraining_ratio"] / np.maximum(workers_ref, 1.0)
-    usable = np.isfinite(ot_per_worker) & (ot_per_worker > 0) & (r["fits"] > 0) & (r["under_cap"] > 0)
+    ot_per_worker = raw["overtraining_ratio"] / np.maximum(workers_ref, 1.0)
+    usable = np.isfinite(ot_per_worker) & (ot_per_worker > 0) & (raw["fits"] > 0) & (raw["under_cap"] > 0)
     opw = np.where(usable, ot_per_worker, 1.0)
-    # 2% slack for the straggler factor's slow drift; `run` applies the exact window.
-    w_lo = np.floor(x_window[0] / opw * 0.98)
-    w_hi = np.ceil(x_window[1] / opw * 1.02)
+    w_lo = np.ceil(c.min_overtraining / opw * (1 - 1e-9))
+    w_hi = np.floor(c.max_overtraining / opw * (1 + 1e-9))
     n_lo = np.where(stages > 1, w_lo * stages, w_lo)
     n_lo = np.maximum(n_lo, np.where(sl > 0, 2.0 * group, np.where(stages > 1, 2.0 * stages, 1.0)))
     n_hi = np.where(stages > 1, w_hi * stages + stages - 1, w_hi)
     best_cost = min((upper[h] * space.node_cost[h] for h in upper), default=math.inf)
+    cap_hw = np.full(space.n_hw, float(c.max_nodes))
+    if math.isfinite(best_cost):
+        cap_hw = np.minimum(cap_hw, np.floor(best_cost / space.node_cost) + 1)
+    lo_all = np.maximum(n_lo, 1.0)
+    hi_all = np.minimum(n_hi, cap_hw[space.combo_hw])
+    keep = usable & (hi_all >= lo_all)
+    idx = np.nonzero(keep)[0]
+    first = np.full(idx.size, np.inf)
+    if idx.size == 0:
+        return {}
+    a = lo_all[idx].copy()
+    hi = hi_all[idx]
+
+    def signature(ci: npt.NDArray[np.int64], n: Arr) -> Arr:
+        rr = space.run_raw(ci, n)
+        return np.asarray(rr["inner_steps"] * 1e6 + rr["regional_rounds"], dtype=np.float64)
+
+    def meets_at(ci: npt.NDArray[np.int64], n: Arr) -> npt.NDArray[np.bool_]:
+        rr = space.run(ci, n)
+        return np.asarray((rr["valid"] > 0) & (_metric(rr, metric) >= target))
+
+    active = a <= hi
+    for _ in range(64):  # pieces per candidate are few; the bound only guards against a bug
+        if not active.any():
+            break
+        act = np.nonzero(active)[0]
+        ci = idx[act]
+        sig_a = signature(ci, a[act])
+        # Last N of this piece: bisection on "signature(N) == signature(a)" (monotone in N).
+        p_lo, p_hi = a[act].copy(), hi[act].copy()
+        while True:
+            step = p_lo < p_hi
+            if not step.any():
+                break
+            mid = np.ceil((p_lo[step] + p_hi[step]) / 2)
+            same = signature(ci[step], mid) == sig_a[step]
+            p_lo[step] = np.where(same, mid, p_lo[step])
+            p_hi[step] = np.where(same, p_hi[step], mid - 1)
+        b = p_lo
+        ok_end = meets_at(ci, b)
+        # Inside a piece that meets at its end: first N that meets.
+        if ok_end.any():
+            sub = np.nonzero(ok_end)[0]
+            f_lo, f_hi = a[act][sub].copy(), b[sub].copy()
+            while True:
+                step = f_lo < f_hi
+                if not step.any():
+                    break
+                mid = np.floor((f_lo[step] + f_hi[step]) / 2)
+                m = meets_at(ci[sub][step], mid)
+                f_hi[step] = np.where(m, mid, f_hi[step])
+                f_lo[step] = np.where(m, f_lo[step], mid + 1)
+            first[act[sub]] = f_lo
+        a[act] = b + 1
+        active[act] = ~ok_end & (a[act] <= hi[act])
     result: dict[int, int] = {}
-    for h in (int(v) for v in np.argsort(space.node_cost)):
-        cap = min(c.max_nodes, upper.get(h, c.max_nodes))
-        if math.isfinite(best_cost):
-            cap = min(cap, int(best_cost / space.node_cost[h]) + 1)
-        idx = space.combos_of(h)
-        lo_h, hi_h = n_lo[idx], np.minimum(n_hi[idx], cap)
-        keep = usable[idx] & (hi_h >= lo_h)
-        idx, lo_h, hi_h = idx[keep], lo_h[keep], hi_h[keep]
-        if idx.size == 0:
-            continue
-        found: int | None = None
-        block = 256
-        start, stop = int(lo_h.min()), int(hi_h.max())
-        # Walk N upward in growing blocks; the first block with a candidate meeting the target ends it.
-        while start <= stop and found is None:
-            end = min(stop, start + block - 1)
-            c_lo = np.maximum(lo_h, start).astype(np.int64)
-            c_hi = np.minimum(hi_h, end).astype(np.int64)
-            sel = c_hi >= c_lo
-            if sel.any():
-                lens = c_hi[sel] - c_lo[sel] + 1
-                rep = np.repeat(idx[sel], lens)
-                offs = np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
-                ns = (np.repeat(c_lo[sel], lens) + offs).astype(np.float64)
-                rr = space.run(rep, ns)
-                meets = (rr["valid"] > 0) & (_metric(rr, metric) >= target)
-                if meets.any():
-                    found = int(ns[meets].min())
-            start = end + 1
-            block = min(block * 2, 16384)
-        if found is not None:
-            result[h] = found
-            best_cost = min(best_cost, found * space.node_cost[h])
+    hw_of = space.combo_hw[idx]
+    for h in range(space.n_hw):
+        f = first[hw_of == h]
+        if f.size and np.isfinite(f.min()):
+            result[h] = int(f.min())
     return result
 
 
@@ -460,15 +501,52 @@ def plan(
     regime(regime_name)
     if obj is Objective.TIME:
         return _plan_fastest(target_flop, regime_name, c, m, met, srch, params, params_grid, group_sizes)
-    grid = [v * 1e9 for v in PAPER_PARAM_GRID_B] if params_grid is None else list(params_grid)
-    variants = hardware_variants(m, c, regime_name)
-    space = _Space(variants, m, c, regime_name, grid, group_sizes, params)
+    space = _make_space(m, c, regime_name, params, params_grid, group_sizes)
     found = _bisect(space, target_flop, met)
     if srch is Search.EXACT:
         found = _exact(space, target_flop, met, found)
+    return _make_plan(space, found, target_flop, regime_name, m, met, obj, srch)
+
+
+def compare_searches(
+    target_flop: float,
+    *,
+    regime_name: str = "treaty",
+    constraints: Constraints | None = None,
+    mode: Mode | str = Mode.PAPER,
+    metric: Metric | str | None = None,
+    params: ModelParams = DEFAULT_PARAMS,
+) -> dict[str, Plan]:
+    """The paper's bisection and the exact search on the same candidate set: {"bisect": .., "exact": ..}.
+
+    One candidate set is built and the bisection's answer bounds the exact search, so this costs
+    little more than the exact search alone. Used by `dispersal reproduce`.
+    """
+    require(math.isfinite(target_flop) and target_flop > 0, "target", f"must be > 0 FLOP, got {target_flop!r}")
+    m = Mode(mode)
+    c = constraints or Constraints()
+    met = Metric(metric) if metric is not None else (Metric.C_LOCAL if m is Mode.PAPER else Metric.C_QUALITY)
+    space = _make_space(m, c, regime_name, params, None, PAPER_GROUP_SIZES)
+    found_b = _bisect(space, target_flop, met)
+    found_e = _exact(space, target_flop, met, found_b)
+    return {
+        "bisect": _make_plan(space, found_b, target_flop, regime_name, m, met, Objective.COST, Search.BISECT),
+        "exact": _make_plan(space, found_e, target_flop, regime_name, m, met, Objective.COST, Search.EXACT),
+    }
+
+
+def _make_space(m: Mode, c: Constraints, regime_name: str, params: ModelParams,
+                params_grid: Sequence[float] | None, group_sizes: Sequence[int]) -> _Space:
+    grid = [v * 1e9 for v in PAPER_PARAM_GRID_B] if params_grid is None else list(params_grid)
+    require(len(grid) > 0 and all(g > 0 for g in grid), "params_grid", "must be non-empty and positive")
+    return _Space(hardware_variants(m, c, regime_name), m, c, regime_name, grid, group_sizes, params)
+
+
+def _make_plan(space: _Space, found: dict[int, int], target_flop: float, regime_name: str, m: Mode, met: Metric,
+               obj: Objective, srch: Search) -> Plan:
     options: list[PlanOption] = []
     failures: dict[str, str] = {}
-    for h, v in enumerate(variants):
+    for h, v in enumerate(space.variants):
         label = f"{v.chips}x {v.name} {v.precision.value}"
         if h not in found:
             failures[label] = _why_not(space, h, target_flop, met)
@@ -486,7 +564,7 @@ def plan(
     options.sort(key=key)
     reasons: tuple[str, ...] = ()
     if not options:
-        reasons = (_binding_reason(failures, target_flop, met, c),)
+        reasons = (_binding_reason(failures, target_flop, met, space.c),)
     return Plan(
         target_flop=float(target_flop), metric=met.value, regime=regime_name, mode=m.value, search=srch.value,
         objective=obj.value, feasible=bool(options), best=options[0] if options else None,
@@ -499,7 +577,9 @@ def _metric_value(o: PlanOption, met: Metric) -> float:
 
 
 def _why_not(space: _Space, h: int, target: float, met: Metric) -> str:
-    best = float(_best_at(space, np.full(space.n_hw, float(space.c.max_nodes)), met)[h])
+    if space.top_cache is None:
+        space.top_cache = _best_at(space, np.full(space.n_hw, float(space.c.max_nodes)), met)
+    best = float(space.top_cache[h])
     if not math.isfinite(best):
         return (f"no configuration satisfies the constraints at {space.c.max_nodes:,} nodes "
                 "(memory, overtraining window or budget)")
