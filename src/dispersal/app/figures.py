@@ -1,0 +1,118 @@
+"""Matplotlib figures shared by the web app (st.pyplot) and the HTML report (embedded PNG).
+
+Figures are built with `matplotlib.figure.Figure` directly (no pyplot global state), so concurrent
+Streamlit sessions cannot draw into each other's axes. Every plotted number comes from
+`dispersal.model` results (dicts from ``to_dict()``) passed in.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from matplotlib.figure import Figure
+
+from dispersal.app.logic import BREAKDOWN_PARTS, waterfall_steps
+from dispersal.model import units
+
+_ALGO_COLOURS = {"ddp": "#d62728", "ddp_elastic": "#ff7f0e", "diloco": "#1f77b4", "decoupled": "#2ca02c"}
+
+
+def waterfall_figure(d: Mapping[str, Any]) -> Figure:
+    """C_raw -> (eta_H, eta_comp, eta_act, eta_rep) -> C_local -> chi -> C_quality, log scale."""
+    steps = waterfall_steps(d)
+    labels = ["C_raw", "x eta_H", "x eta_comp", "x eta_act", "x eta_rep\n= C_local", "x chi\n= C_quality"]
+    fig = Figure(figsize=(7.5, 3.6))
+    ax = fig.add_subplot()
+    c_raw = float(d["c_raw_flop"])
+    ax.bar(0, c_raw, color="#7f7f7f")
+    ax.text(0, c_raw, f"{c_raw:.3g}", ha="center", va="bottom", fontsize=8)
+    for i, (_label, before, after) in enumerate(steps, start=1):
+        lo, hi = sorted((before, after))
+        final = i >= len(steps) - 1
+        ax.bar(i, after if final else hi - lo, bottom=0 if final else lo,
+               color="#1f77b4" if final else "#d62728", alpha=0.9)
+        ratio = after / before if before else 0.0
+        ax.text(i, max(after, lo), f"{after:.3g}\n(x{ratio:.3f})", ha="center", va="bottom", fontsize=7)
+    ax.set_yscale("log")
+    positive = [v for s in steps for v in s[1:] if v > 0] + [c_raw]
+    if positive:
+        ax.set_ylim(min(positive) / 3, max(positive) * 4)
+    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_ylabel("FLOP")
+    ax.set_title("From raw compute to effective compute (model factors)", fontsize=10)
+    ax.grid(axis="y", alpha=0.3, which="both")
+    fig.tight_layout()
+    return fig
+
+
+def breakdown_figure(d: Mapping[str, Any]) -> Figure:
+    """Where the run time goes, days per part (TimeBreakdown)."""
+    b = d["breakdown"]
+    labels = [label for _k, label in BREAKDOWN_PARTS] + ["(hidden sync)"]
+    values = [b[k] / units.SECONDS_PER_DAY for k, _l in BREAKDOWN_PARTS] + [b["hidden_comm_s"] / units.SECONDS_PER_DAY]
+    fig = Figure(figsize=(7.5, 3.0))
+    ax = fig.add_subplot()
+    colours = ["#2ca02c", "#bcbd22", "#9467bd", "#8c564b", "#d62728", "#ff7f0e", "#c7c7c7"]
+    bars = ax.barh(range(len(values)), values, color=colours)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.invert_yaxis()
+    for bar, v in zip(bars, values, strict=True):
+        ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {v:.3g} d", va="center", fontsize=8)
+    ax.set_xlabel("days")
+    ax.set_title(f"Where the {d['days']:.4g} days go (per node)", fontsize=10)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def goodput_figure(chips: Sequence[float], curves: Mapping[str, Sequence[float]], marker: float | None = None) -> Figure:
+    """Goodput per algorithm against fleet size (resilience.goodput_vs_scale)."""
+    fig = Figure(figsize=(7.5, 3.6))
+    ax = fig.add_subplot()
+    for name, ys in curves.items():
+        ax.plot(chips, ys, label=name, color=_ALGO_COLOURS.get(name), lw=2)
+    if marker is not None:
+        ax.axvline(marker, color="k", ls=":", lw=1, label="this scenario")
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("chips in the fleet")
+    ax.set_ylabel("goodput (useful / provisioned)")
+    ax.set_title("Resilience: goodput vs scale", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plan_figure(plan_dict: Mapping[str, Any]) -> Figure:
+    """Cost of the best plan per hardware (the planner's runners-up)."""
+    opts = plan_dict.get("runners_up", [])
+    fig = Figure(figsize=(7.5, max(2.0, 0.35 * len(opts) + 1)))
+    ax = fig.add_subplot()
+    labels = [f"{o['nodes']:,} x ({o['chips_per_node']}x {o['hardware']} {o['precision']})" for o in opts]
+    costs = [o["cost_usd"] for o in opts]
+    ax.barh(range(len(costs)), costs, color=["#1f77b4"] + ["#aec7e8"] * (len(costs) - 1))
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("cost (USD)")
+    ax.set_title(f"Cheapest way per hardware to {plan_dict.get('target_flop', 0):.3g} FLOP ({plan_dict.get('metric')})",
+                 fontsize=10)
+    ax.grid(axis="x", alpha=0.3, which="both")
+    fig.tight_layout()
+    return fig
+
+
+def png_bytes(fig: Figure, dpi: int = 110) -> bytes:
+    """A figure as PNG bytes."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    return buf.getvalue()
+
+
+def png_data_uri(fig: Figure) -> str:
+    """A figure as a ``data:image/png;base64,...`` URI (self-contained HTML)."""
+    return "data:image/png;base64," + base64.b64encode(png_bytes(fig)).decode("ascii")
