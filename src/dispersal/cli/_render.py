@@ -12,7 +12,10 @@ from dispersal.model import units
 
 def console() -> Console:
     """A console on stdout (plain when not a terminal)."""
-    return Console(highlight=False, soft_wrap=False)
+    import sys
+
+    # Piped output (files, CI logs) gets a wide fixed width so tables are not squeezed to 80 columns.
+    return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
 
 
 def fmt_value(key: str, v: Any) -> str:
