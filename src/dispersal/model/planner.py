@@ -419,7 +419,9 @@ def _exact(space: _Space, target: float, metric: Metric, upper: dict[int, int]) 
         return np.asarray((rr["valid"] > 0) & (_metric(rr, metric) >= target))
 
     active = a <= hi
-    for _ in range(64):  # pieces per candidate are few; the bound only guards against a bug
+    # Each pass retires at least one piece of every active candidate, so this ends; the bound is the
+    # largest possible number of pieces (one per node count).
+    for _ in range(c.max_nodes + 1):
         if not active.any():
             break
         act = np.nonzero(active)[0]
