@@ -21,26 +21,33 @@ _ALGO_COLOURS = {"ddp": "#d62728", "ddp_elastic": "#ff7f0e", "diloco": "#1f77b4"
 
 
 def waterfall_figure(d: Mapping[str, Any]) -> Figure:
-    """C_raw -> (eta_H, eta_comp, eta_act, eta_rep) -> C_local -> chi -> C_quality, log scale."""
+    """C_raw -> (eta_H, eta_comp, eta_act, eta_rep) -> C_local -> chi -> C_quality, log scale.
+
+    Full bars are the model's C_raw, C_local and C_quality; red floating bars are the drops.
+    """
     steps = waterfall_steps(d)
-    labels = ["C_raw", "x eta_H", "x eta_comp", "x eta_act", "x eta_rep\n= C_local", "x chi\n= C_quality"]
+    c_raw, c_local, c_quality = float(d["c_raw_flop"]), float(d["c_local_flop"]), float(d["c_quality_flop"])
+    bars: list[tuple[str, float, float, bool]] = [("C_raw", 0.0, c_raw, True)]
+    names = ["x eta_H", "x eta_comp", "x eta_act", "x eta_rep"]
+    for name, (_label, before, after) in zip(names, steps[:4], strict=True):
+        bars.append((name, after, before, False))
+    bars.append(("C_local", 0.0, c_local, True))
+    bars.append(("x chi", steps[4][2], steps[4][1], False))
+    bars.append(("C_quality", 0.0, c_quality, True))
     fig = Figure(figsize=(7.5, 3.6))
     ax = fig.add_subplot()
-    c_raw = float(d["c_raw_flop"])
-    ax.bar(0, c_raw, color="#7f7f7f")
-    ax.text(0, c_raw, f"{c_raw:.3g}", ha="center", va="bottom", fontsize=8)
-    for i, (_label, before, after) in enumerate(steps, start=1):
-        lo, hi = sorted((before, after))
-        final = i >= len(steps) - 1
-        ax.bar(i, after if final else hi - lo, bottom=0 if final else lo,
-               color="#1f77b4" if final else "#d62728", alpha=0.9)
-        ratio = after / before if before else 0.0
-        ax.text(i, max(after, lo), f"{after:.3g}\n(x{ratio:.3f})", ha="center", va="bottom", fontsize=7)
+    for i, (_name, lo, hi, full) in enumerate(bars):
+        if full:
+            ax.bar(i, hi, color="#7f7f7f" if i == 0 else "#1f77b4")
+            ax.text(i, hi, f"{hi:.3g}", ha="center", va="bottom", fontsize=8)
+        else:
+            ax.bar(i, max(hi - lo, hi * 1e-3), bottom=lo, color="#d62728", alpha=0.9)
+            ax.text(i, hi, f"x{lo / hi if hi else 0.0:.3f}", ha="center", va="bottom", fontsize=8)
     ax.set_yscale("log")
-    positive = [v for s in steps for v in s[1:] if v > 0] + [c_raw]
+    positive = [v for b in bars for v in b[1:3] if v > 0]
     if positive:
         ax.set_ylim(min(positive) / 3, max(positive) * 4)
-    ax.set_xticks(range(len(labels)), labels, fontsize=8)
+    ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=8)
     ax.set_ylabel("FLOP")
     ax.set_title("From raw compute to effective compute (model factors)", fontsize=10)
     ax.grid(axis="y", alpha=0.3, which="both")
@@ -52,7 +59,9 @@ def breakdown_figure(d: Mapping[str, Any]) -> Figure:
     """Where the run time goes, days per part (TimeBreakdown)."""
     b = d["breakdown"]
     labels = [label for _k, label in BREAKDOWN_PARTS] + ["(hidden sync)"]
-    values = [b[k] / units.SECONDS_PER_DAY for k, _l in BREAKDOWN_PARTS] + [b["hidden_comm_s"] / units.SECONDS_PER_DAY]
+    values = [b[k] / units.SECONDS_PER_DAY for k, _l in BREAKDOWN_PARTS] + [
+        b["hidden_comm_s"] / units.SECONDS_PER_DAY
+    ]
     fig = Figure(figsize=(7.5, 3.0))
     ax = fig.add_subplot()
     colours = ["#2ca02c", "#bcbd22", "#9467bd", "#8c564b", "#d62728", "#ff7f0e", "#c7c7c7"]
@@ -68,7 +77,9 @@ def breakdown_figure(d: Mapping[str, Any]) -> Figure:
     return fig
 
 
-def goodput_figure(chips: Sequence[float], curves: Mapping[str, Sequence[float]], marker: float | None = None) -> Figure:
+def goodput_figure(
+    chips: Sequence[float], curves: Mapping[str, Sequence[float]], marker: float | None = None
+) -> Figure:
     """Goodput per algorithm against fleet size (resilience.goodput_vs_scale)."""
     fig = Figure(figsize=(7.5, 3.6))
     ax = fig.add_subplot()
@@ -99,8 +110,10 @@ def plan_figure(plan_dict: Mapping[str, Any]) -> Figure:
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("cost (USD)")
-    ax.set_title(f"Cheapest way per hardware to {plan_dict.get('target_flop', 0):.3g} FLOP ({plan_dict.get('metric')})",
-                 fontsize=10)
+    ax.set_title(
+        f"Cheapest way per hardware to {plan_dict.get('target_flop', 0):.3g} FLOP ({plan_dict.get('metric')})",
+        fontsize=10,
+    )
     ax.grid(axis="x", alpha=0.3, which="both")
     fig.tight_layout()
     return fig

@@ -66,9 +66,22 @@ def _fields() -> tuple[Field, ...]:
     c = _choices()
     f = Field
     return (
-        f("preset", "choice", "Preset scenario", "A shipped scenario (the paper's tables)", c["preset"], scenario=False),
-        f("mode", "choice", "Mode", "paper: Rahman 2026's settings exactly; default: the project's model", c["mode"],
-          scenario=False),
+        f(
+            "preset",
+            "choice",
+            "Preset scenario",
+            "A shipped scenario (the paper's tables)",
+            c["preset"],
+            scenario=False,
+        ),
+        f(
+            "mode",
+            "choice",
+            "Mode",
+            "paper: Rahman 2026's settings exactly; default: the project's model",
+            c["mode"],
+            scenario=False,
+        ),
         f("name", "str", "Scenario name"),
         f("hardware", "choice", "Accelerator", "Catalogue entry (FLOP/s, memory, price, TDP)", c["hardware"]),
         f("chips_per_node", "int", "Chips per node", "0 = the most the regime's covered-cluster rule allows"),
@@ -77,17 +90,31 @@ def _fields() -> tuple[Field, ...]:
         f("moe", "bool", "Mixture of experts", "Active parameters differ from total"),
         f("params_b", "float", "Total parameters (billions)"),
         f("active_params_b", "optfloat", "Active parameters (billions)", "MoE only; empty = dense"),
-        f("moe_layers", "int", "Expert-parallel MoE layers", "MoE layers whose experts are spread over the WAN"),
+        f(
+            "moe_layers",
+            "int",
+            "Expert-parallel MoE layers",
+            "MoE layers whose experts are spread over the WAN",
+        ),
         f("tokens_t", "optfloat", "Tokens (trillions)", "Empty = as many as the time budget allows"),
         f("local_batch_tokens", "int", "Local batch (tokens per inner step per node)", "Paper: 131,072"),
         f("num_nodes", "int", "Nodes (sites)"),
         f("up_mbps", "float", "WAN upload (Mbps)"),
         f("down_mbps", "float", "WAN download (Mbps)"),
         f("latency_ms", "float", "WAN one-way latency (ms)"),
-        f("algorithm", "choice", "Algorithm", "streaming = DiLoCo with overlapped sync; diloco = no overlap",
-          c["algorithm"]),
-        f("overlap", "bool", "Overlap sync with compute (streaming)",
-          "For auto, hierarchical, pp_diloco and ddp; streaming/diloco fix it"),
+        f(
+            "algorithm",
+            "choice",
+            "Algorithm",
+            "streaming = DiLoCo with overlapped sync; diloco = no overlap",
+            c["algorithm"],
+        ),
+        f(
+            "overlap",
+            "bool",
+            "Overlap sync with compute (streaming)",
+            "For auto, hierarchical, pp_diloco and ddp; streaming/diloco fix it",
+        ),
         f("inner_steps", "int", "Inner steps H", "0 = the smallest compute-bound H"),
         f("compression_ratio", "float", "Pseudo-gradient compression ratio", ">= 1; paper 150 (SparseLoCo)"),
         f("error_feedback", "bool", "Error feedback"),
@@ -100,10 +127,20 @@ def _fields() -> tuple[Field, ...]:
         f("regional_latency_ms", "optfloat", "Regional latency (ms)", "Empty = mode default"),
         f("pp_mbps", "optfloat", "Pipeline link bandwidth (Mbps)", "Empty = mode default"),
         f("pp_latency_ms", "optfloat", "Pipeline link latency (ms)", "Empty = mode default"),
-        f("straggler", "choice", "Straggler mitigation", "relay (async relay), synchronous, threshold, backup workers",
-          c["straggler"]),
-        f("duration_source", "choice", "Maximum duration from", "manual days, or Epoch's growth-rate formula",
-          DURATION_SOURCES),
+        f(
+            "straggler",
+            "choice",
+            "Straggler mitigation",
+            "relay (async relay), synchronous, threshold, backup workers",
+            c["straggler"],
+        ),
+        f(
+            "duration_source",
+            "choice",
+            "Maximum duration from",
+            "manual days, or Epoch's growth-rate formula",
+            DURATION_SOURCES,
+        ),
         f("duration_days", "float", "Maximum duration (days)"),
         f("growth_hardware", "float", "Hardware growth (x per year)", "Treaty scenario: 1.06"),
         f("growth_software", "float", "Software growth (x per year)", "Treaty scenario: 1.50"),
@@ -116,11 +153,23 @@ def _fields() -> tuple[Field, ...]:
         # planner (app settings, kept across presets)
         f("plan_target", "str", "Target compute (FLOP)", "e.g. 1e25", scenario=False),
         f("plan_regime", "choice", "Regime", "", c["regime"], scenario=False),
-        f("plan_metric", "choice", "Metric", "auto = c_local in paper mode, c_quality in default", PLAN_METRICS,
-          scenario=False),
+        f(
+            "plan_metric",
+            "choice",
+            "Metric",
+            "auto = c_local in paper mode, c_quality in default",
+            PLAN_METRICS,
+            scenario=False,
+        ),
         f("plan_objective", "choice", "Objective", "", PLAN_OBJECTIVES, scenario=False),
-        f("plan_search", "choice", "Search", "auto = bisect in paper mode, exact in default", PLAN_SEARCHES,
-          scenario=False),
+        f(
+            "plan_search",
+            "choice",
+            "Search",
+            "auto = bisect in paper mode, exact in default",
+            PLAN_SEARCHES,
+            scenario=False,
+        ),
         # resilience (app settings)
         f("res_chip_mtbf_h", "float", "Chip MTBF (h)", "Llama 3: ~50,678 h per GPU", scenario=False),
         f("res_restart_h", "float", "Restart time (h)", scenario=False),
@@ -207,8 +256,9 @@ def default_ui(preset: str = DEFAULT_SCENARIO) -> dict[str, Any]:
 def duration_s(ui: Mapping[str, Any]) -> float:
     """The time budget: manual days, or `timelimit.max_run_length_s` from the growth rates."""
     if ui["duration_source"] == "growth":
-        return max_run_length_s(float(ui["growth_hardware"]), float(ui["growth_software"]),
-                                float(ui["growth_investment"]))
+        return max_run_length_s(
+            float(ui["growth_hardware"]), float(ui["growth_software"]), float(ui["growth_investment"])
+        )
     return float(ui["duration_days"]) * units.SECONDS_PER_DAY
 
 
@@ -436,17 +486,32 @@ def summary_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
         algo += f", {d['pipeline_stages']} stages x {d['groups']} groups"
     rows = [
         ("status", "feasible" if d["feasible"] else "INFEASIBLE: " + "; ".join(d["reasons"])),
-        ("hardware", f"{d['num_nodes']:,} nodes x {d['chips_per_node']} x {s['hardware']} ({s['precision']}), "
-                     f"{d['node_h100_equivalents']:.2f} H100-equivalents per node"),
-        ("algorithm", f"{algo}, H = {d['inner_steps']}"
-                      + (f" (H_eff {d['inner_steps_effective']:.3g})" if d["algorithm"] == "hierarchical" else "")),
-        ("model", f"{units.format_count(d['params'])} parameters ({units.format_count(d['active_params'])} active), "
-                  f"{units.format_count(d['tokens'])} tokens, overtraining {d['overtraining_ratio']:.3g}x"),
-        ("memory per node", f"{units.format_bytes(d['memory_required_bytes_per_node'])} needed of "
-                            f"{units.format_bytes(d['node_memory_bytes'])}"),
+        (
+            "hardware",
+            f"{d['num_nodes']:,} nodes x {d['chips_per_node']} x {s['hardware']} ({s['precision']}), "
+            f"{d['node_h100_equivalents']:.2f} H100-equivalents per node",
+        ),
+        (
+            "algorithm",
+            f"{algo}, H = {d['inner_steps']}"
+            + (f" (H_eff {d['inner_steps_effective']:.3g})" if d["algorithm"] == "hierarchical" else ""),
+        ),
+        (
+            "model",
+            f"{units.format_count(d['params'])} parameters ({units.format_count(d['active_params'])} active), "
+            f"{units.format_count(d['tokens'])} tokens, overtraining {d['overtraining_ratio']:.3g}x",
+        ),
+        (
+            "memory per node",
+            f"{units.format_bytes(d['memory_required_bytes_per_node'])} needed of "
+            f"{units.format_bytes(d['node_memory_bytes'])}",
+        ),
         ("training time", f"{d['days']:.4g} days"),
         ("outer steps", f"{d['num_outer_steps']:.4g} of {units.format_duration(d['outer_step_time_s'])}"),
-        ("inner step / sync", f"{units.format_duration(d['step_time_s'])} / {units.format_duration(d['sync_time_s'])}"),
+        (
+            "inner step / sync",
+            f"{units.format_duration(d['step_time_s'])} / {units.format_duration(d['sync_time_s'])}",
+        ),
         ("payload per sync", units.format_bytes(d["payload_bytes_per_sync"])),
         ("C_raw", f"{d['c_raw_flop']:.4g} FLOP"),
         ("C_local", f"{d['c_local_flop']:.4g} FLOP"),
@@ -471,10 +536,17 @@ def breakdown_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
     """Where the run time goes (the model's TimeBreakdown), with shares of the run time."""
     b = d["breakdown"]
     total = d["run_time_s"] or 1.0
-    rows = [{"part": label, "days": f"{b[k] / units.SECONDS_PER_DAY:.4g}", "share": f"{b[k] / total:.1%}"}
-            for k, label in BREAKDOWN_PARTS]
-    rows.append({"part": "sync hidden behind compute (not in the sum)",
-                 "days": f"{b['hidden_comm_s'] / units.SECONDS_PER_DAY:.4g}", "share": ""})
+    rows = [
+        {"part": label, "days": f"{b[k] / units.SECONDS_PER_DAY:.4g}", "share": f"{b[k] / total:.1%}"}
+        for k, label in BREAKDOWN_PARTS
+    ]
+    rows.append(
+        {
+            "part": "sync hidden behind compute (not in the sum)",
+            "days": f"{b['hidden_comm_s'] / units.SECONDS_PER_DAY:.4g}",
+            "share": "",
+        }
+    )
     return rows
 
 
@@ -500,7 +572,9 @@ def waterfall_steps(d: Mapping[str, Any]) -> list[tuple[str, float, float]]:
         after = level * float(e[k]) if i < len(EFFICIENCY_STEPS) - 1 else float(d["c_local_flop"])
         steps.append((f"{label} x{float(e[k]):.3f}", level, after))
         level = after
-    steps.append((f"Chinchilla over/under-training (chi) x{float(e['chi']):.3f}", level, float(d["c_quality_flop"])))
+    steps.append(
+        (f"Chinchilla over/under-training (chi) x{float(e['chi']):.3f}", level, float(d["c_quality_flop"]))
+    )
     return steps
 
 
@@ -542,18 +616,21 @@ def plan_rows(plan_dict: Mapping[str, Any]) -> list[dict[str, str]]:
     """The planner's cheapest option and runners-up (one per hardware), formatted."""
     rows = []
     for i, o in enumerate(plan_dict.get("runners_up", [])):
-        rows.append({
-            "rank": str(i + 1),
-            "node": f"{o['chips_per_node']}x {o['hardware']} {o['precision']}",
-            "nodes": f"{o['nodes']:,}",
-            "algorithm": o["algorithm"] + (f" (groups of {o['group_size']})" if o["algorithm"] == "hierarchical" else ""),
-            "params": units.format_count(o["params"]),
-            "days": f"{o['days']:.4g}",
-            "cost": units.format_money(o["cost_usd"]),
-            "C_local": f"{o['c_local_flop']:.3g}",
-            "C_quality": f"{o['c_quality_flop']:.3g}",
-            "mean WAN Mbps/node": f"{o['mean_wan_mbps_per_node']:.3g}",
-        })
+        rows.append(
+            {
+                "rank": str(i + 1),
+                "node": f"{o['chips_per_node']}x {o['hardware']} {o['precision']}",
+                "nodes": f"{o['nodes']:,}",
+                "algorithm": o["algorithm"]
+                + (f" (groups of {o['group_size']})" if o["algorithm"] == "hierarchical" else ""),
+                "params": units.format_count(o["params"]),
+                "days": f"{o['days']:.4g}",
+                "cost": units.format_money(o["cost_usd"]),
+                "C_local": f"{o['c_local_flop']:.3g}",
+                "C_quality": f"{o['c_quality_flop']:.3g}",
+                "mean WAN Mbps/node": f"{o['mean_wan_mbps_per_node']:.3g}",
+            }
+        )
     return rows
 
 

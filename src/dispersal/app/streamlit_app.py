@@ -18,24 +18,62 @@ from dispersal.model import units
 from dispersal.model.estimate import estimate
 
 SIDEBAR_GROUPS: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
-    ("Model and data", True, ("params_b", "moe", "active_params_b", "moe_layers", "tokens_t", "local_batch_tokens")),
+    (
+        "Model and data",
+        True,
+        ("params_b", "moe", "active_params_b", "moe_layers", "tokens_t", "local_batch_tokens"),
+    ),
     ("Nodes and network", True, ("num_nodes", "up_mbps", "down_mbps", "latency_ms")),
     ("Hardware", False, ("hardware", "chips_per_node", "precision", "mfu")),
     ("Algorithm", False, ("algorithm", "overlap", "inner_steps", "straggler")),
-    ("Compression", False, ("compression_ratio", "error_feedback", "compression_quality", "activation_compression",
-                            "activation_quality")),
-    ("Hierarchical and pipeline links", False, ("group_size", "regional_mbps", "regional_latency_ms", "pp_mbps",
-                                                "pp_latency_ms", "micro_batches")),
-    ("Maximum duration", False, ("duration_source", "duration_days", "growth_hardware", "growth_software",
-                                 "growth_investment")),
+    (
+        "Compression",
+        False,
+        (
+            "compression_ratio",
+            "error_feedback",
+            "compression_quality",
+            "activation_compression",
+            "activation_quality",
+        ),
+    ),
+    (
+        "Hierarchical and pipeline links",
+        False,
+        ("group_size", "regional_mbps", "regional_latency_ms", "pp_mbps", "pp_latency_ms", "micro_batches"),
+    ),
+    (
+        "Maximum duration",
+        False,
+        ("duration_source", "duration_days", "growth_hardware", "growth_software", "growth_investment"),
+    ),
     ("Regime and cost", False, ("regime", "pricing", "capex_multiplier", "pue", "electricity_usd_per_kwh")),
 )
-_STEPS = {"mfu": 0.01, "params_b": 1.0, "active_params_b": 1.0, "tokens_t": 0.1, "up_mbps": 10.0, "down_mbps": 10.0,
-          "latency_ms": 5.0, "compression_ratio": 1.0, "activation_compression": 1.0, "regional_mbps": 10.0,
-          "regional_latency_ms": 1.0, "pp_mbps": 10.0, "pp_latency_ms": 1.0, "duration_days": 1.0,
-          "growth_hardware": 0.01, "growth_software": 0.01, "growth_investment": 0.01, "capex_multiplier": 0.01,
-          "pue": 0.01, "electricity_usd_per_kwh": 0.001, "res_chip_mtbf_h": 1000.0, "res_restart_h": 0.05,
-          "res_max_chips": 1000.0}
+_STEPS = {
+    "mfu": 0.01,
+    "params_b": 1.0,
+    "active_params_b": 1.0,
+    "tokens_t": 0.1,
+    "up_mbps": 10.0,
+    "down_mbps": 10.0,
+    "latency_ms": 5.0,
+    "compression_ratio": 1.0,
+    "activation_compression": 1.0,
+    "regional_mbps": 10.0,
+    "regional_latency_ms": 1.0,
+    "pp_mbps": 10.0,
+    "pp_latency_ms": 1.0,
+    "duration_days": 1.0,
+    "growth_hardware": 0.01,
+    "growth_software": 0.01,
+    "growth_investment": 0.01,
+    "capex_multiplier": 0.01,
+    "pue": 0.01,
+    "electricity_usd_per_kwh": 0.001,
+    "res_chip_mtbf_h": 1000.0,
+    "res_restart_h": 0.05,
+    "res_max_chips": 1000.0,
+}
 
 
 def _init_state() -> None:
@@ -60,15 +98,22 @@ def widget(key: str, container: Any = st) -> Any:
     f = logic.FIELD_BY_KEY[key]
     kw: dict[str, Any] = {"key": key, "help": f.help or None}
     if f.kind == "choice":
-        return container.selectbox(f.label, list(f.choices), on_change=_on_preset if key == "preset" else None, **kw)
+        return container.selectbox(
+            f.label, list(f.choices), on_change=_on_preset if key == "preset" else None, **kw
+        )
     if f.kind == "bool":
         return container.checkbox(f.label, **kw)
     if f.kind == "str":
         return container.text_input(f.label, **kw)
     if f.kind == "int":
         return container.number_input(f.label, step=1, format="%d", **kw)
-    return container.number_input(f.label, step=_STEPS.get(key, 0.1), format="%g",
-                                  placeholder="mode default" if f.kind == "optfloat" else None, **kw)
+    return container.number_input(
+        f.label,
+        step=_STEPS.get(key, 0.1),
+        format="%g",
+        placeholder="mode default" if f.kind == "optfloat" else None,
+        **kw,
+    )
 
 
 def _sidebar() -> None:
@@ -80,8 +125,10 @@ def _sidebar() -> None:
         with sb.expander(title, expanded=expanded):
             for k in keys:
                 widget(k)
-    sb.caption("Custom hardware: pick the closest accelerator, then override chips per node and MFU. "
-               "Per-chip FLOP/s, memory, price and power come from the catalogue and cannot be overridden here.")
+    sb.caption(
+        "Custom hardware: pick the closest accelerator, then override chips per node and MFU. "
+        "Per-chip FLOP/s, memory, price and power come from the catalogue and cannot be overridden here."
+    )
 
 
 def _ui() -> dict[str, Any]:
@@ -110,9 +157,12 @@ def _estimate_tab(est: dict[str, Any]) -> None:
     c[3].metric("Cost", units.format_money(est["cost"]["total_usd"]))
     name = est["scenario"]["name"].replace(" ", "_")[:40] or "scenario"
     d1, d2, _ = st.columns([1, 1, 4])
-    d1.download_button("Download JSON", logic.to_json(est), file_name=f"{name}.json", mime="application/json",
-                       key="dl_json")
-    d2.download_button("Download CSV", logic.to_csv(est), file_name=f"{name}.csv", mime="text/csv", key="dl_csv")
+    d1.download_button(
+        "Download JSON", logic.to_json(est), file_name=f"{name}.json", mime="application/json", key="dl_json"
+    )
+    d2.download_button(
+        "Download CSV", logic.to_csv(est), file_name=f"{name}.csv", mime="text/csv", key="dl_csv"
+    )
     left, right = st.columns(2)
     with left:
         st.subheader("Summary")
@@ -139,10 +189,14 @@ def _plan_cached(args_json: str) -> dict[str, Any]:
 
 
 def _planner_tab(ui: dict[str, Any], scenario_dict: dict[str, Any]) -> None:
-    st.caption("The cheapest configuration reaching a compute target while every node stays under the regime's "
-               "covered-cluster rule, using this scenario's WAN, time budget, compression, MFU and stragglers.")
+    st.caption(
+        "The cheapest configuration reaching a compute target while every node stays under the regime's "
+        "covered-cluster rule, using this scenario's WAN, time budget, compression, MFU and stragglers."
+    )
     c = st.columns(5)
-    for col, k in zip(c, ("plan_target", "plan_regime", "plan_metric", "plan_objective", "plan_search"), strict=True):
+    for col, k in zip(
+        c, ("plan_target", "plan_regime", "plan_metric", "plan_objective", "plan_search"), strict=True
+    ):
         widget(k, col)
     args = views.plan_args(ui, scenario_dict)
     key = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()
@@ -164,9 +218,11 @@ def _planner_tab(ui: dict[str, Any], scenario_dict: dict[str, Any]) -> None:
     if not p["feasible"]:
         st.warning("No plan reaches the target: " + "; ".join(p["reasons"]))
     else:
-        st.success(f"Cheapest: {p['nodes']:,} nodes of {p['chips_per_node']}x {p['hardware']} {p['precision']}, "
-                   f"{p['algorithm']}, {units.format_count(p['params'])} parameters, {p['days']:.4g} days, "
-                   f"{units.format_money(p['cost_usd'])}.")
+        st.success(
+            f"Cheapest: {p['nodes']:,} nodes of {p['chips_per_node']}x {p['hardware']} {p['precision']}, "
+            f"{p['algorithm']}, {units.format_count(p['params'])} parameters, {p['days']:.4g} days, "
+            f"{units.format_money(p['cost_usd'])}."
+        )
         st.pyplot(figures.plan_figure(p))
         st.subheader("Best plan per hardware (runners-up)")
         _table(logic.plan_rows(p))
@@ -214,8 +270,10 @@ def main() -> None:
     except ValueError as exc:
         st.error(logic.one_line(exc))
         return
-    st.caption(f"{est['scenario']['name']} | {built.mode.value} mode | max duration "
-               f"{built.scenario.duration_s / units.SECONDS_PER_DAY:.4g} days | share this view by copying the URL")
+    st.caption(
+        f"{est['scenario']['name']} | {built.mode.value} mode | max duration "
+        f"{built.scenario.duration_s / units.SECONDS_PER_DAY:.4g} days | share this view by copying the URL"
+    )
     tabs = st.tabs(["Estimate", "Planner", "Countermeasures", "Uncertainty", "Resilience"])
     with tabs[0]:
         _estimate_tab(est)

@@ -64,8 +64,15 @@ def run_plan(args: Mapping[str, Any]) -> dict[str, Any]:
 
     target = logic.parse_flop(args["target"])
     c = Constraints(**args["constraints"])
-    return plan(target, regime_name=args["regime"], constraints=c, mode=args["mode"], metric=args["metric"],
-                objective=args["objective"], search=args["search"]).to_dict()
+    return plan(
+        target,
+        regime_name=args["regime"],
+        constraints=c,
+        mode=args["mode"],
+        metric=args["metric"],
+        objective=args["objective"],
+        search=args["search"],
+    ).to_dict()
 
 
 # --- resilience ------------------------------------------------------------------------------------------
@@ -87,18 +94,31 @@ def resilience(est: Mapping[str, Any], ui: Mapping[str, Any], points: int = 25) 
     if not (math.isfinite(round_h) and round_h > 0):
         round_h, note = 0.5, " (no outer step in this scenario: 30-minute rounds assumed)"
     spec = ResilienceSpec(
-        chips=fleet, chip_mtbf_h=float(ui["res_chip_mtbf_h"]), chips_per_node=cpn, chips_per_island=island,
-        sites=max(1, int(est["num_nodes"])), restart_time_h=float(ui["res_restart_h"]), round_time_h=round_h,
+        chips=fleet,
+        chip_mtbf_h=float(ui["res_chip_mtbf_h"]),
+        chips_per_node=cpn,
+        chips_per_island=island,
+        sites=max(1, int(est["num_nodes"])),
+        restart_time_h=float(ui["res_restart_h"]),
+        round_time_h=round_h,
     )
     hi = max(float(ui["res_max_chips"]), fleet * 1.0, island * 2.0)
-    chips = sorted({int(round(x)) for x in np.geomspace(island, hi, points)})
+    chips = sorted({round(float(x)) for x in np.geomspace(island, hi, points)})
     curves = {k: v.tolist() for k, v in goodput_vs_scale(spec, chips).items()}
     here = goodput(spec).to_dict()
     rows = [{"algorithm": k, f"goodput at {fleet:,} chips": f"{v:.4f}"} for k, v in here.items()]
-    caption = (f"Fleet like this scenario: {fleet:,} chips, {cpn} per node, islands of {island} chips, rounds of "
-               f"{units.format_duration(round_h * 3600)}{note}. Failures only (communication is in the estimate).")
-    return {"chips": chips, "curves": curves, "rows": rows, "fleet_chips": fleet, "caption": caption,
-            "spec": spec.to_dict()}
+    caption = (
+        f"Fleet like this scenario: {fleet:,} chips, {cpn} per node, islands of {island} chips, rounds of "
+        f"{units.format_duration(round_h * 3600)}{note}. Failures only (communication is in the estimate)."
+    )
+    return {
+        "chips": chips,
+        "curves": curves,
+        "rows": rows,
+        "fleet_chips": fleet,
+        "caption": caption,
+        "spec": spec.to_dict(),
+    }
 
 
 # --- optional views (modules written in parallel; imported lazily) ---------------------------------------
