@@ -1,0 +1,57 @@
+"""Configurations evaluated per second: the vectorised kernel vs a plain loop over estimate().
+
+Run: python benchmarks/bench_plan.py   (prints a table; no assertions; machine noise applies, so
+compare the ratio measured in one run rather than absolute rates across runs)
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from dispersal.model.estimate import estimate
+from dispersal.model.kernel import evaluate
+from dispersal.model.params import DEFAULT_PARAMS
+from dispersal.model.planner import PAPER_PARAM_GRID_B, compare_searches, plan
+from dispersal.model.scenario import Scenario, as_arrays, kernel_inputs
+
+
+def main() -> None:
+    rng = np.random.default_rng(0)
+    n_loop = 300
+    scenarios = [
+        Scenario(num_nodes=int(rng.integers(2, 500)), params=float(rng.choice(PAPER_PARAM_GRID_B[:20])) * 1e9,
+                 bandwidth_up_bits_per_s=float(rng.uniform(1e7, 1e9)), latency_s=float(rng.uniform(0.001, 0.3)))
+        for _ in range(n_loop)
+    ]
+    t0 = time.perf_counter()
+    for s in scenarios:
+        estimate(s, mode="paper")
+    loop_rate = n_loop / (time.perf_counter() - t0)
+
+    n_vec = 1_000_000
+    x = as_arrays(kernel_inputs(Scenario(), "paper"))
+    x["num_nodes"] = rng.integers(2, 5000, n_vec).astype(float)
+    x["params"] = rng.choice(np.asarray(PAPER_PARAM_GRID_B) * 1e9, n_vec)
+    x["active_params"] = x["params"]
+    x["up_bits_per_s"] = rng.uniform(1e7, 1e9, n_vec)
+    t0 = time.perf_counter()
+    evaluate(x, DEFAULT_PARAMS)
+    vec_rate = n_vec / (time.perf_counter() - t0)
+
+    t0 = time.perf_counter()
+    p = plan(1e25, mode="paper")
+    plan_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    compare_searches(1e25)
+    both_s = time.perf_counter() - t0
+    print(f"estimate() loop:          {loop_rate:12,.0f} configurations/s")
+    print(f"kernel.evaluate (1M):     {vec_rate:12,.0f} configurations/s")
+    print(f"vectorised / loop ratio:  {vec_rate / loop_rate:12,.0f} x")
+    print(f"plan(1e25, paper, bisect): {plan_s:.3f} s ({p.evaluations:,} configurations)")
+    print(f"bisect + exact (1e25):     {both_s:.3f} s")
+
+
+if __name__ == "__main__":
+    main()

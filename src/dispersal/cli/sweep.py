@@ -1,0 +1,142 @@
+"""`dispersal sweep`: the planner over a grid of two inputs, to CSV (or Parquet) and a PNG plot."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from dispersal.cli._common import atomic_write_bytes, atomic_write_text, guarded, save_figure
+from dispersal.cli.estimate import check_mode
+from dispersal.model import units
+from dispersal.model.errors import InputError
+from dispersal.model.planner import Constraints, plan
+from dispersal.model.scenario import latency_from_distance
+
+#: Sweepable inputs and how each value is parsed.
+AXES = ("target", "bandwidth", "latency", "distance", "regime", "max_days", "compression", "mfu")
+
+
+def _parse_axis(text: str) -> tuple[str, list[str]]:
+    if "=" not in text:
+        raise InputError("axis", f"expected NAME=v1,v2,... with NAME in {', '.join(AXES)}, got {text!r}")
+    name, values = text.split("=", 1)
+    name = name.strip()
+    if name not in AXES:
+        raise InputError("axis", f"unknown sweep input {name!r} (use {', '.join(AXES)})")
+    vals = [v.strip() for v in values.split(",") if v.strip()]
+    if not vals:
+        raise InputError(name, "needs at least one value")
+    if len(vals) > 200:
+        raise InputError(name, f"at most 200 values, got {len(vals)}")
+    return name, vals
+
+
+def _apply(point: dict[str, str], base: dict[str, Any]) -> tuple[float, str, Constraints]:
+    target = units.parse_flop(point.get("target", "1e25"), "target")
+    regime = point.get("regime", base["regime"])
+    kw: dict[str, Any] = {}
+    if "bandwidth" in point:
+        up, down = units.parse_up_down(point["bandwidth"], "bandwidth")
+        kw.update(bandwidth_up_bits_per_s=up, bandwidth_down_bits_per_s=down)
+    if "latency" in point:
+        kw["latency_s"] = units.parse_duration(point["latency"], "latency")
+    if "distance" in point:
+        kw["latency_s"] = latency_from_distance(units.parse_distance(point["distance"], "distance"))
+    if "max_days" in point:
+        kw["max_duration_s"] = float(point["max_days"]) * units.SECONDS_PER_DAY
+    if "compression" in point:
+        kw["compression_ratio"] = float(point["compression"])
+    if "mfu" in point:
+        kw["mfu"] = float(point["mfu"])
+    return target, regime, Constraints(**kw)
+
+
+@guarded
+def sweep_cmd(
+    x: Annotated[str, typer.Option("--x", help="First input: NAME=v1,v2,... (target, bandwidth, latency, distance, regime, max_days, compression, mfu).")] = "target=1e24,3e24,1e25,3e25,1e26",
+    y: Annotated[str, typer.Option("--y", help="Second input, same form.")] = "regime=treaty,treaty_hbm",
+    regime: Annotated[str, typer.Option(help="Regime when not swept.")] = "treaty",
+    mode: Annotated[str, typer.Option(help="paper or default.")] = "default",
+    search: Annotated[str | None, typer.Option(help="bisect or exact.")] = None,
+    metric: Annotated[str | None, typer.Option(help="c_local or c_quality.")] = None,
+    out: Annotated[Path, typer.Option(help="CSV (.csv) or Parquet (.parquet, needs pyarrow) file.")] = Path("sweep.csv"),
+    plot: Annotated[Path | None, typer.Option(help="PNG: cost to evade against the first input, one line per second-input value.")] = Path("sweep.png"),
+) -> None:
+    """Run the planner over a grid of two inputs (default: target FLOP x regime) and plot cost to evade."""
+    m = check_mode(mode)
+    xn, xv = _parse_axis(x)
+    yn, yv = _parse_axis(y)
+    if xn == yn:
+        raise InputError("y", f"must differ from --x ({xn})")
+    if out.suffix not in (".csv", ".parquet"):
+        raise InputError("out", f"must end in .csv or .parquet, got {out.name!r}")
+    rows: list[dict[str, Any]] = []
+    from rich.progress import Progress
+
+    with Progress(transient=True) as prog:
+        task = prog.add_task("sweep", total=len(xv) * len(yv))
+        for a in xv:
+            for b in yv:
+                target, reg, c = _apply({xn: a, yn: b}, {"regime": regime})
+                p = plan(target, regime_name=reg, constraints=c, mode=m, search=search, metric=metric)
+                best = p.best
+                rows.append({
+                    xn: a, yn: b, "feasible": p.feasible, "target_flop": target, "regime": reg,
+                    "cost_usd": best.cost_usd if best else math.nan, "nodes": best.nodes if best else 0,
+                    "hardware": best.label if best else "", "algorithm": best.algorithm if best else "",
+                    "params": best.params if best else math.nan,
+                    "c_quality_flop": best.c_quality_flop if best else math.nan,
+                    "mean_wan_mbps_per_node": best.mean_wan_mbps_per_node if best else math.nan,
+                    "reason": "; ".join(p.reasons),
+                })
+                prog.advance(task)
+    if out.suffix == ".parquet":
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+        except ImportError:
+            raise InputError("out", "Parquet needs pyarrow: pip install pyarrow (or write .csv)") from None
+        buf = io.BytesIO()
+        pq.write_table(pa.Table.from_pylist(rows), buf)
+        atomic_write_bytes(out, buf.getvalue())
+    else:
+        sio = io.StringIO()
+        w = csv.DictWriter(sio, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+        atomic_write_text(out, sio.getvalue())
+    if plot is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        numeric = xn != "regime"
+        for b in yv:
+            pts = [r for r in rows if r[yn] == b]
+            xs: list[Any] = [units.parse_flop(r[xn]) if xn == "target" else r[xn] for r in pts]
+            ax.plot(xs, [r["cost_usd"] for r in pts], "o-", label=f"{yn} = {b}")
+        if xn == "target":
+            ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(xn + (" (FLOP)" if xn == "target" else ""))
+        ax.set_ylabel("cost to evade (USD)")
+        ax.set_title(f"Cheapest sub-threshold plan ({m.value} mode)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        if not numeric:
+            ax.tick_params(axis="x", rotation=30)
+        save_figure(fig, plot)
+        plt.close(fig)
+    typer.echo(f"wrote {out}" + (f" and {plot}" if plot else "") + f" ({len(rows)} plans)")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `sweep` to the root app."""
+    app.command("sweep")(sweep_cmd)

@@ -1,0 +1,63 @@
+"""`dispersal plan`, `dispersal sweep` and `dispersal reproduce` from the command line."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from dispersal.cli import app
+
+REQUIRED = ("feasible", "target_flop", "hardware", "chips_per_node", "nodes", "params", "tokens", "days", "cost_usd",
+            "c_local_flop", "c_quality_flop", "mean_wan_mbps_per_node", "algorithm", "inner_steps",
+            "compression_ratio", "eta_h", "eta_comp", "eta_act", "eta_rep", "eta", "chi")
+
+
+def test_plan_json_one_target_has_the_issue_keys():
+    """--json with one target prints one plan object with every key issue #3 names."""
+    r = CliRunner().invoke(app, ["plan", "--target", "1e25", "--mode", "paper", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    for k in REQUIRED:
+        assert k in d, k
+    assert d["nodes"] == 34 and d["hardware"] == "gh200"
+
+
+def test_plan_defaults_prints_three_targets_and_asymmetric_bandwidth():
+    """With no target: 1e24, 1e25, 1e26; UP/DOWN bandwidth is accepted; --json gives a list."""
+    r = CliRunner().invoke(app, ["plan", "--mode", "paper", "--bandwidth", "57Mbps/310Mbps", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    assert [p["target_flop"] for p in d] == [1e24, 1e25, 1e26]
+
+
+def test_plan_bad_input_is_one_line_exit_2():
+    """Unparseable bandwidth: exit 2, one line naming the field, no traceback."""
+    r = CliRunner().invoke(app, ["plan", "--bandwidth", "fast"])
+    assert r.exit_code == 2
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "bandwidth" in lines[0] and "Traceback" not in r.output
+
+
+def test_sweep_writes_csv_and_png(tmp_path):
+    """A 2 x 2 sweep writes a CSV with four plans and a PNG."""
+    out, png = tmp_path / "s.csv", tmp_path / "s.png"
+    r = CliRunner().invoke(app, ["sweep", "--x", "target=1e24,1e25", "--y", "bandwidth=30Mbps,100Mbps",
+                                 "--mode", "paper", "--out", str(out), "--plot", str(png)])
+    assert r.exit_code == 0, r.output
+    assert len(out.read_text().strip().splitlines()) == 5
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_reproduce_headlines_within_five_percent(tmp_path):
+    """Paper mode reproduces the headline costs (1e24 / 1e25 / 1e26), the GPT-4 and Llama-405B node counts
+    and the datacenter cost ratio within 5% of the published values; reproduction.md is written."""
+    r = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path), "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    heads = {h["name"]: h for h in d["headlines"]}
+    for name in ("cost to reach C_local 1e24", "cost to reach C_local 1e25", "cost to reach C_local 1e26",
+                 "nodes, GPT-4 level (C_local 2.1e25)", "nodes, Llama 3.1 405B level (C_local 3.8e25)",
+                 "cost ratio 100 Mbps / datacenter (1e25)"):
+        assert abs(heads[name]["ratio"] - 1) <= 0.05, (name, heads[name])
+    assert (tmp_path / "reproduction.md").exists() and (tmp_path / "reproduction_cost.png").exists()

@@ -1,0 +1,126 @@
+"""The planner: the paper's search reproduced, the exact search checked against brute force, and the
+invariants of issue #3 (constraints never broken, looser constraints never cost more)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dispersal.model import planner
+from dispersal.model.estimate import estimate
+from dispersal.model.planner import Constraints, Metric, Mode, compare_searches, plan
+from dispersal.model.scenario import max_chips_under
+from dispersal.model.catalog import accelerator, regime
+
+
+@pytest.mark.parametrize(
+    ("target", "hardware", "precision", "nodes", "algorithm", "params_b", "h", "cost"),
+    [
+        (1e24, "h100_sxm", "fp8", 2, "diloco", 91, 18, 1.6e6),
+        (2.1e25, "gh200", "fp8", 101, "hierarchical", 160, 19, 91.3e6),
+        (3.8e25, "a100_80gb", "bf16", 625, "hierarchical", 250, 19, 441.3e6),
+        (1e26, "h100_sxm", "fp8", 4706, "pp_diloco", 180, 3, 3.80e9),
+    ],
+)
+def test_paper_bisection_reproduces_table1(target, hardware, precision, nodes, algorithm, params_b, h, cost):
+    """Paper mode + bisection reproduces Rahman 2026 Table 1 rows (spec sec. 10): node type, N, mode,
+    P, H exactly and cost within 1% (the table rounds to 3 digits)."""
+    b = plan(target, mode="paper").best
+    assert b is not None
+    assert (b.hardware, b.precision, b.nodes, b.algorithm, b.params, b.inner_steps) == (
+        hardware, precision, nodes, algorithm, params_b * 1e9, h)
+    assert b.cost_usd == pytest.approx(cost, rel=0.01)
+
+
+def test_exact_matches_brute_force_on_a_small_problem():
+    """On one node type and N <= 400, the exact search equals evaluating best(N) at every N."""
+    c = Constraints(hardware=("h100_sxm",), max_nodes=400)
+    target = 2e25
+    space = planner._make_space(Mode.PAPER, c, "treaty", planner.DEFAULT_PARAMS, None, planner.PAPER_GROUP_SIZES)
+    brute = {}
+    for n in range(1, 401):
+        best = planner._best_at(space, np.full(space.n_hw, float(n)), Metric.C_LOCAL)
+        for h in range(space.n_hw):
+            if h not in brute and best[h] >= target:
+                brute[h] = n
+    exact = planner._exact(space, target, Metric.C_LOCAL, planner._bisect(space, target, Metric.C_LOCAL))
+    assert exact == brute
+
+
+@pytest.mark.parametrize("target", [1e25, 3.8e25])
+def test_exact_never_costs_more_than_bisection(target):
+    """The exact search's plan is never more expensive than the paper's bisection."""
+    r = compare_searches(target)
+    assert r["exact"].best.cost_usd <= r["bisect"].best.cost_usd * (1 + 1e-12)
+
+
+def test_bisection_misses_the_cheap_window_for_llama_level():
+    """Finding about the paper: at C_local 3.8e25 the bisection's plan costs about twice the exact one."""
+    r = compare_searches(3.8e25)
+    assert r["exact"].best.cost_usd < 0.6 * r["bisect"].best.cost_usd
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    target=st.sampled_from([3e23, 1e24, 5e24, 1e25, 3e25]),
+    regime_name=st.sampled_from(["treaty", "treaty_hbm", "eu_ai_act"]),
+    mode=st.sampled_from(["paper", "default"]),
+    days=st.sampled_from([365.0, 548.0, 740.0]),
+)
+def test_plan_never_breaks_a_constraint(target, regime_name, mode, days):
+    """Whatever the target and regime, the best plan is feasible under estimate(), meets the target,
+    keeps every node under the regime's rules, stays in the time budget and the overtraining window."""
+    c = Constraints(max_duration_s=days * 86400.0)
+    p = plan(target, regime_name=regime_name, constraints=c, mode=mode)
+    if not p.feasible:
+        assert p.reasons
+        return
+    b = p.best
+    e = estimate(b.scenario, mode=mode)
+    assert e.feasible, e.reasons
+    metric = e.c_local_flop if p.metric == "c_local" else e.c_quality_flop
+    assert metric >= target * (1 - 1e-9)
+    assert e.run_time_s <= c.max_duration_s * (1 + 1e-9)
+    assert 1 - 1e-9 <= e.overtraining_ratio <= 100 * (1 + 1e-9)
+    reg = regime(regime_name)
+    acc = accelerator(b.hardware)
+    assert b.chips_per_node <= max_chips_under(acc, reg)
+    assert b.chips_per_node * acc.dense_fp16_flop_per_s <= reg.cluster_flop_per_s * (1 + 1e-12)
+    assert e.cost.total_usd == pytest.approx(b.cost_usd, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("tight", "loose"),
+    [
+        (Constraints(max_duration_s=365 * 86400.0), Constraints(max_duration_s=740 * 86400.0)),
+        (Constraints(bandwidth_up_bits_per_s=30e6, bandwidth_down_bits_per_s=30e6), Constraints()),
+        (Constraints(max_nodes=50), Constraints(max_nodes=5000)),
+    ],
+)
+def test_looser_constraint_never_costs_more(tight, loose):
+    """With the exact search, relaxing a constraint never makes the cheapest plan more expensive."""
+    a = plan(1e25, constraints=tight, mode="paper", search="exact")
+    b = plan(1e25, constraints=loose, mode="paper", search="exact")
+    if a.feasible:
+        assert b.feasible and b.best.cost_usd <= a.best.cost_usd * (1 + 1e-12)
+
+
+def test_infeasible_target_gives_binding_reason():
+    """1e29 FLOP in 30 days at 1 Mbps is infeasible, and says what binds."""
+    c = Constraints(max_duration_s=30 * 86400.0, bandwidth_up_bits_per_s=1e6, bandwidth_down_bits_per_s=1e6)
+    p = plan(1e29, constraints=c)
+    assert not p.feasible and p.best is None
+    assert "time budget" in p.reasons[0]
+    assert p.to_dict()["feasible"] is False
+
+
+def test_bad_inputs_raise_naming_the_field():
+    """Bad targets and constraints raise InputError naming the field."""
+    with pytest.raises(ValueError, match="target"):
+        plan(-1.0)
+    with pytest.raises(ValueError, match="max_nodes"):
+        Constraints(max_nodes=0)
+    with pytest.raises(ValueError, match="hardware"):
+        Constraints(hardware=("h10",))
