@@ -77,8 +77,16 @@ _STEPS = {
 
 
 def _init_state() -> None:
-    """First run of a session: the UI state from the URL (a shared link) or the default preset."""
+    """First run of a session: the UI state from the URL (a shared link) or the default preset.
+
+    Later runs: Streamlit forgets the state of widgets that were not drawn in the previous run (the
+    tabs are skipped while the scenario is invalid), so restore those from the last complete state.
+    """
     if st.session_state.get("_init"):
+        last = st.session_state.get("_last_ui") or logic.default_ui()
+        for f in logic.FIELDS:
+            if f.key not in st.session_state:
+                st.session_state[f.key] = last[f.key]
         return
     ui, warnings = logic.ui_from_query(st.query_params.to_dict())
     for k, v in ui.items():
@@ -132,13 +140,34 @@ def _sidebar() -> None:
 
 
 def _ui() -> dict[str, Any]:
-    return {f.key: st.session_state[f.key] for f in logic.FIELDS}
+    ui = {f.key: st.session_state[f.key] for f in logic.FIELDS}
+    st.session_state["_last_ui"] = dict(ui)
+    return ui
 
 
 def _sync_url(ui: dict[str, Any]) -> None:
     q = logic.query_from_ui(ui)
     if st.query_params.to_dict() != q:
         st.query_params.from_dict(q)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _figure_png(kind: str, payload: str) -> bytes:
+    """PNG of one figure, cached on its JSON input (reruns with unchanged inputs redraw nothing)."""
+    d = json.loads(payload)
+    if kind == "waterfall":
+        fig = figures.waterfall_figure(d)
+    elif kind == "breakdown":
+        fig = figures.breakdown_figure(d)
+    elif kind == "plan":
+        fig = figures.plan_figure(d)
+    else:
+        fig = figures.goodput_figure(d["chips"], d["curves"], marker=d["fleet_chips"])
+    return figures.png_bytes(fig, dpi=100)
+
+
+def _figure(kind: str, data: dict[str, Any]) -> None:
+    st.image(_figure_png(kind, json.dumps(data, sort_keys=True, default=str)))
 
 
 def _table(rows: list[dict[str, str]]) -> None:
@@ -169,12 +198,12 @@ def _estimate_tab(est: dict[str, Any]) -> None:
         _table(logic.summary_rows(est))
     with right:
         st.subheader("Efficiency: C_raw to C_local to C_quality")
-        st.pyplot(figures.waterfall_figure(est))
+        _figure("waterfall", est)
         _table(logic.efficiency_rows(est))
     left, right = st.columns(2)
     with left:
         st.subheader("Time breakdown")
-        st.pyplot(figures.breakdown_figure(est))
+        _figure("breakdown", est)
         _table(logic.breakdown_rows(est))
     with right:
         st.subheader("Cost")
@@ -223,7 +252,7 @@ def _planner_tab(ui: dict[str, Any], scenario_dict: dict[str, Any]) -> None:
             f"{p['algorithm']}, {units.format_count(p['params'])} parameters, {p['days']:.4g} days, "
             f"{units.format_money(p['cost_usd'])}."
         )
-        st.pyplot(figures.plan_figure(p))
+        _figure("plan", p)
         st.subheader("Best plan per hardware (runners-up)")
         _table(logic.plan_rows(p))
     if p.get("failures"):
@@ -247,7 +276,7 @@ def _resilience_tab(est: dict[str, Any]) -> None:
         st.error(logic.one_line(exc))
         return
     st.caption(res["caption"])
-    st.pyplot(figures.goodput_figure(res["chips"], res["curves"], marker=res["fleet_chips"]))
+    _figure("goodput", {k: res[k] for k in ("chips", "curves", "fleet_chips")})
     _table(res["rows"])
 
 
