@@ -1,0 +1,165 @@
+"""`dispersal counter`: countermeasure levers and bundles, the evader's cheapest adapted run, P(detect)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from dispersal.cli._common import guarded, print_json, save_figure
+
+_EPILOG = (
+    "JSON: a list of rows, the no-lever baseline first. Keys: lever (bundle name), levers, feasible, "
+    "cost_usd, cost_multiple, nodes, p_detect, expected_detection_day (mean day given detection before "
+    "completion), hardware, chips_per_node, params, algorithm, days, regime, bandwidth_bits_per_s, "
+    "lines_per_site, traffic (bytes_per_day, mean_mbps, peak_mbps, burst_period_s, duty_cycle), detection "
+    "(channels), collateral, convention. Non-finite numbers are null. Exit 0 = computed, 2 = bad input."
+)
+
+
+def _plot(rows: list[Any], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for o in rows:
+        if not o.feasible:
+            continue
+        ax.scatter(o.cost_usd / 1e6, o.p_detect, s=30)
+        ax.annotate(
+            o.bundle if len(o.bundle) < 40 else o.bundle[:37] + "...",
+            (o.cost_usd / 1e6, o.p_detect),
+            fontsize=7,
+            xytext=(4, 2),
+            textcoords="offset points",
+        )
+    ax.set_xscale("log")
+    ax.set_ylim(-0.02, 1.05)
+    ax.set_xlabel("evader cost, $M")
+    ax.set_ylabel("P(detected before completion)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="both", alpha=0.3)
+    save_figure(fig, path)
+    plt.close(fig)
+
+
+def _fmt_money(v: float) -> str:
+    from dispersal.model.units import format_money
+
+    return format_money(v) if math.isfinite(v) else "infeasible"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``counter`` command to the root app."""
+
+    @app.command("counter", epilog=_EPILOG)
+    @guarded
+    def counter(
+        target: Annotated[str, typer.Option(help="Compute target, FLOP (e.g. 1e25).")] = "1e25",
+        mode: Annotated[str, typer.Option(help="paper or default (model mode of the planner).")] = "paper",
+        regime: Annotated[str, typer.Option(help="Baseline regime the levers tighten.")] = "treaty",
+        bandwidth: Annotated[str, typer.Option(help="Evader's link per site before any cap.")] = "100Mbps",
+        latency: Annotated[str, typer.Option(help="One-way WAN latency.")] = "100ms",
+        days: Annotated[float, typer.Option(help="Time window, days (report convention: 548).")] = 548.0,
+        metric: Annotated[str, typer.Option(help="c_quality (report convention) or c_local.")] = "c_quality",
+        capex: Annotated[
+            bool,
+            typer.Option(
+                "--capex/--chip-only", help="Cost with the paper's capex multiplier, or chips only."
+            ),
+        ] = False,
+        lever: Annotated[
+            list[str] | None, typer.Option("--lever", help="A lever (repeatable); default: every lever.")
+        ] = None,
+        bundle: Annotated[
+            list[str] | None, typer.Option("--bundle", help="Levers joined by '+' (repeatable).")
+        ] = None,
+        set_param: Annotated[
+            list[str] | None,
+            typer.Option("--set", help="Override a detection default, NAME=VALUE (repeatable)."),
+        ] = None,
+        json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+        plot: Annotated[Path | None, typer.Option(help="Save evader cost vs P(detect) as PNG.")] = None,
+    ) -> None:
+        """Each countermeasure lever and bundle: the evader's cheapest adapted run and P(detect)."""
+        from dispersal.model import units
+        from dispersal.model.countermeasures import Convention, analyse, default_bundles, levers, parse_bundle
+        from dispersal.model.detection import default_detection_params
+        from dispersal.model.errors import InputError
+
+        tgt = units.parse_flop(target, "target")
+        conv = Convention(
+            mode=mode,
+            metric=metric,
+            days=days,
+            bandwidth_bits_per_s=units.parse_bandwidth(bandwidth),
+            latency_s=units.parse_duration(latency, "latency"),
+            chip_only=not capex,
+            base_regime=regime,
+        )
+        overrides: dict[str, float] = {}
+        for item in set_param or []:
+            if "=" not in item:
+                raise InputError("set", f"expected NAME=VALUE, got {item!r}")
+            k, v = item.split("=", 1)
+            try:
+                overrides[k.strip()] = float(v)
+            except ValueError:
+                raise InputError("set", f"{k.strip()}: not a number: {v!r}") from None
+        dp = default_detection_params().replace(**overrides)
+        wanted: list[str] = []
+        for name in lever or []:
+            wanted.append(parse_bundle(name).name)
+        for b in bundle or []:
+            wanted.append(parse_bundle(b).name)
+        if not wanted:
+            wanted = [*levers(), *default_bundles()]
+        rows = analyse(tgt, wanted, convention=conv, detection_params=dp)
+        if plot is not None:
+            _plot(rows, plot, f"{units.format_flop(tgt)} under {conv.base_regime}: {conv.describe()}")
+        if json_out:
+            print_json([o.to_dict() for o in rows])
+            return
+        from rich.table import Table
+
+        from dispersal.cli._render import console
+
+        t = Table(
+            title=f"dispersal counter: {units.format_flop(tgt)} {conv.metric}, evader re-plans under each lever",
+            caption=f"Convention: {conv.describe()}. Detection day: mean given detection before completion.",
+        )
+        for col in (
+            "lever / bundle",
+            "evader cost",
+            "x no lever",
+            "nodes",
+            "node",
+            "model",
+            "Mbps/site",
+            "P(detect)",
+            "det. day",
+            "collateral",
+        ):
+            t.add_column(col, justify="left" if col in ("lever / bundle", "node", "collateral") else "right")
+        for o in rows:
+            if not o.feasible:
+                t.add_row(o.bundle, "infeasible", "-", "-", "-", "-", "-", "-", "-", o.collateral.short())
+                continue
+            day = o.expected_detection_day
+            t.add_row(
+                o.bundle.replace("+", " + "),
+                _fmt_money(o.cost_usd),
+                f"{o.cost_multiple:.2f}",
+                f"{o.nodes:,}",
+                f"{o.chips_per_node}x {o.hardware} {o.precision}",
+                f"{o.params / 1e9:.0f}B",
+                f"{o.traffic.mean_mbps:.1f}" if o.traffic else "-",
+                f"{o.p_detect:.3f}",
+                f"{day:.0f}" if math.isfinite(day) else "-",
+                o.collateral.short(),
+            )
+        console().print(t)
