@@ -273,7 +273,7 @@ class UncertainParameter:
                 "must be discrete over 0 (optimistic), 1 (expected), 2 (conservative)",
             )
         elif self.name == "mfu":
-            require(0 < lo and hi <= 1, self.name, f"draws must lie in (0, 1], support is [{lo}, {hi}]")
+            require(lo > 0 and hi <= 1, self.name, f"draws must lie in (0, 1], support is [{lo}, {hi}]")
         else:
             require(
                 lo >= 0 and d.nominal > 0,

@@ -1,0 +1,194 @@
+"""Uncertainty: distributions with sources, a reproducible Monte Carlo through the planner, the tornado."""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+import pytest
+
+from dispersal.model import planner
+from dispersal.model.errors import InputError
+from dispersal.model.uncertainty import (
+    PARAMETERS,
+    Distribution,
+    UncertaintySpec,
+    default_spec,
+    model_params_for,
+    nominal_plan,
+    plan_samples,
+    tornado,
+)
+
+SMALL = planner.Constraints(hardware=("h100_sxm", "mi300x"))
+
+
+@pytest.fixture(scope="module")
+def mc() -> tuple[dict[str, object], dict[str, object]]:
+    a = plan_samples(1e25, samples=60, seed=7, constraints=SMALL).to_dict()
+    b = plan_samples(1e25, samples=60, seed=7, constraints=SMALL).to_dict()
+    return a, b
+
+
+def test_default_spec_covers_every_parameter_with_a_source() -> None:
+    """The shipped TOML gives every known parameter a distribution, a layer and a source."""
+    spec = default_spec()
+    assert {p.name for p in spec.parameters} == set(PARAMETERS)
+    for p in spec.parameters:
+        assert p.source and p.layer and p.description, p.name
+    chin = {p.name: p.distribution for p in spec.parameters if p.name.startswith("chinchilla")}
+    assert chin["chinchilla_a"].sd == pytest.approx(124.6) and chin["chinchilla_beta"].sd == 0.02
+    assert len(spec.correlations) == 2
+
+
+def test_nominal_values_are_the_model_defaults() -> None:
+    """At the nominal values the model parameters are exactly the defaults (the headline plan)."""
+    spec = default_spec()
+    assert model_params_for(spec.nominal(), spec) == planner.DEFAULT_PARAMS
+    assert spec.nominal()["mfu"] == planner.Constraints().mfu
+
+
+def test_monte_carlo_is_exactly_reproducible(mc: tuple[dict[str, object], dict[str, object]]) -> None:
+    """The same seed gives exactly the same numbers; another seed gives different ones."""
+    a, b = mc
+    assert a == b
+    c = plan_samples(1e25, samples=60, seed=8, constraints=SMALL).to_dict()
+    assert c["cost_usd_p50"] != a["cost_usd_p50"]
+
+
+def test_percentiles_are_ordered(mc: tuple[dict[str, object], dict[str, object]]) -> None:
+    """P10 <= P50 <= P90 for every figure, and the JSON carries the documented keys."""
+    a, _ = mc
+    for fig in ("cost_usd", "nodes", "c_quality_flop", "days"):
+        p10, p50, p90 = (float(a[f"{fig}_{q}"]) for q in ("p10", "p50", "p90"))  # type: ignore[arg-type]
+        assert p10 <= p50 <= p90, fig
+    assert a["samples"] == 60 and a["seed"] == 7
+    assert 0.5 < float(a["feasible_fraction"]) <= 1.0  # type: ignore[arg-type]
+    assert float(a["c_quality_flop_p10"]) >= 1e25  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"mode": "paper", "search": "exact"},
+        {"constraints": planner.Constraints(hardware=("mi300x",))},
+    ],
+)
+def test_degenerate_distributions_reproduce_the_nominal_plan(kwargs: dict[str, object]) -> None:
+    """With every distribution of zero width, all percentiles equal the nominal plan's figures."""
+    r = plan_samples(1e25, samples=8, seed=0, spec=default_spec().degenerate(), **kwargs)  # type: ignore[arg-type]
+    d = r.to_dict()
+    assert r.feasible_fraction == 1.0
+    for fig in ("cost_usd", "nodes", "c_quality_flop", "days"):
+        for q in ("p10", "p50", "p90"):
+            assert d[f"{fig}_{q}"] == pytest.approx(d[f"nominal_{fig}"], rel=1e-12), (fig, q)
+
+
+def test_price_multiplier_scales_hardware_cost_only() -> None:
+    """Doubling every chip price doubles the hardware part of the nominal plan's cost, not energy."""
+    spec = default_spec()
+    _, base = nominal_plan(1e25, constraints=SMALL, spec=spec)
+    _, dear = nominal_plan(1e25, constraints=SMALL, spec=spec, values={**spec.nominal(), "price_scale": 2.0})
+    assert base is not None and dear is not None
+    assert base.cost_usd < dear.cost_usd < 2 * base.cost_usd
+
+
+def test_tornado_bars_bracket_the_nominal_cost() -> None:
+    """Each bar spans the nominal cost, and the bars are sorted by swing, largest first."""
+    names = ["mfu", "chinchilla_e", "compression_quality", "price_scale", "eta_h_alpha0"]
+    bars = tornado(1e25, constraints=planner.Constraints(hardware=("h100_sxm",)), parameters=names)
+    assert [b.name for b in bars] != [] and {b.name for b in bars} == set(names)
+    for b in bars:
+        assert b.cost_low_usd <= b.nominal_cost_usd * (1 + 1e-12), b
+        assert b.cost_high_usd >= b.nominal_cost_usd * (1 - 1e-12), b
+        assert b.low_value <= b.high_value
+    swings = [b.swing_usd for b in bars]
+    assert swings == sorted(swings, reverse=True)
+    mfu = next(b for b in bars if b.name == "mfu")
+    assert mfu.cost_at_low_usd > mfu.cost_at_high_usd  # lower MFU, more nodes
+
+
+def test_plan_samples_signature() -> None:
+    """The lead's `dispersal plan --samples` calls plan_samples with exactly these keywords."""
+    sig = inspect.signature(plan_samples)
+    names = list(sig.parameters)
+    assert names[:10] == [
+        "target_flop",
+        "samples",
+        "seed",
+        "regime_name",
+        "constraints",
+        "mode",
+        "metric",
+        "search",
+        "progress",
+        "spec",
+    ]
+    assert sig.parameters["regime_name"].default == "treaty" and sig.parameters["mode"].default == "default"
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in list(sig.parameters.values())[1:])
+
+
+def test_quantiles_and_sampling() -> None:
+    """Closed-form quantiles, truncation, zero width and correlated draws behave as documented."""
+    tri = Distribution(kind="triangular", nominal=0.40, low=0.30, high=0.45)
+    assert 0.30 < tri.quantile(0.1) < 0.40 < tri.quantile(0.9) < 0.45
+    disc = Distribution(kind="discrete", nominal=1, values=(0, 1, 2), weights=(0.25, 0.5, 0.25))
+    assert (disc.quantile(0.1), disc.quantile(0.5), disc.quantile(0.9)) == (0, 1, 2)
+    trunc = Distribution(kind="normal", nominal=2085.43, sd=1293.0, lower=0.0)
+    assert trunc.quantile(0.1) > 0
+    spec = default_spec()
+    draws = spec.sample(4000, 1)
+    assert np.all(draws["chinchilla_b"] > 0) and np.all(draws["chinchilla_a"] > 0)
+    rho = np.corrcoef(draws["chinchilla_a"], draws["chinchilla_alpha"])[0, 1]
+    assert 0.8 < rho < 0.95
+    assert np.all((draws["mfu"] >= 0.30) & (draws["mfu"] <= 0.45))
+    zero = spec.degenerate().sample(5, 1)
+    for p in spec.parameters:
+        assert np.all(zero[p.name] == p.distribution.nominal)
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        ({"parameters": {"mfu": {"kind": "uniform", "nominal": 0.4, "low": 0.3, "high": 1.2}}}, "mfu"),
+        ({"parameters": {"nonsense": {"kind": "normal", "nominal": 1, "sd": 1}}}, "nonsense"),
+        ({"parameters": {"eta_h_alpha0": {"kind": "normal", "nominal": 0.08, "sd": -1}}}, "eta_h_alpha0.sd"),
+        ({"parameters": {"price_scale": {"kind": "gamma", "nominal": 1}}}, "price_scale.kind"),
+        (
+            {
+                "parameters": {
+                    "compression_quality": {
+                        "kind": "discrete",
+                        "nominal": 1,
+                        "values": [1, 5],
+                        "weights": [0.5, 0.5],
+                    }
+                }
+            },
+            "compression_quality",
+        ),
+        (
+            {
+                "parameters": {"chinchilla_a": {"kind": "normal", "nominal": 482, "sd": 124, "lower": 0}},
+                "correlations": [{"a": "chinchilla_a", "b": "chinchilla_alpha", "rho": 0.9}],
+            },
+            "chinchilla_alpha",
+        ),
+        ({"bogus": 1}, "bogus"),
+    ],
+)
+def test_bad_specs_are_input_errors(data: dict[str, object], field: str) -> None:
+    """Invalid distributions raise InputError naming the field."""
+    with pytest.raises(InputError) as exc:
+        UncertaintySpec.from_dict(data)
+    assert exc.value.field == field
+
+
+def test_bad_arguments_are_input_errors() -> None:
+    """samples and seed are validated."""
+    with pytest.raises(InputError):
+        plan_samples(1e25, samples=0, seed=0)
+    with pytest.raises(InputError):
+        default_spec().sample(10, -1)
+    assert math.isfinite(default_spec().get("mfu").distribution.quantile(0.5))  # type: ignore[union-attr]
