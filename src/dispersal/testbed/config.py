@@ -62,6 +62,8 @@ def parse_link(text: str) -> tuple[float, float, float, float]:
 class TestbedConfig:
     """Everything that determines a run. ``steps`` counts inner steps per worker."""
 
+    __test__ = False  # not a pytest class, despite the name
+
     algorithm: str = "diloco"
     """ddp (all-reduce every step), diloco (H local steps, outer Nesterov) or streaming."""
     workers: int = 4

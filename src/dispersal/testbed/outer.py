@@ -46,8 +46,14 @@ def flat_params(model: nn.Module) -> Tensor:
 
 
 def set_flat_params(model: nn.Module, flat: Tensor) -> None:
+    """Copy ``flat`` into the parameters. (``vector_to_parameters`` would make them *views* of ``flat``,
+    so later inner steps would silently rewrite the global weights too.)"""
+    offset = 0
     with torch.no_grad():
-        torch.nn.utils.vector_to_parameters(flat, model.parameters())
+        for p in model.parameters():
+            n = p.numel()
+            p.copy_(flat[offset : offset + n].view_as(p))
+            offset += n
 
 
 def flat_grads(model: nn.Module) -> Tensor:

@@ -58,6 +58,19 @@ HEADER_BYTES = 8 * HEADER_LEN
 MAX_REFORMS = 50
 
 
+def check_payload(payload: torch.Tensor, crc: int, codec: Any, numel: int) -> tuple[torch.Tensor | None, str]:
+    """Decode a received payload, or say why it is left out: CRC32 mismatch, undecodable, non-finite."""
+    if zlib.crc32(payload.numpy()) != crc:
+        return None, "checksum"
+    try:
+        v = codec.decode(payload, numel)
+    except (ValueError, RuntimeError) as exc:
+        return None, f"undecodable: {exc}"
+    if not torch.isfinite(v).all():
+        return None, "non-finite"
+    return v, ""
+
+
 def log_event(out: Path, **fields: Any) -> None:
     """Append one JSON line to events.jsonl (small O_APPEND writes from several processes)."""
     line = json.dumps({"t": round(time.time(), 3), **fields}) + "\n"
@@ -366,18 +379,12 @@ class Worker:
             h = f[:HEADER_BYTES].view(torch.float64).tolist()
             payload = f[HEADER_BYTES:]
             info = {"worker": f"w{int(h[H_INDEX])}", "header": h, "ok": False}
-            if zlib.crc32(payload.numpy()) != int(h[H_CRC]):
-                info["why"] = "checksum"
+            v, why = check_payload(payload, int(h[H_CRC]), codec, numel)
+            if v is None:
+                info["why"] = why
             else:
-                try:
-                    v = codec.decode(payload, numel)
-                    if torch.isfinite(v).all():
-                        valid.append(v)
-                        info["ok"] = True
-                    else:
-                        info["why"] = "non-finite"
-                except ValueError as exc:
-                    info["why"] = str(exc)
+                valid.append(v)
+                info["ok"] = True
             if not info["ok"]:
                 self.rejected_total += 1
                 log_event(

@@ -1,0 +1,176 @@
+"""Real worker processes over gloo on CPU: kill and rejoin, corrupt-update rejection, bitwise resume, CLI."""
+
+from __future__ import annotations
+
+import json
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from dispersal.testbed.config import TestbedConfig  # noqa: E402
+from dispersal.testbed.supervisor import run_local  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+# A small corpus that is always present and never edited: the standard library's email package.
+CORPUS = (str(Path(sysconfig.get_paths()["stdlib"]) / "email"),)
+
+
+def _events(out: Path) -> list[dict]:
+    return [json.loads(ln) for ln in (out / "events.jsonl").read_text().splitlines()]
+
+
+def _metrics(out: Path) -> list[dict]:
+    return [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_kill_rejoin_and_corrupt_update(tmp_path: Path) -> None:
+    """SIGKILL w2 at step 12: the run goes on with w0, w1; w2 rejoins at step 30 from the global state
+    and takes part again; w1's payload is damaged on the wire at step 40 and is left out of that round."""
+    cfg = TestbedConfig(
+        algorithm="diloco",
+        workers=3,
+        steps=60,
+        inner_steps=5,
+        data=CORPUS,
+        eval_batches=2,
+        faults=("kill w2@step12", "rejoin w2@step30", "corrupt w1@step40"),
+    )
+    summary = run_local(cfg, tmp_path)
+    assert summary["completed"] is True
+    ev = _events(tmp_path)
+    assert any(e["event"] == "killed" and e["worker"] == "w2" for e in ev)
+    assert any(e["event"] == "sync_failed" for e in ev)  # the round in flight was dropped
+    assert any(e["event"] == "joined" and e["worker"] == "w2" and e["generation"] >= 3 for e in ev)
+    assert summary["final_members"] == ["w0", "w1", "w2"]
+    assert summary["state_transfer_bytes"]["w2"] > 0
+    rows = _metrics(tmp_path)
+    during = [r for r in rows if 15 <= r["step"] <= 30]
+    assert during and all(r["active_workers"] == ["w0", "w1"] for r in during)
+    assert rows[-1]["active_workers"] == ["w0", "w1", "w2"]
+    # The rejoined worker sent updates again after step 30.
+    assert rows[-1]["bytes_sent"]["w2"] > next(r for r in rows if r["step"] == 30)["bytes_sent"]["w2"]
+    bad = [r for r in rows if r["rejected"]]
+    assert [r["rejected"] for r in bad] == [["w1"]] and bad[0]["step"] == 45
+    assert {e["worker"] for e in ev if e["event"] == "rejected_update"} == {"w0", "w1", "w2"}
+    assert all(r["loss"] == r["loss"] for r in rows)  # nothing non-finite got averaged in
+    payload = summary["payload_bytes_per_sync"]
+    assert payload == 4 * summary["params"] + 4
+    assert summary["bytes_sent_per_worker"]["w0"] == payload * 11  # 12 rounds, one dropped
+
+
+@pytest.mark.parametrize("algorithm", ["diloco", "streaming"])
+def test_resume_is_bitwise_identical(tmp_path: Path, algorithm: str) -> None:
+    """Stop after 4 of 8 rounds, resume: final weights and state equal an uninterrupted run bit for bit."""
+    kw = {
+        "algorithm": algorithm,
+        "workers": 2,
+        "steps": 40,
+        "inner_steps": 10 if algorithm == "streaming" else 5,
+        "data": CORPUS,
+        "eval_batches": 2,
+        "codec": "topk" if algorithm == "streaming" else "int8",
+        "fragments": 2,
+        "overlap_steps": 1,
+        "topk_fraction": 0.05,
+    }
+    full, part = tmp_path / "full", tmp_path / "part"
+    assert run_local(TestbedConfig(**kw), full)["completed"]
+    stopped = run_local(TestbedConfig(**kw, stop_after_rounds=4), part)
+    assert stopped["completed"] is False and (part / "ckpt" / "LATEST").exists()
+    resumed = run_local(TestbedConfig(**kw), part, resume=True)
+    assert resumed["completed"] is True
+    last = (full / "ckpt" / "LATEST").read_text()
+    assert (part / "ckpt" / "LATEST").read_text() == last
+    a = torch.load(full / "ckpt" / last / "global.pt", weights_only=False)
+    b = torch.load(part / "ckpt" / last / "global.pt", weights_only=False)
+    assert torch.equal(a["global"], b["global"]) and torch.equal(a["outer"]["buf"], b["outer"]["buf"])
+    for w in ("w0", "w1"):
+        wa = torch.load(full / "ckpt" / last / f"{w}.pt", weights_only=False)
+        wb = torch.load(part / "ckpt" / last / f"{w}.pt", weights_only=False)
+        assert torch.equal(wa["model"], wb["model"])
+    assert resumed["final_val_loss"] == pytest.approx(
+        json.loads((full / "summary.json").read_text())["final_val_loss"], abs=0
+    )
+    assert [r["loss"] for r in _metrics(part)] == [r["loss"] for r in _metrics(full)]
+    assert (
+        resumed["bytes_sent_per_worker"]
+        == json.loads((full / "summary.json").read_text())["bytes_sent_per_worker"]
+    )
+
+
+def test_cli_train_and_report(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from dispersal.cli import app
+
+    out = tmp_path / "run"
+    res = CliRunner().invoke(
+        app,
+        [
+            "train",
+            "--algorithm",
+            "ddp",
+            "--workers",
+            "2",
+            "--steps",
+            "10",
+            "--inner-steps",
+            "5",
+            "--link",
+            "100Mbps/100ms",
+            "--codec",
+            "bf16",
+            "--out",
+            str(out),
+            "--data",
+            CORPUS[0],
+        ],
+    )
+    assert res.exit_code == 0, res.output
+    summary = json.loads((out / "summary.json").read_text())
+    for key in ("final_val_loss", "bytes_sent_per_worker", "utilisation", "virtual_time_s", "completed"):
+        assert key in summary
+    # DDP sends one bf16 gradient + CRC per step.
+    assert summary["bytes_sent_per_worker"]["w0"] == 10 * (2 * summary["params"] + 4)
+    assert summary["virtual_time_s"] > 10 * 0.1  # ten syncs, each with 100 ms latency
+    row = json.loads((out / "metrics.jsonl").read_text().splitlines()[-1])
+    assert {
+        "loss",
+        "val_loss",
+        "tokens",
+        "compute_s",
+        "virtual_time_s",
+        "bytes_sent",
+        "bytes_received",
+        "active_workers",
+        "utilisation",
+    } <= set(row)
+    res = CliRunner().invoke(app, ["train", "--report", str(out)])
+    assert res.exit_code == 0 and (out / "loss.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--link", "fast"], "link"),
+        (["--codec", "zip"], "codec"),
+        (["--algorithm", "gossip"], "algorithm"),
+        (["--kill", "w2"], "fault"),
+        (["--workers", "0"], "workers"),
+        (["--steps", "75", "--inner-steps", "50"], "steps"),
+    ],
+)
+def test_cli_bad_input_is_one_line_exit_2(args: list[str], field: str, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from dispersal.cli import app
+
+    res = CliRunner().invoke(app, ["train", "--out", str(tmp_path), *args])
+    assert res.exit_code == 2
+    text = res.output.strip()
+    assert len(text.splitlines()) == 1 and text.startswith(f"error: {field}:"), text
+    assert "Traceback" not in text
