@@ -1,0 +1,206 @@
+"""The web app's pure helpers (no streamlit, no browser): UI state <-> URL <-> Scenario, exports."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+
+import pytest
+
+from dispersal.app import figures, logic, views
+from dispersal.model import Estimate, Scenario, estimate
+from dispersal.model.presets import load_scenario, scenario_names
+from dispersal.model.timelimit import TREATY, UNREGULATED, max_run_length_s
+
+
+def _close(a: dict, b: dict) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        if isinstance(a[k], float) and isinstance(b[k], float):
+            assert a[k] == pytest.approx(b[k], rel=1e-12), k
+        else:
+            assert a[k] == b[k], k
+
+
+@pytest.mark.parametrize("preset", scenario_names())
+def test_preset_ui_round_trip_gives_the_preset_scenario(preset: str) -> None:
+    built = logic.build(logic.default_ui(preset))
+    assert built.error is None
+    _close(built.scenario.to_dict(), load_scenario(preset).to_dict())
+
+
+def test_default_link_carries_only_preset_and_mode() -> None:
+    assert logic.query_from_ui(logic.default_ui()) == {"preset": "paper_threat_model", "mode": "default"}
+
+
+def test_query_round_trip() -> None:
+    ui = logic.default_ui("intellect1")
+    ui.update(
+        up_mbps=1234.5,
+        latency_ms=0.1 + 0.2,
+        num_nodes=7,
+        moe=True,
+        active_params_b=2.5,
+        tokens_t=None,
+        algorithm="hierarchical",
+        duration_source="growth",
+        mode="paper",
+        plan_target="3e25",
+        regional_mbps=None,
+        error_feedback=True,
+    )
+    q = logic.query_from_ui(ui)
+    assert all(isinstance(v, str) for v in q.values())
+    assert q["up_mbps"] == "1234.5" and q["tokens_t"] == "" and q["error_feedback"] == "true"
+    back, warnings = logic.ui_from_query(q)
+    assert warnings == []
+    assert back == ui
+    for k in ui:
+        assert type(back[k]) is type(ui[k]), k
+
+
+def test_query_lists_and_bad_values_are_reported_not_raised() -> None:
+    ui, warnings = logic.ui_from_query(
+        {
+            "preset": ["intellect1"],
+            "up_mbps": ["abc"],
+            "num_nodes": "2.5",
+            "hardware": "nonsense",
+            "bogus": "1",
+            "moe": "maybe",
+        }
+    )
+    assert ui["preset"] == "intellect1"
+    assert ui["up_mbps"] == logic.default_ui("intellect1")["up_mbps"]
+    assert len(warnings) == 5
+    assert any("up_mbps" in w and "number" in w for w in warnings)
+    assert any("bogus" in w for w in warnings)
+    ui, warnings = logic.ui_from_query({"preset": "no_such"})
+    assert ui["preset"] == "paper_threat_model" and "no such preset" in warnings[0]
+
+
+def test_changing_an_input_changes_the_result() -> None:
+    ui = logic.default_ui("intellect1")
+    slow = estimate(logic.build(ui).scenario)
+    ui["up_mbps"] = ui["down_mbps"] = 2000.0
+    fast = estimate(logic.build(ui).scenario)
+    assert fast.days < slow.days
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "field"),
+    [
+        ("num_nodes", 0, "num_nodes"),
+        ("mfu", 1.5, "mfu"),
+        ("up_mbps", -1.0, "bandwidth_up_bits_per_s"),
+        ("num_nodes", 2.5, "num_nodes"),
+        ("params_b", None, "params_b"),
+        ("compression_ratio", 0.5, "compression_ratio"),
+        ("growth_software", 0.5, "growth"),
+    ],
+)
+def test_input_errors_are_one_line_and_name_the_field(key: str, value: object, field: str) -> None:
+    ui = logic.default_ui()
+    ui[key] = value
+    if key.startswith("growth"):
+        ui["duration_source"] = "growth"
+        ui["growth_hardware"] = ui["growth_investment"] = 1.0
+    built = logic.build(ui)
+    assert built.scenario is None
+    assert built.error is not None and "\n" not in built.error
+    assert built.error.startswith(field + ":"), built.error
+
+
+def test_moe_and_duration_from_growth_rates() -> None:
+    ui = logic.default_ui()
+    ui.update(moe=True, active_params_b=20.0, moe_layers=32, duration_source="growth")
+    s = logic.build(ui).scenario
+    assert s.active_params == 20e9 and s.moe_layers == 32
+    assert s.duration_s == max_run_length_s(*TREATY)
+    ui.update(
+        moe=False,
+        growth_hardware=UNREGULATED[0],
+        growth_software=UNREGULATED[1],
+        growth_investment=UNREGULATED[2],
+    )
+    s = logic.build(ui).scenario
+    assert s.active_params is None and s.moe_layers == 0
+    assert s.duration_s == max_run_length_s(*UNREGULATED)
+
+
+def test_exports_are_the_estimate() -> None:
+    s = load_scenario("gpt4_level_gh200")
+    e = estimate(s, mode="paper")
+    d = e.to_dict()
+    assert Estimate.from_dict(json.loads(logic.to_json(d))) == e
+    rows = dict(csv.reader(io.StringIO(logic.to_csv(d))))
+    assert float(rows["c_local_flop"]) == e.c_local_flop
+    assert float(rows["efficiency.eta_rep"]) == e.efficiency.eta_rep
+    assert rows["scenario.hardware"] == "gh200"
+
+
+def test_json_export_has_no_nan() -> None:
+    d = estimate(Scenario(num_nodes=1)).to_dict()
+    json.loads(logic.to_json(d))  # strict JSON even if a figure is non-finite
+
+
+def test_waterfall_ends_at_the_model_figures() -> None:
+    d = estimate(load_scenario("llama405b_level_a100")).to_dict()
+    steps = logic.waterfall_steps(d)
+    assert steps[0][1] == d["c_raw_flop"]
+    assert steps[3][2] == d["c_local_flop"]
+    assert steps[-1][2] == d["c_quality_flop"]
+    prod = math.prod(d["efficiency"][k] for k in ("eta_h", "eta_comp", "eta_act", "eta_rep"))
+    assert steps[2][2] * d["efficiency"]["eta_rep"] == pytest.approx(d["c_raw_flop"] * prod, rel=1e-12)
+    assert d["c_raw_flop"] * d["efficiency"]["eta"] == pytest.approx(d["c_local_flop"], rel=1e-9)
+
+
+def test_tables_and_figures_render() -> None:
+    d = estimate(load_scenario("paper_threat_model")).to_dict()
+    for rows in (
+        logic.summary_rows(d),
+        logic.breakdown_rows(d),
+        logic.efficiency_rows(d),
+        logic.cost_rows(d),
+        logic.traffic_rows(d),
+    ):
+        assert rows and all(isinstance(v, str) for r in rows for v in r.values())
+    for fig in (figures.waterfall_figure(d), figures.breakdown_figure(d)):
+        assert figures.png_bytes(fig).startswith(b"\x89PNG")
+
+
+def test_planner_view_uses_the_scenario_links() -> None:
+    ui = logic.default_ui()
+    ui.update(mode="paper", plan_target="1e24")
+    args = views.plan_args(ui, logic.scenario_dict(ui))
+    assert args["constraints"]["bandwidth_up_bits_per_s"] == 100e6
+    p = views.run_plan(args)
+    assert p["feasible"] and p["runners_up"]
+    assert p["c_local_flop"] >= 1e24 * (1 - 1e-9)
+    rows = logic.plan_rows(p)
+    assert len(rows) == len(p["runners_up"])
+    assert figures.png_bytes(figures.plan_figure(p)).startswith(b"\x89PNG")
+    with pytest.raises(ValueError, match="target"):
+        views.run_plan({**args, "target": "lots"})
+
+
+def test_resilience_view() -> None:
+    d = estimate(load_scenario("gpt4_level_gh200")).to_dict()
+    res = views.resilience(d, logic.default_ui())
+    assert res["fleet_chips"] == 101 * 16
+    assert set(res["curves"]) == {"ddp", "ddp_elastic", "diloco", "decoupled"}
+    assert all(0 < y <= 1 for ys in res["curves"].values() for y in ys)
+    assert res["chips"] == sorted(res["chips"])
+
+
+def test_optional_views_say_when_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(views, "optional_module", lambda name: None)
+    s = Scenario()
+    assert "not available in this version" in views.countermeasures_view(None, s, "default")
+    assert "not available in this version" in views.uncertainty_view(None, s, "default")
+
+
+def test_optional_module_missing_is_none() -> None:
+    assert views.optional_module("no_such_module_here") is None
