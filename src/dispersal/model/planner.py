@@ -259,9 +259,14 @@ class _Space:
         self.combo_p = np.asarray(p_l, dtype=np.int64)
         self.combo_slot = np.asarray(s_l, dtype=np.int64)
         self.hw_start = np.searchsorted(self.combo_hw, np.arange(self.n_hw))
+        # Cost of one node over the whole time budget, exactly as the kernel costs it (plans use the
+        # full budget): purchase x multiplier plus energy, or rental. It orders and prunes hardware.
+        hours = c.max_duration_s / 3600.0
         self.node_cost = np.asarray(
-            [r["chips_per_node"] * (r["rental_usd_per_chip_hour"] * c.max_duration_s / 3600.0 if r["rental"]
-                                    else r["price_usd_per_chip"] * r["capex_multiplier"]) for r in rows]
+            [r["chips_per_node"] * (r["rental_usd_per_chip_hour"] * hours if r["rental"]
+                                    else r["price_usd_per_chip"] * r["capex_multiplier"]
+                                    + r["tdp_w"] * r["pue"] * hours / 1000.0 * r["electricity_usd_per_kwh"])
+             for r in rows]
         )
         self.evaluations = 0
         self.top_cache: Arr | None = None
