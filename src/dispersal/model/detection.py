@@ -242,7 +242,7 @@ def traffic_pool(mean_mbps: float, p: DetectionParams) -> float:
     """Legitimate sites a traffic analyst cannot tell apart from one evader site."""
     pool = p.traffic_similar_sites_at_ref * (p.traffic_ref_mbps / mean_mbps) ** p.traffic_pool_exponent
     disguise = p.traffic_disguised + (1.0 - p.traffic_disguised) * p.traffic_undisguised_pool_factor
-    return max(pool * disguise, 1.0)
+    return float(max(pool * disguise, 1.0))
 
 
 def channel_hazards(fp: RunFootprint, p: DetectionParams) -> dict[str, float]:
