@@ -123,7 +123,7 @@ def plan_cmd(
                 task = prog.add_task(f"Monte Carlo {p.target_flop:.3g}", total=samples)
                 res = uncertainty.plan_samples(
                     p.target_flop, samples=samples, seed=seed, regime_name=regime, constraints=c, mode=m,
-                    metric=metric, search=search, progress=lambda i, t=task: prog.update(t, completed=i),
+                    metric=metric, search=search, progress=lambda done, total, t=task: prog.update(t, completed=done, total=total),
                 )
                 d.update(res.to_dict())
                 tables.append(uncertainty.render_samples_table(res))
