@@ -116,6 +116,7 @@ def plan_cmd(
     if samples:
         from rich.progress import Progress
 
+        from dispersal.cli.uncertainty import render_samples_table
         from dispersal.model import uncertainty
 
         with Progress(transient=True, disable=json_) as prog:
@@ -126,7 +127,7 @@ def plan_cmd(
                     metric=metric, search=search, progress=lambda done, total, t=task: prog.update(t, completed=done, total=total),
                 )
                 d.update(res.to_dict())
-                tables.append(uncertainty.render_samples_table(res))
+                tables.append(render_samples_table(res))
     if json_:
         print_json(dicts[0] if len(dicts) == 1 else dicts)
         return
