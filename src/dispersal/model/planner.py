@@ -92,9 +92,10 @@ class Constraints:
     max_cost_usd: float = math.inf
     """Budget; used by the time objective (and as a hard cap for every objective)."""
     regional_bandwidth_bits_per_s: float | None = None
-    """Regional link for hierarchical DiLoCo; None = the mode's default."""
+    """Regional link for hierarchical DiLoCo; None = the WAN (min of up and down), in both modes:
+    each node is a separate site (co-located nodes would form one covered cluster)."""
     pp_bandwidth_bits_per_s: float | None = None
-    """Pipeline link; None = the mode's default."""
+    """Pipeline-stage link; None = the WAN, as above."""
 
     def __post_init__(self) -> None:
         for name in ("bandwidth_up_bits_per_s", "bandwidth_down_bits_per_s", "max_duration_s", "mfu",
@@ -230,6 +231,7 @@ class _Space:
         self.variants, self.mode, self.c, self.p = variants, mode, c, p
         self.params_grid = np.asarray(params_grid, dtype=np.float64)
         self.group_sizes = tuple(group_sizes)
+        wan_min = min(c.bandwidth_up_bits_per_s, c.bandwidth_down_bits_per_s)
         self.base_scenarios = [
             Scenario(
                 name="plan", hardware=v.name, precision=v.precision, chips_per_node=v.chips, num_nodes=1,
@@ -237,8 +239,13 @@ class _Space:
                 bandwidth_up_bits_per_s=c.bandwidth_up_bits_per_s,
                 bandwidth_down_bits_per_s=c.bandwidth_down_bits_per_s, latency_s=c.latency_s,
                 duration_s=c.max_duration_s, straggler=c.straggler, pricing=c.pricing, regime=regime_name,
-                regional_bandwidth_bits_per_s=c.regional_bandwidth_bits_per_s,
-                pp_bandwidth_bits_per_s=c.pp_bandwidth_bits_per_s,
+                # Every node is its own site: links between sites are the WAN unless the user says
+                # otherwise. Faster (co-located) links would make nodes one facility, i.e. one
+                # cluster that the covered-cluster rule counts as a whole.
+                regional_bandwidth_bits_per_s=c.regional_bandwidth_bits_per_s or wan_min,
+                regional_latency_s=c.latency_s,
+                pp_bandwidth_bits_per_s=c.pp_bandwidth_bits_per_s or wan_min,
+                pp_latency_s=c.latency_s,
             )
             for v in variants
         ]
