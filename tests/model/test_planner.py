@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dispersal.model import planner
+from dispersal.model.catalog import accelerator, regime
 from dispersal.model.estimate import estimate
 from dispersal.model.planner import Constraints, Metric, Mode, compare_searches, plan
 from dispersal.model.scenario import max_chips_under
-from dispersal.model.catalog import accelerator, regime
 
 
 @pytest.mark.parametrize(

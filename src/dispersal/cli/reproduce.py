@@ -13,7 +13,14 @@ from rich.table import Table
 
 from dispersal.cli._common import atomic_write_text, guarded, print_json, save_figure
 from dispersal.model import units
-from dispersal.model.reproduction import EXPLAIN_ABOVE, Headline, RowResult, headlines, hbm_countermeasure, run_rows
+from dispersal.model.reproduction import (
+    EXPLAIN_ABOVE,
+    Headline,
+    RowResult,
+    hbm_countermeasure,
+    headlines,
+    run_rows,
+)
 
 
 def _explain(h: Headline) -> str:

@@ -32,10 +32,19 @@ import numpy.typing as npt
 
 from dispersal.model import units
 from dispersal.model.catalog import accelerator, accelerators, regime
+from dispersal.model.efficiency import Straggler
 from dispersal.model.errors import InputError, require
 from dispersal.model.kernel import MODE_AUTO, MODE_HIER, MODE_NAMES, MODE_PP, evaluate
 from dispersal.model.params import DEFAULT_PARAMS, ModelParams
-from dispersal.model.scenario import Algorithm, Mode, Precision, Pricing, Scenario, kernel_inputs, max_chips_under
+from dispersal.model.scenario import (
+    Algorithm,
+    Mode,
+    Precision,
+    Pricing,
+    Scenario,
+    kernel_inputs,
+    max_chips_under,
+)
 
 Arr = npt.NDArray[np.float64]
 
@@ -108,7 +117,11 @@ class Constraints:
                 f"must be an integer in [1, 10,000,000], got {self.max_nodes}")
         require(0 < self.min_overtraining <= self.max_overtraining, "min_overtraining",
                 f"must be in (0, max_overtraining], got {self.min_overtraining}")
-        object.__setattr__(self, "pricing", Pricing(self.pricing))
+        try:
+            object.__setattr__(self, "pricing", Pricing(self.pricing))
+            Straggler(self.straggler)
+        except ValueError as exc:
+            raise InputError("straggler" if "Straggler" in str(exc) else "pricing", str(exc)) from None
         for hw in self.hardware:
             accelerator(hw)
 
@@ -238,7 +251,7 @@ class _Space:
                 params=1e9, algorithm=Algorithm.AUTO, compression_ratio=c.compression_ratio, mfu=c.mfu,
                 bandwidth_up_bits_per_s=c.bandwidth_up_bits_per_s,
                 bandwidth_down_bits_per_s=c.bandwidth_down_bits_per_s, latency_s=c.latency_s,
-                duration_s=c.max_duration_s, straggler=c.straggler, pricing=c.pricing, regime=regime_name,
+                duration_s=c.max_duration_s, straggler=Straggler(c.straggler), pricing=c.pricing, regime=regime_name,
                 # Every node is its own site: links between sites are the WAN unless the user says
                 # otherwise. Faster (co-located) links would make nodes one facility, i.e. one
                 # cluster that the covered-cluster rule counts as a whole.
@@ -252,7 +265,7 @@ class _Space:
         rows = [kernel_inputs(s, mode) for s in self.base_scenarios]
         self.hw_inputs = {k: np.asarray([float(r[k]) for r in rows]) for k in rows[0]}
         self.slot_mode = np.asarray([MODE_AUTO] + [MODE_HIER] * len(self.group_sizes), dtype=np.float64)
-        self.slot_group = np.asarray([8] + list(self.group_sizes), dtype=np.float64)
+        self.slot_group = np.asarray([8, *self.group_sizes], dtype=np.float64)
         self.n_hw, self.n_p, self.n_slot = len(variants), len(self.params_grid), 1 + len(self.group_sizes)
         hw_l, p_l, s_l = [], [], []
         for h, r in enumerate(rows):
