@@ -17,6 +17,7 @@ derived by the chosen *mode*:
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from dataclasses import dataclass
 from enum import StrEnum
@@ -259,7 +260,9 @@ class Scenario:
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key not in names:
-                close = [n for n in names if n.startswith(key.split("_")[0])][:3]
+                close = difflib.get_close_matches(key, list(names), n=3, cutoff=0.6) or [
+                    n for n in names if n.startswith(key.split("_")[0])
+                ][:3]
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
                 raise InputError(key, f"unknown scenario key{hint}")
             kwargs[key] = coerce_field(key, value)
