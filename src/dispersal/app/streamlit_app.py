@@ -49,6 +49,7 @@ SIDEBAR_GROUPS: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
     ),
     ("Regime and cost", False, ("regime", "pricing", "capex_multiplier", "pue", "electricity_usd_per_kwh")),
 )
+_PLACEHOLDERS = {"tokens_t": "fill the time budget", "active_params_b": "dense (= total)"}
 _STEPS = {
     "mfu": 0.01,
     "params_b": 1.0,
@@ -119,7 +120,7 @@ def widget(key: str, container: Any = st) -> Any:
         f.label,
         step=_STEPS.get(key, 0.1),
         format="%g",
-        placeholder="mode default" if f.kind == "optfloat" else None,
+        placeholder=_PLACEHOLDERS.get(key, "mode default") if f.kind == "optfloat" else None,
         **kw,
     )
 
