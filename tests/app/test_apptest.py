@@ -103,3 +103,16 @@ def test_optional_tabs_never_fail() -> None:
     texts = [i.value for i in at.info]
     # countermeasures / uncertainty either render or say they are not available
     assert all("Traceback" not in t for t in texts)
+
+
+def test_countermeasures_and_uncertainty_tabs() -> None:
+    from dispersal.app import views
+
+    if views.optional_module("countermeasures") is None or views.optional_module("uncertainty") is None:
+        pytest.skip("countermeasures / uncertainty modules not in this version")
+    at = _app({"mode": "paper", "plan_target": "1e24"})
+    at.button(key="cm_go").click().run(timeout=120)
+    assert not at.exception and not at.error
+    at.button(key="unc_go").click().run(timeout=120)
+    assert not at.exception and not at.error
+    assert len(at.table) >= 2

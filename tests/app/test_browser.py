@@ -209,6 +209,20 @@ def test_error_and_other_views(page: object, server: str) -> None:
     page.get_by_role("tab", name="Resilience").click()
     page.get_by_text("goodput at").first.wait_for()
     _shot(page, "resilience", docs=True)
+    from dispersal.app import views
+
+    if views.optional_module("countermeasures") is not None:
+        page.get_by_role("tab", name="Countermeasures").click()
+        page.get_by_role("button", name="Evaluate countermeasures").click()
+        page.get_by_text("expected detection day").first.wait_for(timeout=60_000)
+        _wait_idle(page)
+        _shot(page, "countermeasures", docs=True)
+    if views.optional_module("uncertainty") is not None:
+        page.get_by_role("tab", name="Uncertainty").click()
+        page.get_by_role("button", name="Run the Monte Carlo").click()
+        page.get_by_text("feasible draws").first.wait_for(timeout=60_000)
+        _wait_idle(page)
+        _shot(page, "uncertainty", docs=True)
     _set_number(page, "Nodes (sites)", "0")
     # Streamlit's markdown shows ">=" as "≥"
     page.get_by_text(re.compile(r"num_nodes: must be an integer (>=|≥) 1, got 0")).wait_for()

@@ -204,3 +204,25 @@ def test_optional_views_say_when_missing(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_optional_module_missing_is_none() -> None:
     assert views.optional_module("no_such_module_here") is None
+
+
+def test_countermeasures_and_uncertainty_views() -> None:
+    if views.optional_module("countermeasures") is None or views.optional_module("uncertainty") is None:
+        pytest.skip("countermeasures / uncertainty modules not in this version")
+    ui = logic.default_ui()
+    ui.update(mode="paper", plan_target="1e24")
+    s = logic.build(ui).scenario
+    conv = views._convention_args(ui, s)
+    outs = views.run_countermeasures("1e24", conv)
+    assert outs[0]["lever"] == "none" and len(outs) > 1
+    rows = views.countermeasure_rows(outs)
+    assert len(rows) == len(outs)
+    assert figures.png_bytes(figures.countermeasures_figure(outs)).startswith(b"\x89PNG")
+    plan = views.plan_args(ui, logic.scenario_dict(ui))
+    res = views.run_uncertainty("1e24", plan, samples=20, seed=0, factors=(0.1, 1.0))
+    assert len(res["points"]) == 2
+    for p in res["points"]:
+        lo, mid, hi = p["percentiles"]["cost_usd"]
+        assert lo <= mid <= hi
+    assert len(views.uncertainty_rows(res)) == 2
+    assert figures.png_bytes(figures.uncertainty_figure(res)).startswith(b"\x89PNG")

@@ -119,6 +119,56 @@ def plan_figure(plan_dict: Mapping[str, Any]) -> Figure:
     return fig
 
 
+def countermeasures_figure(outcomes: Sequence[Mapping[str, Any]]) -> Figure:
+    """Evader cost multiple against P(detect) per bundle (countermeasures.analyse)."""
+    fig = Figure(figsize=(7.5, 4.2))
+    ax = fig.add_subplot()
+    for o in outcomes:
+        if not o["feasible"]:
+            continue
+        x, y = float(o["p_detect"]), float(o["cost_multiple"])
+        ax.scatter([x], [y], color="#d62728" if "+" in o["lever"] else "#1f77b4", s=30)
+        ax.annotate(
+            o["lever"] if len(o["lever"]) < 32 else o["lever"][:30] + "...",
+            (x, y),
+            fontsize=7,
+            xytext=(4, 3),
+            textcoords="offset points",
+        )
+    ax.set_xlim(-0.02, 1.05)
+    ax.set_yscale("log")
+    ax.set_xlabel("P(detected before completion)")
+    ax.set_ylabel("evader cost / no-lever cost")
+    ax.set_title("Countermeasures: cost imposed vs chance of detection (red: bundles)", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    return fig
+
+
+def uncertainty_figure(res: Mapping[str, Any]) -> Figure:
+    """P10-P90 band and P50 of the planner's cost against the target (uncertainty.plan_samples)."""
+    pts = res["points"]
+    xs = [p["target_flop"] for p in pts]
+    lo = [p["percentiles"]["cost_usd"][0] for p in pts]
+    mid = [p["percentiles"]["cost_usd"][1] for p in pts]
+    hi = [p["percentiles"]["cost_usd"][2] for p in pts]
+    nom = [p["nominal"]["cost_usd"] for p in pts]
+    fig = Figure(figsize=(7.5, 3.6))
+    ax = fig.add_subplot()
+    ax.fill_between(xs, lo, hi, color="#1f77b4", alpha=0.25, label="P10-P90")
+    ax.plot(xs, mid, color="#1f77b4", lw=2, label="P50")
+    ax.plot(xs, nom, color="k", ls="--", lw=1, marker="o", ms=3, label="nominal plan")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel(f"target ({pts[0]['metric'] if pts else ''}, FLOP)")
+    ax.set_ylabel("cheapest plan cost (USD)")
+    ax.set_title("Uncertainty of the planner's cost", fontsize=10)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def png_bytes(fig: Figure, dpi: int = 110) -> bytes:
     """A figure as PNG bytes."""
     buf = io.BytesIO()

@@ -310,9 +310,9 @@ def main() -> None:
     with tabs[1]:
         _planner_tab(ui, logic.scenario_dict(ui))
     with tabs[2]:
-        _optional_tab(views.countermeasures_view, built.scenario, built.mode)
+        _optional_tab(views.countermeasures_view, built.scenario, built.mode, ui)
     with tabs[3]:
-        _optional_tab(views.uncertainty_view, built.scenario, built.mode)
+        _optional_tab(views.uncertainty_view, built.scenario, built.mode, ui)
     with tabs[4]:
         _resilience_tab(est)
 

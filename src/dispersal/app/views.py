@@ -16,6 +16,7 @@ import numpy as np
 
 from dispersal.app import logic
 from dispersal.model import units
+from dispersal.model.errors import InputError
 
 NOT_AVAILABLE = "not available in this version"
 
@@ -124,17 +125,175 @@ def resilience(est: Mapping[str, Any], ui: Mapping[str, Any], points: int = 25) 
 # --- optional views (modules written in parallel; imported lazily) ---------------------------------------
 
 
-def countermeasures_view(st: Any, scenario: Any, mode: Any) -> str | None:
+def _convention_args(ui: Mapping[str, Any], scenario: Any) -> dict[str, Any]:
+    days = min(3650.0, max(1.0, float(scenario.duration_s) / units.SECONDS_PER_DAY))
+    return {
+        "mode": ui["mode"],
+        "metric": "c_quality" if ui["plan_metric"] == "auto" else ui["plan_metric"],
+        "days": days,
+        "bandwidth_bits_per_s": min(scenario.bandwidth_up_bits_per_s, scenario.bandwidth_down_bits_per_s),
+        "latency_s": scenario.latency_s,
+        "search": "exact" if ui["plan_search"] == "auto" else ui["plan_search"],
+        "base_regime": ui["plan_regime"],
+    }
+
+
+def run_countermeasures(target: str, conv: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """`countermeasures.analyse` (every lever alone, then the default bundles) -> Outcome.to_dict() rows."""
+    cm = optional_module("countermeasures")
+    if cm is None:
+        raise InputError("countermeasures", NOT_AVAILABLE)
+    outs = cm.analyse(logic.parse_flop(target), convention=cm.Convention(**conv))
+    return [o.to_dict() for o in outs]
+
+
+def countermeasure_rows(outcomes: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """One row per bundle: evader cost, cost multiple, P(detect), expected detection day."""
+    rows = []
+    for o in outcomes:
+        rows.append(
+            {
+                "bundle": o["lever"],
+                "feasible": "yes" if o["feasible"] else "no",
+                "evader cost": units.format_money(o["cost_usd"]) if o["feasible"] else "",
+                "cost multiple": f"{o['cost_multiple']:.3g}" if o["feasible"] else "",
+                "P(detect)": f"{o['p_detect']:.3f}" if o["feasible"] and math.isfinite(o["p_detect"]) else "",
+                "expected detection day": (
+                    f"{o['expected_detection_day']:.0f}"
+                    if math.isfinite(o["expected_detection_day"] or math.nan)
+                    else ""
+                ),
+                "nodes": f"{o['nodes']:,}" if o["feasible"] else "",
+                "node": f"{o['chips_per_node']}x {o['hardware']}" if o["feasible"] else "",
+            }
+        )
+    return rows
+
+
+def run_uncertainty(
+    target: str,
+    plan: Mapping[str, Any],
+    samples: int,
+    seed: int,
+    factors: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0),
+) -> dict[str, Any]:
+    """`uncertainty.plan_samples` at several targets around the chosen one: P10/P50/P90 bands."""
+    unc = optional_module("uncertainty")
+    if unc is None:
+        raise InputError("uncertainty", NOT_AVAILABLE)
+    from dispersal.model.planner import Constraints
+
+    t0 = logic.parse_flop(target)
+    c = Constraints(**plan["constraints"])
+    points = []
+    for f in factors:
+        r = unc.plan_samples(
+            t0 * f,
+            samples=samples,
+            seed=seed,
+            regime_name=plan["regime"],
+            constraints=c,
+            mode=plan["mode"],
+            metric=plan["metric"],
+            search=plan["search"],
+        )
+        points.append(
+            {
+                "target_flop": t0 * f,
+                "feasible_fraction": r.feasible_fraction,
+                "percentiles": {k: list(v) for k, v in r.percentiles.items()},
+                "nominal": dict(r.nominal),
+                "metric": r.metric,
+            }
+        )
+    return {"points": points, "samples": samples, "seed": seed}
+
+
+def uncertainty_rows(res: Mapping[str, Any]) -> list[dict[str, str]]:
+    """P10 / P50 / P90 of cost, nodes, compute and days at each target."""
+    rows = []
+    for p in res["points"]:
+        pc = p["percentiles"]
+
+        def band(k: str, fmt: Any, pc: Mapping[str, Any] = pc) -> str:
+            lo, mid, hi = pc[k]
+            return " / ".join("-" if not math.isfinite(v) else fmt(v) for v in (lo, mid, hi))
+
+        rows.append(
+            {
+                "target (FLOP)": f"{p['target_flop']:.3g}",
+                "feasible draws": f"{p['feasible_fraction']:.0%}",
+                "cost P10 / P50 / P90": band("cost_usd", units.format_money),
+                "nodes": band("nodes", lambda v: f"{v:,.0f}"),
+                "C_quality": band("c_quality_flop", lambda v: f"{v:.3g}"),
+                "days": band("days", lambda v: f"{v:.4g}"),
+                "nominal cost": units.format_money(p["nominal"]["cost_usd"])
+                if math.isfinite(p["nominal"]["cost_usd"])
+                else "-",
+            }
+        )
+    return rows
+
+
+def countermeasures_view(
+    st: Any, scenario: Any, mode: Any, ui: Mapping[str, Any] | None = None
+) -> str | None:
     """Cost vs P(detect) per countermeasure bundle; a message when not available."""
-    mod = optional_module("countermeasures")
-    if mod is None:
+    if optional_module("countermeasures") is None or ui is None:
         return f"Countermeasures: {NOT_AVAILABLE}."
-    return f"Countermeasures: {NOT_AVAILABLE} (module present, interface not recognised)."
+    from dispersal.app import figures
+
+    conv = _convention_args(ui, scenario)
+    st.caption(
+        f"The evader re-plans under each lever or bundle to reach {ui['plan_target']} FLOP (target, "
+        f"regime, metric and search from the Planner tab; links and window from this scenario: "
+        f"{conv['days']:.0f} days). Chip-only cost, as in the report's countermeasure convention."
+    )
+    key = repr((ui["plan_target"], sorted(conv.items())))
+    if st.button("Evaluate countermeasures", key="cm_go"):
+        try:
+            st.session_state["_cm"] = (key, run_countermeasures(str(ui["plan_target"]), conv))
+        except ValueError as exc:
+            st.session_state["_cm"] = (key, logic.one_line(exc))
+    stored = st.session_state.get("_cm")
+    if stored is None:
+        return "Press the button to evaluate every lever and the default bundles (a few seconds)."
+    if stored[0] != key:
+        st.info("Inputs changed since this was computed; press the button to update.")
+    if isinstance(stored[1], str):
+        st.error(stored[1])
+        return None
+    st.image(figures.png_bytes(figures.countermeasures_figure(stored[1]), dpi=100))
+    st.table(countermeasure_rows(stored[1]))
+    return None
 
 
-def uncertainty_view(st: Any, scenario: Any, mode: Any) -> str | None:
-    """P10-P90 bands; a message when not available."""
-    mod = optional_module("uncertainty")
-    if mod is None:
+def uncertainty_view(st: Any, scenario: Any, mode: Any, ui: Mapping[str, Any] | None = None) -> str | None:
+    """P10-P90 bands of the planner's answer; a message when not available."""
+    if optional_module("uncertainty") is None or ui is None:
         return f"Uncertainty: {NOT_AVAILABLE}."
-    return f"Uncertainty: {NOT_AVAILABLE} (module present, interface not recognised)."
+    from dispersal.app import figures
+
+    plan = plan_args(ui, logic.scenario_dict(ui))
+    st.caption(
+        f"Monte Carlo over the uncertain fits and heuristics (data/uncertainty.toml): the planner's answer "
+        f"at 0.01x, 0.1x, 1x and 10x the Planner tab's target ({ui['plan_target']} FLOP), 200 draws each, "
+        "seed 0. Bands are P10-P90 over feasible draws."
+    )
+    key = repr(sorted((k, repr(v)) for k, v in plan.items()))
+    if st.button("Run the Monte Carlo", key="unc_go"):
+        try:
+            st.session_state["_unc"] = (key, run_uncertainty(str(ui["plan_target"]), plan, 200, 0))
+        except ValueError as exc:
+            st.session_state["_unc"] = (key, logic.one_line(exc))
+    stored = st.session_state.get("_unc")
+    if stored is None:
+        return "Press the button to run the Monte Carlo (a few seconds)."
+    if stored[0] != key:
+        st.info("Inputs changed since this was computed; press the button to update.")
+    if isinstance(stored[1], str):
+        st.error(stored[1])
+        return None
+    st.image(figures.png_bytes(figures.uncertainty_figure(stored[1]), dpi=100))
+    st.table(uncertainty_rows(stored[1]))
+    return None
