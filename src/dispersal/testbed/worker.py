@@ -153,6 +153,9 @@ class Worker:
                 continue
             if dist.is_initialized():
                 dist.destroy_process_group()
+            # torch names each new group by a per-process counter; members with different histories
+            # would then rendezvous under different names. The PrefixStore already makes g unique.
+            dist.distributed_c10d._world.group_count = 0
             try:
                 dist.init_process_group(
                     "gloo",
