@@ -51,7 +51,7 @@ if not CHROMIUM.is_file():
     )
 
 from dispersal.app import logic  # noqa: E402
-from dispersal.cli.app import streamlit_command  # noqa: E402
+from dispersal.cli.serve import streamlit_command  # noqa: E402
 from dispersal.model import Estimate, estimate  # noqa: E402
 
 

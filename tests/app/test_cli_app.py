@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dispersal.cli import app as root
-from dispersal.cli.app import APP_SCRIPT, streamlit_command
+from dispersal.cli.serve import APP_SCRIPT, streamlit_command
 
 
 def test_app_script_exists_and_command_binds_localhost() -> None:

@@ -10,14 +10,7 @@ from typing import Annotated
 
 import typer
 
-import dispersal.cli as _cli_package
 from dispersal.cli._common import fail
-
-# This module is named ``app`` like the root Typer object in ``dispersal.cli``. Importing it makes
-# Python set ``dispersal.cli.app`` to this module once the import finishes, hiding the root app from
-# ``_register_all`` and ``main``. Keep the root app here (the package attribute still holds it while
-# this module runs) and put it back in `register`.
-_ROOT_APP = getattr(_cli_package, "app", None)
 
 APP_SCRIPT = Path(__file__).resolve().parent.parent / "app" / "streamlit_app.py"
 
@@ -65,9 +58,6 @@ def app_cmd(
 
 
 def register(app: typer.Typer) -> None:
-    """Add `app` to the root app (and restore ``dispersal.cli.app``, see the note at the top)."""
-    if isinstance(_ROOT_APP, typer.Typer):
-        _cli_package.app = _ROOT_APP
-        if not isinstance(app, typer.Typer):
-            app = _ROOT_APP
+    """Add `app` to the root app. (This module is not called ``app``: that name is the root Typer
+    object of ``dispersal.cli``, and a submodule of the same name would replace it.)"""
     app.command("app")(app_cmd)

@@ -152,9 +152,13 @@ class Estimate:
             if f.name == "scenario":
                 kwargs[f.name] = Scenario.from_dict(v)
             elif f.name in nested:
-                kwargs[f.name] = nested[f.name](**v)
+                kwargs[f.name] = nested[f.name](**{k: float("inf") if x is None else x for k, x in v.items()})
             elif f.name == "reasons":
                 kwargs[f.name] = tuple(v)
+            elif v is None and f.type == "float":
+                # JSON has no infinity: the CLI writes an undefined figure (e.g. the loss of a run that
+                # trains nothing) as null.
+                kwargs[f.name] = float("inf")
             else:
                 kwargs[f.name] = v
         return cls(**kwargs)

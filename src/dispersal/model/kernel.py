@@ -248,7 +248,8 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
     run_s = np.where(D_req > 0, D_req / tokens_per_s, T_budget)
     D = np.where(D_req > 0, D_req, tokens_per_s * T_budget)
     time_ok = run_s <= T_budget * (1.0 + 1e-12)
-    n_cycles = run_s / cyc
+    # A run that cannot progress (no workers) takes forever; its time breakdown is left at zero.
+    n_cycles = np.where(np.isfinite(run_s), run_s / cyc, 0.0)
     C_thr = 6.0 * Pa * D
 
     # --- 4-5. efficiency factors ----------------------------------------------------------------
@@ -292,6 +293,13 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
     e_r = np.where(distributed, np.minimum(1.0, C_opt_rep / C_opt), 1.0)
     e_r = np.where(live, e_r, np.nan)
     chi = np.minimum(1.0, C_opt / C_thr)
+    # A run that trains no tokens (no throughput: e.g. fewer nodes than pipeline stages) has no
+    # replica penalty to speak of, no quality compute and an undefined (infinite) loss; report that
+    # rather than NaN.
+    untrained = ~(D > 0)
+    e_r = np.where(untrained, 1.0, e_r)
+    chi = np.where(untrained, 0.0, chi)
+    L = np.where(untrained, np.inf, L)
     eta = e_h * e_c * e_a * e_r
     C_local = C_thr * eta
     C_quality = C_local * chi
@@ -305,7 +313,9 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
     energy_kwh = N * power_node_w * hours / 1000.0
     renting = g("rental") > 0
     # A rental price already includes the provider's power bill.
-    energy_usd = np.where(renting, 0.0, energy_kwh * g("electricity_usd_per_kwh"))
+    price_kwh = g("electricity_usd_per_kwh")
+    # Energy is not costed at price 0 (paper mode), even for a run of unbounded length.
+    energy_usd = np.where(renting | (price_kwh <= 0), 0.0, energy_kwh * price_kwh)
     total_usd = np.where(renting, rental_usd, hardware_usd) + energy_usd
 
     # --- traffic per node (bits per outer cycle, mean over nodes) -------------------------------
