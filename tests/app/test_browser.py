@@ -3,7 +3,7 @@
 Skips (with the reason) when Playwright's Python package or /usr/bin/chromium is missing; installs
 nothing. CI installs Chromium with ``apt-get install -y chromium chromium-driver`` (no
 ``playwright install``, no browser download). Screenshots go to tests/app/artifacts/ (git-ignored) and
-the main views are copied to docs/screenshots/ for the README.
+the main views are copied to docs/screenshots/ for the README when DISPERSAL_WRITE_SCREENSHOTS=1.
 """
 
 from __future__ import annotations
@@ -141,7 +141,8 @@ def _shot(page: object, name: str, docs: bool = False) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path))
-    if docs:
+    # The README's screenshots are regenerated only on request, so a test run never edits tracked files.
+    if docs and os.environ.get("DISPERSAL_WRITE_SCREENSHOTS") == "1":
         DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, DOCS_SHOTS / f"{name}.png")
 
