@@ -124,3 +124,12 @@ def test_bad_inputs_raise_naming_the_field():
         Constraints(max_nodes=0)
     with pytest.raises(ValueError, match="hardware"):
         Constraints(hardware=("h10",))
+
+
+def test_centralized_baseline_and_premium():
+    """The centralized baseline (one cluster, no rule, datacenter links) is cheaper than evading, and in
+    paper mode at C_local 1e25 the premium is about the paper's 3x (Rahman 2026: ~3x)."""
+    base = planner.centralized_baseline(1e25, mode="paper").best
+    evade = plan(1e25, mode="paper").best
+    assert base.chips_per_node == 8 and base.compression_ratio == 1.0
+    assert evade.cost_usd / base.cost_usd == pytest.approx(3.0, rel=0.05)

@@ -11,7 +11,7 @@ from dispersal.cli._common import guarded, print_json
 from dispersal.cli.estimate import check_mode
 from dispersal.model import units
 from dispersal.model.errors import InputError
-from dispersal.model.planner import Constraints, Plan, plan
+from dispersal.model.planner import Constraints, Plan, centralized_baseline, plan
 from dispersal.model.scenario import latency_from_distance
 
 DEFAULT_TARGETS = (1e24, 1e25, 1e26)
@@ -37,18 +37,20 @@ def build_constraints(
     )
 
 
-def plan_table(plans: list[Plan]) -> Table:
-    """One row per target: the best plan's key figures."""
+def plan_table(plans: list[Plan], baselines: list[Plan | None] | None = None) -> Table:
+    """One row per target: the best plan's key figures (and the centralized premium when given)."""
+    baselines = baselines or [None] * len(plans)
     t = Table(title=f"dispersal plan ({plans[0].mode} mode, {plans[0].search} search, metric {plans[0].metric}, "
                     f"regime {plans[0].regime})")
     for col in ("target", "hardware", "chips/node", "nodes", "algorithm", "model", "tokens", "H", "days", "cost",
-                "C_local", "C_quality", "eta", "chi", "WAN Mbps mean/peak"):
+                "C_local", "C_quality", "eta", "chi", "WAN Mbps mean/peak", "centralized", "premium"):
         t.add_column(col, justify="right")
-    for p in plans:
+    for p, base in zip(plans, baselines, strict=True):
+        cb = base.best if base is not None else None
         b = p.best
         if b is None:
             t.add_row(f"{p.target_flop:.3g}", "[red]infeasible[/]", "", "", "", "", "", "", "", "", "", "", "", "",
-                      "; ".join(p.reasons)[:80])
+                      "; ".join(p.reasons)[:80], "", "")
             continue
         algo = b.algorithm + (f" {b.group_size}x{b.nodes // max(b.group_size, 1)}" if b.algorithm == "hierarchical"
                               else f" {b.pipeline_stages}x{b.groups}" if b.algorithm == "pp_diloco" else "")
@@ -58,6 +60,7 @@ def plan_table(plans: list[Plan]) -> Table:
             units.format_money(b.cost_usd), f"{b.c_local_flop:.3g}", f"{b.c_quality_flop:.3g}",
             f"{b.efficiency['eta']:.4f}", f"{b.efficiency['chi']:.4f}",
             f"{b.mean_wan_mbps_per_node:.3g} / {b.peak_wan_mbps_per_node:.3g}",
+            units.format_money(cb.cost_usd) if cb else "-", f"{b.cost_usd / cb.cost_usd:.2f}x" if cb else "-",
         )
     return t
 
@@ -96,6 +99,7 @@ def plan_cmd(
     samples: Annotated[int, typer.Option(help="Monte Carlo samples of the uncertain parameters (0 = none).")] = 0,
     seed: Annotated[int, typer.Option(help="Random seed for --samples.")] = 0,
     runners_up: Annotated[bool, typer.Option("--runners-up", help="Also show the best plan per hardware.")] = False,
+    baseline: Annotated[bool, typer.Option(help="Also plan the centralized baseline (one cluster, no rule, datacenter links) and report the cost premium.")] = True,
     json_: Annotated[bool, typer.Option("--json", help="JSON: one plan object (one target) or a list.")] = False,
 ) -> None:
     """Find the cheapest way to reach a compute target with every node under the regime's thresholds.
@@ -112,6 +116,16 @@ def plan_cmd(
     plans = [plan(t, regime_name=regime, constraints=c, mode=m, metric=metric, objective=objective, search=search)
              for t in targets]
     dicts: list[dict[str, Any]] = [p.to_dict() for p in plans]
+    bases: list[Plan | None] = [
+        centralized_baseline(p.target_flop, constraints=c, mode=m, metric=metric, search=search) if baseline else None
+        for p in plans
+    ]
+    for d, p, base in zip(dicts, plans, bases, strict=True):
+        if base is not None:
+            cb = base.best
+            d["centralized_cost_usd"] = cb.cost_usd if cb else None
+            d["cost_premium"] = (p.best.cost_usd / cb.cost_usd) if (cb and p.best) else None
+            d["centralized"] = cb.to_dict() if cb else None
     tables: list[Any] = []
     if samples:
         from rich.progress import Progress
@@ -134,7 +148,7 @@ def plan_cmd(
     from dispersal.cli._render import console
 
     con = console()
-    con.print(plan_table(plans))
+    con.print(plan_table(plans, bases))
     if runners_up:
         for p in plans:
             con.print(runners_up_table(p))

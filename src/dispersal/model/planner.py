@@ -662,3 +662,30 @@ def _plan_fastest(target: float, regime_name: str, c: Constraints, m: Mode, met:
             return dataclasses.replace(p, objective=Objective.TIME.value, evaluations=total)
     assert last is not None
     return dataclasses.replace(last, objective=Objective.TIME.value, evaluations=total)
+
+
+#: The centralized baseline's interconnect: the paper's datacenter row (1000 Gbps, 0.1 ms one-way,
+#: modelling InfiniBand/NVLink inside one facility; Rahman 2026 bandwidth sensitivity table).
+DATACENTER_BITS_PER_S = 1000e9
+DATACENTER_LATENCY_S = 1e-4
+
+
+def centralized_baseline(
+    target_flop: float,
+    *,
+    constraints: Constraints | None = None,
+    mode: Mode | str = Mode.DEFAULT,
+    metric: Metric | str | None = None,
+    search: Search | str | None = None,
+    params: ModelParams = DEFAULT_PARAMS,
+) -> Plan:
+    """The same target trained in one cluster: no covered-cluster rule (8-chip servers), datacenter
+    interconnect (1000 Gbps, 0.1 ms), no pseudo-gradient compression, same time budget and hardware
+    list. The evader's cost premium is plan(...).best.cost_usd / this plan's cost."""
+    c = (constraints or Constraints()).replace(
+        bandwidth_up_bits_per_s=DATACENTER_BITS_PER_S, bandwidth_down_bits_per_s=DATACENTER_BITS_PER_S,
+        latency_s=DATACENTER_LATENCY_S, compression_ratio=1.0, regional_bandwidth_bits_per_s=None,
+        pp_bandwidth_bits_per_s=None,
+    )
+    return plan(target_flop, regime_name="none", constraints=c, mode=mode, metric=metric, search=search,
+                params=params)
