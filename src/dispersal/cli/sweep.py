@@ -18,7 +18,7 @@ from dispersal.model.planner import Constraints, plan
 from dispersal.model.scenario import latency_from_distance
 
 #: Sweepable inputs and how each value is parsed.
-AXES = ("target", "bandwidth", "latency", "distance", "regime", "max_days", "compression", "mfu")
+AXES = ("target", "bandwidth", "latency", "distance", "regime", "max_days", "compression", "mfu", "sites")
 
 
 def _parse_axis(text: str) -> tuple[str, list[str]]:
@@ -53,12 +53,15 @@ def _apply(point: dict[str, str], base: dict[str, Any]) -> tuple[float, str, Con
         kw["compression_ratio"] = float(point["compression"])
     if "mfu" in point:
         kw["mfu"] = float(point["mfu"])
+    if "sites" in point:
+        # The most separate sites (nodes) the evader can run: how far the run may spread.
+        kw["max_nodes"] = int(float(point["sites"]))
     return target, regime, Constraints(**kw)
 
 
 @guarded
 def sweep_cmd(
-    x: Annotated[str, typer.Option("--x", help="First input: NAME=v1,v2,... (target, bandwidth, latency, distance, regime, max_days, compression, mfu).")] = "target=1e24,3e24,1e25,3e25,1e26",
+    x: Annotated[str, typer.Option("--x", help="First input: NAME=v1,v2,... (target, bandwidth, latency, distance, regime, max_days, compression, mfu, sites).")] = "target=1e24,3e24,1e25,3e25,1e26",
     y: Annotated[str, typer.Option("--y", help="Second input, same form.")] = "regime=treaty,treaty_hbm",
     regime: Annotated[str, typer.Option(help="Regime when not swept.")] = "treaty",
     mode: Annotated[str, typer.Option(help="paper or default.")] = "default",
