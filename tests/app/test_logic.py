@@ -226,3 +226,18 @@ def test_countermeasures_and_uncertainty_views() -> None:
         assert lo <= mid <= hi
     assert len(views.uncertainty_rows(res)) == 2
     assert figures.png_bytes(figures.uncertainty_figure(res)).startswith(b"\x89PNG")
+
+
+def test_custom_hardware_fields_reach_the_model() -> None:
+    """Custom per-chip FLOP/s, memory, price and power override the catalogue and round-trip the UI."""
+    from dispersal.app import logic
+    from dispersal.model.estimate import estimate
+
+    ui = logic.default_ui()
+    ui.update(chip_tflops=495.0, chip_memory_gb=160.0, chip_price_usd=10000.0, chip_tdp_w=350.0, chips_per_node=0)
+    built = logic.build(ui)
+    assert built.error is None and built.scenario is not None
+    e = estimate(built.scenario, mode="paper")
+    assert e.chips_per_node == 32  # 15,840 / 495 TFLOP/s under the treaty rule
+    assert e.node_memory_bytes == 32 * 160e9
+    assert logic.ui_from_scenario(built.scenario)["chip_memory_gb"] == 160.0

@@ -24,7 +24,12 @@ SIDEBAR_GROUPS: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
         ("params_b", "moe", "active_params_b", "moe_layers", "tokens_t", "local_batch_tokens"),
     ),
     ("Nodes and network", True, ("num_nodes", "up_mbps", "down_mbps", "latency_ms")),
-    ("Hardware", False, ("hardware", "chips_per_node", "precision", "mfu")),
+    (
+        "Hardware",
+        False,
+        ("hardware", "chips_per_node", "precision", "mfu", "chip_tflops", "chip_memory_gb", "chip_price_usd",
+         "chip_tdp_w"),
+    ),
     ("Algorithm", False, ("algorithm", "overlap", "inner_steps", "straggler")),
     (
         "Compression",
@@ -49,8 +54,19 @@ SIDEBAR_GROUPS: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
     ),
     ("Regime and cost", False, ("regime", "pricing", "capex_multiplier", "pue", "electricity_usd_per_kwh")),
 )
-_PLACEHOLDERS = {"tokens_t": "fill the time budget", "active_params_b": "dense (= total)"}
+_PLACEHOLDERS = {
+    "tokens_t": "fill the time budget",
+    "active_params_b": "dense (= total)",
+    "chip_tflops": "catalogue",
+    "chip_memory_gb": "catalogue",
+    "chip_price_usd": "catalogue",
+    "chip_tdp_w": "catalogue",
+}
 _STEPS = {
+    "chip_tflops": 10.0,
+    "chip_memory_gb": 8.0,
+    "chip_price_usd": 1000.0,
+    "chip_tdp_w": 50.0,
     "mfu": 0.01,
     "params_b": 1.0,
     "active_params_b": 1.0,
@@ -135,8 +151,8 @@ def _sidebar() -> None:
             for k in keys:
                 widget(k)
     sb.caption(
-        "Custom hardware: pick the closest accelerator, then override chips per node and MFU. "
-        "Per-chip FLOP/s, memory, price and power come from the catalogue and cannot be overridden here."
+        "Custom hardware: pick the closest accelerator, then override its per-chip FLOP/s, memory, price "
+        "and power (Hardware section); empty fields keep the catalogue's values."
     )
 
 

@@ -103,6 +103,14 @@ class Scenario:
     name: str = "paper threat model"
     hardware: str = "h100_sxm"
     """Accelerator catalogue name (``dispersal.model.catalog``)."""
+    chip_fp16_flop_per_s: float | None = None
+    """Custom hardware: dense FP16 FLOP/s per chip instead of the catalogue's (FP8 scales with it)."""
+    chip_memory_bytes: float | None = None
+    """Custom hardware: accelerator memory per chip instead of the catalogue's."""
+    chip_price_usd: float | None = None
+    """Custom hardware: purchase price per chip instead of the catalogue's."""
+    chip_tdp_w: float | None = None
+    """Custom hardware: power per chip instead of the catalogue's."""
     chips_per_node: int = 0
     """Chips per node (site); 0 = the most the regime's covered-cluster rule allows (8 with no rule)."""
     precision: Precision = Precision.FP8
@@ -183,6 +191,10 @@ class Scenario:
                 f"must be an integer >= 1, got {self.micro_batches!r}")
         require(isinstance(self.group_size, int) and self.group_size >= 2, "group_size",
                 f"must be an integer >= 2, got {self.group_size!r}")
+        for name in ("chip_fp16_flop_per_s", "chip_memory_bytes", "chip_price_usd", "chip_tdp_w"):
+            v = getattr(self, name)
+            if v is not None:
+                pos(name, v)
         pos("params", self.params, " parameters")
         if self.active_params is not None:
             pos("active_params", self.active_params)
@@ -214,7 +226,7 @@ class Scenario:
         require(1 <= self.pue <= 5, "pue", f"must be in [1, 5], got {self.pue}")
         require(math.isfinite(self.electricity_usd_per_kwh) and self.electricity_usd_per_kwh >= 0,
                 "electricity_usd_per_kwh", f"must be >= 0, got {self.electricity_usd_per_kwh}")
-        acc = accelerator(self.hardware)
+        acc = self.accelerator
         if self.precision in (Precision.FP8, Precision.FP4):
             require(acc.dense_fp8_flop_per_s > 0, "precision",
                     f"{acc.name} has no FP8 tensor path; use bf16 or fp16")
@@ -222,8 +234,20 @@ class Scenario:
     # --- derived -----------------------------------------------------------------------------
     @property
     def accelerator(self) -> Accelerator:
-        """The catalogue entry for `hardware`."""
-        return accelerator(self.hardware)
+        """The catalogue entry for `hardware`, with the custom per-chip figures applied."""
+        acc = accelerator(self.hardware)
+        changes: dict[str, Any] = {}
+        if self.chip_fp16_flop_per_s is not None:
+            changes["dense_fp16_flop_per_s"] = self.chip_fp16_flop_per_s
+            # FP8 keeps the catalogue chip's FP8 / FP16 ratio (2x on every FP8 chip listed).
+            changes["dense_fp8_flop_per_s"] = acc.dense_fp8_flop_per_s / acc.dense_fp16_flop_per_s * self.chip_fp16_flop_per_s
+        if self.chip_memory_bytes is not None:
+            changes["hbm_bytes"] = self.chip_memory_bytes
+        if self.chip_price_usd is not None:
+            changes["price_usd"] = self.chip_price_usd
+        if self.chip_tdp_w is not None:
+            changes["tdp_w"] = self.chip_tdp_w
+        return dataclasses.replace(acc, **changes) if changes else acc
 
     @property
     def regime_entry(self) -> Regime:
@@ -286,6 +310,10 @@ def coerce_field(key: str, value: Any) -> Any:
         return units.parse_bandwidth(value, key)
     if key.endswith("_s"):
         return units.parse_duration(value, key)
+    if key == "chip_memory_bytes":
+        return units.parse_bytes(value, key)
+    if key == "chip_fp16_flop_per_s":
+        return units.parse_flop(value, key)
     if key in ("params", "active_params", "tokens", "local_batch_tokens"):
         return units.parse_count(value, key)
     if type_text.startswith("bool"):
