@@ -84,6 +84,9 @@ def register(app: typer.Typer) -> None:
         ] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
         plot: Annotated[Path | None, typer.Option(help="Save evader cost vs P(detect) as PNG.")] = None,
+        calibration: Annotated[
+            Path | None, typer.Option(help="Calibration TOML (dispersal calibrate) replacing model parameters.")
+        ] = None,
     ) -> None:
         """Each countermeasure lever and bundle: the evader's cheapest adapted run and P(detect)."""
         from dispersal.model import units
@@ -118,7 +121,14 @@ def register(app: typer.Typer) -> None:
             wanted.append(parse_bundle(b).name)
         if not wanted:
             wanted = [*levers(), *default_bundles()]
-        rows = analyse(tgt, wanted, convention=conv, detection_params=dp)
+        if calibration is not None:
+            from dispersal.calibration import load_calibration
+            from dispersal.calibration.apply import planner_params
+
+            with planner_params(load_calibration(calibration)):
+                rows = analyse(tgt, wanted, convention=conv, detection_params=dp)
+        else:
+            rows = analyse(tgt, wanted, convention=conv, detection_params=dp)
         if plot is not None:
             _plot(rows, plot, f"{units.format_flop(tgt)} under {conv.base_regime}: {conv.describe()}")
         if json_out:

@@ -99,6 +99,7 @@ def estimate_cmd(
     mode: ModeOpt = "default",
     json_: Annotated[bool, typer.Option("--json", help="Print Estimate.to_dict() as JSON.")] = False,
     out: Annotated[Path | None, typer.Option(help="Also write the JSON to this file (atomically).")] = None,
+    calibration: Annotated[Path | None, typer.Option(help="Calibration TOML (dispersal calibrate) replacing model parameters.")] = None,
 ) -> None:
     """Estimate one distributed training run: time, efficiency, C_local, C_quality, cost, traffic.
 
@@ -108,7 +109,12 @@ def estimate_cmd(
     m = check_mode(mode)
     s = build_scenario(scenario, set_ or [], hardware=hardware, nodes=nodes, bandwidth=bandwidth, latency=latency,
                        distance=distance, days=days, params=params, tokens=tokens, algorithm=algorithm, regime=regime)
-    result = estimate(s, mode=m).to_dict()
+    if calibration is not None:
+        from dispersal.calibration import load_calibration
+
+        result = estimate(s, mode=m, params=load_calibration(calibration)).to_dict()
+    else:
+        result = estimate(s, mode=m).to_dict()
     if out is not None:
         from dispersal.cli._common import atomic_write_text, dumps_json
 

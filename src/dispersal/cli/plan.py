@@ -101,6 +101,7 @@ def plan_cmd(
     runners_up: Annotated[bool, typer.Option("--runners-up", help="Also show the best plan per hardware.")] = False,
     baseline: Annotated[bool, typer.Option(help="Also plan the centralized baseline (one cluster, no rule, datacenter links) and report the cost premium.")] = True,
     json_: Annotated[bool, typer.Option("--json", help="JSON: one plan object (one target) or a list.")] = False,
+    calibration: Annotated[str | None, typer.Option(help="Calibration TOML (dispersal calibrate) replacing model parameters.")] = None,
 ) -> None:
     """Find the cheapest way to reach a compute target with every node under the regime's thresholds.
 
@@ -113,8 +114,15 @@ def plan_cmd(
     c = build_constraints(bandwidth=bandwidth, latency=latency, distance=distance, max_days=max_days,
                           hardware=hardware, max_nodes=max_nodes, compression=compression, mfu=mfu,
                           straggler=straggler, max_cost=max_cost)
-    plans = [plan(t, regime_name=regime, constraints=c, mode=m, metric=metric, objective=objective, search=search)
-             for t in targets]
+    extra: dict[str, Any] = {}
+    if calibration is not None:
+        from dispersal.calibration import load_calibration
+
+        if samples:
+            raise InputError("calibration", "cannot be combined with --samples (Monte Carlo samples the published set)")
+        extra["params"] = load_calibration(calibration)
+    plans = [plan(t, regime_name=regime, constraints=c, mode=m, metric=metric, objective=objective, search=search,
+                  **extra) for t in targets]
     dicts: list[dict[str, Any]] = [p.to_dict() for p in plans]
     bases: list[Plan | None] = [
         centralized_baseline(p.target_flop, constraints=c, mode=m, metric=metric, search=search) if baseline else None

@@ -1,0 +1,186 @@
+"""Calibration: effective compute on a known curve, form fits, the file round trip, CLI wiring (fast)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from dispersal.calibration import fit as F
+from dispersal.calibration.effective import ScalingCurve, efficiency, fit_scaling_curve
+from dispersal.calibration.tomlio import dumps, load_calibration
+from dispersal.cli import app
+from dispersal.model.errors import InputError
+from dispersal.model.params import DEFAULT_PARAMS
+
+E, A, AEXP = 1.5, 40.0, 0.25
+TRUE = ScalingCurve("power", E, A, AEXP)
+
+
+def test_scaling_fit_recovers_known_curve_and_eta() -> None:
+    c = np.array([1e9, 2e9, 4e9, 8e9, 1.6e10, 3.2e10])
+    curve = fit_scaling_curve(c, TRUE.loss(c))
+    assert curve.kind == "power"
+    assert curve.e == pytest.approx(E, abs=0.02)
+    assert curve.a_exp == pytest.approx(AEXP, rel=0.05)
+    # a run that spent 1.6e10 and reached the DDP loss at 8e9 has eta = 0.5
+    eta = efficiency(curve, TRUE.loss(8e9), 1.6e10)
+    assert float(eta) == pytest.approx(0.5, rel=0.01)
+    assert float(efficiency(curve, TRUE.loss(1.6e10), 1.6e10)) == pytest.approx(1.0, rel=1e-3)
+
+
+def test_interpolation_fallback_is_monotone_and_exact_at_points() -> None:
+    c = np.array([1e9, 4e9])
+    curve = fit_scaling_curve(c, TRUE.loss(c))
+    assert curve.kind == "interp"
+    assert float(curve.compute_for_loss(TRUE.loss(4e9))) == pytest.approx(4e9, rel=1e-6)
+    mid = float(curve.compute_for_loss(TRUE.loss(2e9)))
+    assert 1e9 < mid < 4e9
+
+
+def _synthetic(alpha: dict[str, float], beta0: dict[str, float], comp: dict[str, float]) -> list[dict]:
+    """Records generated from the model's own structure on a known DDP curve (no noise)."""
+    recs = []
+    sizes = {"tiny": 1.2e5, "tiny-w128": 4.4e5}
+    for size, p in sizes.items():
+        curve = ScalingCurve("power", E, A * (p / 1.2e5) ** 0.1, AEXP)
+        base = dict(size=size, codec="none", global_batch=16, seed=0, params=p)
+        for f in (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1, 2):
+            flop = 6 * p * 16 * 64 * 1000 * f
+            recs.append({**base, "algorithm": "ddp", "H": 1, "workers": 1, "steps": round(1000 * f),
+                         "role": "reference", "flop": flop, "val_losses": [float(curve.loss(flop))] * 4})
+        flop = 6 * p * 16 * 64 * 1000
+        pts = [(h, 4, "none") for h in (10, 50, 100, 500)] + [(50, m, "none") for m in (1, 2, 8)]
+        pts += [(50, 4, c) for c in comp]
+        for h, m, codec in pts:
+            eta = float(F._predict(curve, np.array(flop), np.array(h, float), np.array(m, float),
+                                   np.array(alpha[size]), np.array(beta0[size])))
+            eta *= comp.get(codec, 1.0)
+            loss = float(curve.loss(eta * flop))
+            recs.append({**base, "algorithm": "diloco", "H": h, "workers": m, "codec": codec, "steps": 1000,
+                         "role": "sweep", "flop": flop, "val_losses": [loss] * 4})
+    return recs
+
+
+def test_form_fits_recover_known_parameters() -> None:
+    alpha = {"tiny": 0.10, "tiny-w128": 0.08}
+    beta0 = {"tiny": 0.05, "tiny-w128": 0.03}
+    comp = {"int8": 0.99, "topk": 0.95}
+    recs = _synthetic(alpha, beta0, comp)
+    out = F.analyse_once(recs, {i: float(np.mean(r["val_losses"])) for i, r in enumerate(recs)})
+    for s in alpha:
+        assert out["sizes"][s]["alpha"] == pytest.approx(alpha[s], abs=2e-3)
+        assert out["sizes"][s]["beta0"] == pytest.approx(beta0[s], abs=2e-3)
+    assert out["codecs"]["int8"] == pytest.approx(0.99, abs=2e-3)
+    assert out["codecs"]["topk"] == pytest.approx(0.95, abs=2e-3)
+    # exact through two sizes: the cross-size laws reproduce the per-size values
+    p = np.array([1.2e5, 4.4e5])
+    a = out["alpha0"] / (1 + np.log10(p / 1e9) / out["size_scale"])
+    assert a == pytest.approx([alpha["tiny"], alpha["tiny-w128"]], abs=3e-3)
+    b = out["beta_coeff"] * p ** -out["beta_exponent"]
+    assert b == pytest.approx([beta0["tiny"], beta0["tiny-w128"]], abs=3e-3)
+    # eta falls with H (M = 4) on this synthetic truth
+    etas = [out["points"][("tiny", "diloco", h, 4, "none", 1000, "sweep")] for h in (10, 50, 100, 500)]
+    assert all(b < a for a, b in itertools.pairwise(etas))
+
+
+def _write_cal(path: Path, params: dict) -> Path:
+    path.write_text(dumps({"schema_version": 1, "name": "t", "seeds": [0], "params": params}))
+    return path
+
+
+def test_calibration_file_round_trips(tmp_path: Path) -> None:
+    table = [list(r) for r in F.compression_table(0.02, 0.05)]
+    p = _write_cal(tmp_path / "c.toml", {"eta_h_alpha0": 0.031, "eta_h_size_scale": 7.5,
+                                         "replica_beta_coeff": 0.5, "replica_beta_exponent": 0.2,
+                                         "compression_table": table})
+    mp = load_calibration(p)
+    assert mp.eta_h_alpha0 == 0.031 and mp.eta_h_size_scale == 7.5
+    assert mp.replica_beta_exponent == 0.2
+    assert mp.compression_table[3][2] == pytest.approx(1 - 0.02 * 2, abs=1e-4)
+    assert mp.chinchilla_e == DEFAULT_PARAMS.chinchilla_e  # untouched fields stay published
+
+
+def test_shipped_calibration_loads() -> None:
+    path = Path(__file__).resolve().parents[2] / "src/dispersal/data/calibration/cpu-small.toml"
+    if not path.exists():
+        pytest.skip("cpu-small.toml not generated yet")
+    mp = load_calibration(path)
+    assert mp != DEFAULT_PARAMS
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("schema_version = 1\n[params]\neta_h_alpha0 = -0.1\n", "params.eta_h_alpha0"),
+        ("schema_version = 1\n[params]\nnot_a_field = 1.0\n", "params.not_a_field"),
+        ("schema_version = 1\n[params]\neta_h_alpha0 = \"x\"\n", "params.eta_h_alpha0"),
+        ("schema_version = 2\n[params]\neta_h_alpha0 = 0.1\n", "schema_version"),
+        ("[params]\neta_h_alpha0 = 0.1\n", "schema_version"),
+        ("schema_version = 1\n", "params"),
+        ("schema_version = 1\n[params]\ncompression_table = [[1, 1, 1]]\n", "params.compression_table[0]"),
+        ("schema_version = 1\n[params\n", "calibration"),
+    ],
+)
+def test_malformed_calibration_is_one_line_input_error(tmp_path: Path, text: str, field: str) -> None:
+    p = tmp_path / "bad.toml"
+    p.write_text(text)
+    with pytest.raises(InputError) as exc:
+        load_calibration(p)
+    assert exc.value.field == field
+    assert "\n" not in str(exc.value)
+
+
+def test_estimate_and_plan_accept_calibration(tmp_path: Path) -> None:
+    p = _write_cal(tmp_path / "c.toml", {"eta_h_alpha0": 0.3, "eta_h_size_scale": 50.0})
+    runner = CliRunner()
+    base = json.loads(runner.invoke(app, ["estimate", "--json", "--algorithm", "diloco"]).stdout)
+    res = runner.invoke(app, ["estimate", "--json", "--algorithm", "diloco", "--calibration", str(p)])
+    assert res.exit_code == 0, res.output
+    cal = json.loads(res.stdout)
+    assert cal["efficiency"]["eta_h"] < base["efficiency"]["eta_h"]
+    res = runner.invoke(app, ["plan", "--target", "1e24", "--json", "--calibration", str(p)])
+    assert res.exit_code == 0, res.output
+    bad = tmp_path / "bad.toml"
+    bad.write_text("schema_version = 1\n[params]\neta_h_floor = 3\n")
+    res = runner.invoke(app, ["estimate", "--calibration", str(bad)])
+    assert res.exit_code == 2
+    assert "eta_h_floor" in res.output
+
+
+def test_counter_accepts_calibration(tmp_path: Path) -> None:
+    p = _write_cal(tmp_path / "c.toml", {"eta_h_alpha0": 0.3, "eta_h_size_scale": 50.0, "replica_beta_coeff": 5.0})
+    runner = CliRunner()
+    base = json.loads(runner.invoke(app, ["counter", "--lever", "bandwidth_cap", "--json"]).stdout)
+    res = runner.invoke(app, ["counter", "--lever", "bandwidth_cap", "--json", "--calibration", str(p)])
+    assert res.exit_code == 0, res.output
+    cal = json.loads(res.stdout)
+    assert cal[0]["cost_usd"] > base[0]["cost_usd"]  # harsher penalties cost the evader more
+    # and the wrapper is undone afterwards
+    again = json.loads(runner.invoke(app, ["counter", "--lever", "bandwidth_cap", "--json"]).stdout)
+    assert again[0]["cost_usd"] == base[0]["cost_usd"]
+
+
+def test_calibrate_analyse_only_end_to_end(tmp_path: Path) -> None:
+    recs = _synthetic({"tiny": 0.1, "tiny-w128": 0.08}, {"tiny": 0.05, "tiny-w128": 0.03}, {"int8": 0.99, "topk": 0.95})
+    out = tmp_path / "run"
+    out.mkdir()
+    rng = np.random.default_rng(0)
+    with open(out / "results.jsonl", "w") as fh:
+        for i, r in enumerate(recs):
+            r = {**r, "key": f"k{i}", "val_losses": list(np.asarray(r["val_losses"]) + rng.normal(0, 1e-3, 4)),
+                 "val_loss": float(np.mean(r["val_losses"])), "wall_s": 1.0, "tier": 0, "tokens": 1}
+            fh.write(json.dumps(r) + "\n")
+    res = CliRunner().invoke(app, ["calibrate", "--analyse-only", "--out", str(out), "--bootstrap", "5",
+                                   "--docs", str(tmp_path / "docs"), "--bench", str(tmp_path / "b.md")])
+    assert res.exit_code == 0, res.output
+    mp = load_calibration(out / "calibration.toml")
+    assert mp.eta_h_alpha0 > 0
+    assert (tmp_path / "docs" / "calibration.md").exists()
+    assert (tmp_path / "docs" / "calibration_penalties.png").exists()
+    assert math.isfinite(mp.replica_beta_coeff)
