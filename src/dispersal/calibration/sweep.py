@@ -131,8 +131,8 @@ def plan_points(spec: SweepSpec) -> list[dict[str, Any]]:
 def estimate_s(p: dict[str, Any], step_s: dict[str, float]) -> float:
     """Estimated seconds for a point: steps x measured seconds per global step, a per-worker
     overhead for the smaller per-worker batches, plus start-up and evaluation."""
-    overhead = 1.0 + 0.06 * (p["workers"] - 1)
-    return p["steps"] * step_s[p["size"]] * overhead + 4.0
+    overhead = 1.25 * (1.0 + 0.06 * (p["workers"] - 1))  # 1.25: data, eval, two processes on two cores
+    return p["steps"] * step_s[p["size"]] * overhead + 5.0
 
 
 def select(points: list[dict[str, Any]], done: set[str], budget_s: float | None, jobs: int,
@@ -194,9 +194,11 @@ def measure_step_times(sizes: list[str], global_batch: int, data_dir: Path) -> d
 
 
 def run_points(points: list[dict[str, Any]], out: Path, jobs: int,
-               on_done: Callable[[dict[str, Any]], None]) -> None:
-    """Run points on ``jobs`` processes (one torch thread each); append each result as it finishes."""
+               on_done: Callable[[dict[str, Any]], None], deadline: float | None = None) -> None:
+    """Run points on ``jobs`` processes (one torch thread each); append each result as it finishes.
+    No new point starts after ``deadline`` (time.monotonic()); the rest wait for the next invocation."""
     import multiprocessing as mp
+    import time
 
     results = out / "results.jsonl"
     data_dir = out / "data"
@@ -207,6 +209,8 @@ def run_points(points: list[dict[str, Any]], out: Path, jobs: int,
         pending: dict[Future[dict[str, Any]], dict[str, Any]] = {}
         queue = list(points)
         while queue or pending:
+            if deadline is not None and time.monotonic() > deadline:
+                queue.clear()
             while queue and len(pending) < max(1, jobs):
                 p = queue.pop(0)
                 pending[ex.submit(_run_one, p, str(data_dir))] = p

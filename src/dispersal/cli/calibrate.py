@@ -118,7 +118,8 @@ def calibrate_cmd(
             def on_done(rec: dict[str, object]) -> None:
                 bar.update(task, advance=1, description=f"{rec['key'].split('|seed')[0]} loss {rec['val_loss']:.3f}")  # type: ignore[union-attr]
 
-            sweep.run_points(chosen, out, jobs, on_done)
+            deadline = None if budget_s is None else time.monotonic() + budget_s
+            sweep.run_points(chosen, out, jobs, on_done, deadline=deadline)
     records = sweep.load_results(results)
     if not records:
         raise InputError("out", f"no finished points in {results}; run without --analyse-only first")
