@@ -28,38 +28,77 @@ def _metrics(out: Path) -> list[dict]:
 
 
 def test_kill_rejoin_and_corrupt_update(tmp_path: Path) -> None:
-    """SIGKILL w2 at step 12: the run goes on with w0, w1; w2 rejoins at step 30 from the global state
-    and takes part again; w1's payload is damaged on the wire at step 40 and is left out of that round."""
+    """4 workers. SIGKILL w3 at step 12: the round in flight is dropped and w0..w2 go on; the supervisor
+    starts the replacement at once as a standby, it registers when the group reaches step 30 and joins
+    with the current global weights and outer momentum; w1's payload is damaged on the wire at step 40
+    and is left out of that round. Bounded: the supervisor kills everything after run_timeout_s."""
     cfg = TestbedConfig(
         algorithm="diloco",
-        workers=3,
+        workers=4,
         steps=60,
         inner_steps=5,
         data=CORPUS,
         eval_batches=2,
-        faults=("kill w2@step12", "rejoin w2@step30", "corrupt w1@step40"),
+        run_timeout_s=150,
+        faults=("kill w3@step12", "rejoin w3@step30", "corrupt w1@step40"),
     )
     summary = run_local(cfg, tmp_path)
-    assert summary["completed"] is True
+    assert summary["completed"] is True, summary
     ev = _events(tmp_path)
-    assert any(e["event"] == "killed" and e["worker"] == "w2" for e in ev)
-    assert any(e["event"] == "sync_failed" for e in ev)  # the round in flight was dropped
-    assert any(e["event"] == "joined" and e["worker"] == "w2" and e["generation"] >= 3 for e in ev)
-    assert summary["final_members"] == ["w0", "w1", "w2"]
-    assert summary["state_transfer_bytes"]["w2"] > 0
+    kinds = [(e["event"], e["worker"]) for e in ev]
+    assert ("killed", "w3") in kinds and ("awaiting_kill", "w3") in kinds
+    # The supervisor started the replacement itself, right after the kill, as a standby for step 30.
+    restarted = [e for e in ev if e["event"] == "restarted"]
+    assert [(e["worker"], e["incarnation"], e["join_at_step"]) for e in restarted] == [("w3", 1, 30)]
+    assert kinds.index(("killed", "w3")) < kinds.index(("restarted", "w3"))
+    assert (tmp_path / "logs" / "w3.1.log").exists()
+    assert ("join_requested", "w3") in kinds
+    failed = [e for e in ev if e["event"] == "sync_failed"]
+    assert {e["worker"] for e in failed} == {"w0", "w1", "w2"}  # the round in flight was dropped
+    assert not [e for e in ev if e["event"] in ("reform_failed", "rejoin_not_seen")]
+    joins = [e for e in ev if e["event"] == "joined"]
+    assert {e["generation"] for e in joins} == {1, 2, 3}  # start, shrink to 3, grow back to 4
+    assert {tuple(e["members"]) for e in joins if e["generation"] == 2} == {("w0", "w1", "w2")}
+    rejoin = [e for e in joins if e["generation"] == 3]
+    assert len(rejoin) == 4 and {e["round"] for e in rejoin} == {6}  # all at the boundary of step 30
+    # The joiner holds the same global weights and outer momentum as the survivors.
+    assert len({e["state_crc"] for e in rejoin}) == 1
+    assert summary["final_members"] == ["w0", "w1", "w2", "w3"]
+    assert summary["state_transfer_bytes"]["w3"] > 0
     rows = _metrics(tmp_path)
     during = [r for r in rows if 15 <= r["step"] <= 30]
-    assert during and all(r["active_workers"] == ["w0", "w1"] for r in during)
-    assert rows[-1]["active_workers"] == ["w0", "w1", "w2"]
+    assert during and all(r["active_workers"] == ["w0", "w1", "w2"] for r in during)
+    assert rows[-1]["active_workers"] == ["w0", "w1", "w2", "w3"]
     # The rejoined worker sent updates again after step 30.
-    assert rows[-1]["bytes_sent"]["w2"] > next(r for r in rows if r["step"] == 30)["bytes_sent"]["w2"]
+    assert rows[-1]["bytes_sent"]["w3"] > next(r for r in rows if r["step"] == 30)["bytes_sent"]["w3"]
     bad = [r for r in rows if r["rejected"]]
     assert [r["rejected"] for r in bad] == [["w1"]] and bad[0]["step"] == 45
-    assert {e["worker"] for e in ev if e["event"] == "rejected_update"} == {"w0", "w1", "w2"}
+    assert {e["worker"] for e in ev if e["event"] == "rejected_update"} == {"w0", "w1", "w2", "w3"}
     assert all(r["loss"] == r["loss"] for r in rows)  # nothing non-finite got averaged in
     payload = summary["payload_bytes_per_sync"]
     assert payload == 4 * summary["params"] + 4
     assert summary["bytes_sent_per_worker"]["w0"] == payload * 11  # 12 rounds, one dropped
+    assert summary["bytes_sent_per_worker"]["w3"] == payload * (2 + 6)  # rounds 0-1 and 6-11
+
+
+def test_a_worker_that_never_comes_back_does_not_hang_the_group(tmp_path: Path) -> None:
+    """The hold at a planned rejoin is bounded: no generation with the worker -> go on without it."""
+    from datetime import timedelta
+    from types import SimpleNamespace
+
+    from dispersal.testbed.worker import Worker
+
+    store = torch.distributed.TCPStore(
+        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=5)
+    )
+    store.set("members/1", json.dumps(["w0", "w1"]))
+    store.add("gen", 1)
+    me = SimpleNamespace(store=store, gen=1, out=tmp_path, wid="w0")
+    assert Worker._await_member(me, "w3", 0.3) == 1  # type: ignore[arg-type]
+    assert _events(tmp_path)[0]["event"] == "rejoin_not_seen"
+    store.set("members/2", json.dumps(["w0", "w1", "w3"]))
+    store.add("gen", 1)
+    assert Worker._await_member(me, "w3", 5.0) == 2  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("algorithm", ["diloco", "streaming"])
@@ -76,6 +115,7 @@ def test_resume_is_bitwise_identical(tmp_path: Path, algorithm: str) -> None:
         "fragments": 2,
         "overlap_steps": 1,
         "topk_fraction": 0.05,
+        "run_timeout_s": 120,
     }
     full, part = tmp_path / "full", tmp_path / "part"
     assert run_local(TestbedConfig(**kw), full)["completed"]
@@ -128,6 +168,8 @@ def test_cli_train_and_report(tmp_path: Path) -> None:
             str(out),
             "--data",
             CORPUS[0],
+            "--run-timeout",
+            "120",
         ],
     )
     assert res.exit_code == 0, res.output

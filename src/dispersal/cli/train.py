@@ -53,6 +53,9 @@ def train(
     corrupt: Annotated[list[str] | None, typer.Option(help="wN@stepS: damage a payload on the wire.")] = None,
     faults: Annotated[Path | None, typer.Option(help="File of fault specs, one per line.")] = None,
     report: Annotated[Path | None, typer.Option(help="Only plot DIR's metrics to PNG and exit.")] = None,
+    run_timeout: Annotated[
+        float, typer.Option("--run-timeout", help="Seconds; the whole run is stopped after this.")
+    ] = 3600.0,
 ) -> None:
     """Train a small GPT with several workers over an emulated WAN; break them on purpose; count bytes."""
     try:
@@ -98,6 +101,7 @@ def train(
         stop_after_rounds=stop_after,
         eval_every=eval_every,
         faults=tuple(specs),
+        run_timeout_s=run_timeout,
     )
     for f in FaultPlan.parse(cfg.faults).faults:
         if int(f.worker[1:]) >= cfg.workers:

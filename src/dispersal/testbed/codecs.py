@@ -60,7 +60,8 @@ class NoneCodec:
     name = "none"
 
     def encode(self, x: Tensor) -> Tensor:
-        return _as_bytes(x.detach().float().clone())
+        """May alias ``x`` (no copy): callers pass a fresh vector and frame it (a copy) right away."""
+        return _as_bytes(x.detach().float())
 
     def decode(self, payload: Tensor, numel: int) -> Tensor:
         return payload.view(torch.float32)[:numel].clone()

@@ -114,6 +114,9 @@ class TestbedConfig:
     collective_timeout_s: float = 10.0
     heartbeat_timeout_s: float = 3.0
     run_timeout_s: float = 3600.0
+    """Hard bound on the whole run: the supervisor kills every worker after it."""
+    rejoin_timeout_s: float = 60.0
+    """How long the group holds a round boundary for a planned rejoin before going on without it."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -145,6 +148,8 @@ class TestbedConfig:
         require(self.link_up_bits_per_s > 0 and self.link_down_bits_per_s > 0, "link", "rates must be > 0")
         require(self.link_latency_s >= 0 and self.link_jitter_s >= 0, "link", "latency and jitter >= 0")
         require(self.collective_timeout_s > 0, "collective-timeout", "must be > 0 s")
+        require(self.run_timeout_s > 0, "run-timeout", "must be > 0 s")
+        require(self.rejoin_timeout_s >= 0, "rejoin-timeout", "must be >= 0 s")
         if self.algorithm == "streaming":
             require(self.fragments >= 1, "fragments", f"an integer >= 1, got {self.fragments}")
             require(

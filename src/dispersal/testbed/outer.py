@@ -41,30 +41,39 @@ class NesterovOuter:
         self.buf = state["buf"].clone()
 
 
-def flat_params(model: nn.Module) -> Tensor:
-    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
+Params = nn.Module | list[nn.Parameter]
 
 
-def set_flat_params(model: nn.Module, flat: Tensor) -> None:
+def _params(model: Params) -> list[nn.Parameter]:
+    """The parameter list (a cached list avoids walking the module tree at every step)."""
+    return model if isinstance(model, list) else list(model.parameters())
+
+
+def flat_params(model: Params) -> Tensor:
+    return torch.cat([p.detach().reshape(-1) for p in _params(model)])
+
+
+def set_flat_params(model: Params, flat: Tensor) -> None:
     """Copy ``flat`` into the parameters. (``vector_to_parameters`` would make them *views* of ``flat``,
     so later inner steps would silently rewrite the global weights too.)"""
     offset = 0
     with torch.no_grad():
-        for p in model.parameters():
+        for p in _params(model):
             n = p.numel()
             p.copy_(flat[offset : offset + n].view_as(p))
             offset += n
 
 
-def flat_grads(model: nn.Module) -> Tensor:
-    return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
+def flat_grads(model: Params) -> Tensor:
+    return torch.cat([p.grad.reshape(-1) for p in _params(model)])
 
 
-def set_flat_grads(model: nn.Module, flat: Tensor) -> None:
+def set_flat_grads(model: Params, flat: Tensor) -> None:
+    """Gradients become views of ``flat`` (no copy): the caller hands over a fresh tensor it no longer uses."""
     offset = 0
-    for p in model.parameters():
+    for p in _params(model):
         n = p.numel()
-        p.grad = flat[offset : offset + n].view_as(p).clone()
+        p.grad = flat[offset : offset + n].view_as(p)
         offset += n
 
 

@@ -179,11 +179,23 @@ def run_local(
                 coord.mark_dead(w, incarnation[w])
         step = _progress(store, cfg.worker_ids)
         for f in list(rejoins):
-            if step >= f.step and procs[f.worker].poll() is not None and not store.check(["finished"]):
+            # Start the replacement as soon as the old process is gone, as a warm standby: it loads
+            # torch, the model and the data now and registers only when the group reaches f.step (the
+            # group holds that boundary for it, at most rejoin_timeout_s). Waiting for the group to
+            # reach f.step before even starting it would make the group wait for process start-up,
+            # and if the group never got there (a stall) the replacement would never be started.
+            if procs[f.worker].poll() is not None and not store.check(["finished"]):
                 incarnation[f.worker] += 1
-                procs[f.worker] = _spawn(cfg_path, out, f.worker, store.port, incarnation[f.worker], False)
+                procs[f.worker] = _spawn(
+                    cfg_path, out, f.worker, store.port, incarnation[f.worker], False, join_at_step=f.step
+                )
                 log_event(
-                    out, worker=f.worker, event="restarted", step=step, incarnation=incarnation[f.worker]
+                    out,
+                    worker=f.worker,
+                    event="restarted",
+                    step=step,
+                    join_at_step=f.step,
+                    incarnation=incarnation[f.worker],
                 )
                 rejoins.remove(f)
         if on_progress:

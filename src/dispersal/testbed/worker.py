@@ -66,7 +66,9 @@ def check_payload(payload: torch.Tensor, crc: int, codec: Any, numel: int) -> tu
         v = codec.decode(payload, numel)
     except (ValueError, RuntimeError) as exc:
         return None, f"undecodable: {exc}"
-    if not torch.isfinite(v).all():
+    # If the sum is finite, every value is (a NaN or an unmatched inf would make it non-finite);
+    # only when it is not (or on overflow) look at every value.
+    if not torch.isfinite(v.sum()) and not torch.isfinite(v).all():
         return None, "non-finite"
     return v, ""
 
@@ -110,8 +112,9 @@ class Worker:
         torch.manual_seed(cfg.seed)  # same initial weights everywhere (rank 0 broadcasts them anyway)
         gcfg = GPTConfig(n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd, block_size=cfg.block_size)
         self.model = GPT(gcfg)
+        self.params = list(self.model.parameters())  # walked every step: cache the list once
         self.opt = configure_adamw(self.model, cfg.inner_lr, cfg.weight_decay)
-        self.global_flat = flat_params(self.model)
+        self.global_flat = flat_params(self.params)
         self.numel = self.global_flat.numel()
         self.outer = NesterovOuter(self.numel, cfg.outer_lr, cfg.outer_momentum)
         self.frags = fragment_indices(self.model, cfg.fragments) if cfg.algorithm == "streaming" else None
@@ -135,6 +138,13 @@ class Worker:
         self.pending: dict[str, Any] | None = None  # streaming: a fragment merge waiting for tau steps
         self.gen, self.members, self.rank = 0, [self.wid], 0
         self.rejected_total = 0
+        self.kill_steps = set(self.plan.kill_steps(self.wid))
+        self.straggles = bool(self.plan.of("straggle", self.wid))
+        # Store round trips are rate-limited on the hot path (one per step would cost ~5 % with ddp).
+        self._gen_seen, self._gen_polled = 0, -1e9
+        self._progress_set = -1e9
+        self.train_wall_s = 0.0  # inner steps + syncs, without validation and checkpoint writes
+        self._excluded_s = 0.0
 
     # ------------------------------------------------------------------ membership
     def form_group(self, min_gen: int, mode: str) -> bool:
@@ -175,10 +185,21 @@ class Worker:
                 mode = "join" if mode == "join" else "failure"
                 continue
             log_event(
-                self.out, worker=self.wid, event="joined", generation=g, members=members, round=self.round
+                self.out,
+                worker=self.wid,
+                event="joined",
+                generation=g,
+                members=members,
+                round=self.round,
+                state_crc=self._state_crc(),
             )
             return True
         raise RuntimeError(f"{self.wid}: no stable group after {MAX_REFORMS} generations")
+
+    def _state_crc(self) -> int:
+        """CRC32 of the global weights and the outer momentum: equal on every member after a (re)join."""
+        g = self.global_flat if self.cfg.algorithm != "ddp" else flat_params(self.params)
+        return zlib.crc32(self.outer.buf.numpy(), zlib.crc32(g.numpy()))
 
     def _wait_for_generation(self, min_gen: int) -> tuple[int, list[str]] | None:
         deadline = time.monotonic() + self.cfg.run_timeout_s
@@ -196,18 +217,20 @@ class Worker:
             time.sleep(0.01)
         raise TimeoutError(f"{self.wid}: no generation >= {min_gen} within run_timeout_s")
 
-    def _membership_broken(self) -> bool:
-        """A newer generation that drops one of our members means someone died: stop waiting for them."""
+    def _membership_broken(self, gen: int, members: list[str]) -> bool:
+        """A generation newer than ``gen`` that drops one of ``members`` means someone died: stop waiting."""
         g = self.store.add("gen", 0)
-        if g <= self.gen:
+        if g <= gen:
             return False
         newer = json.loads(self.store.get(f"members/{g}"))
-        return not set(self.members) <= set(newer)
+        return not set(members) <= set(newer)
 
-    def _barrier(self, key: str, members: list[str]) -> bool:
-        """Store barrier: wait until every member arrived, giving up if the membership breaks."""
+    def _barrier(self, key: str, members: list[str], gen: int | None = None) -> bool:
+        """Store barrier of ``members`` (of generation ``gen``, default the current one): wait until every
+        member arrived, giving up if a newer generation drops one of them (bounded by run_timeout_s)."""
         if len(members) == 1:
             return True
+        gen = self.gen if gen is None else gen
         if self.store.add(key, 1) >= len(members):
             self.store.set(key + "/go", "1")
             return True
@@ -217,19 +240,21 @@ class Worker:
                 self.store.wait([key + "/go"], timedelta(seconds=0.2))
                 return True
             except Exception:
-                if self._membership_broken() or self.store.check(["finished"]):
+                if self._membership_broken(gen, members) or self.store.check(["finished"]):
                     return False
         return False
 
     def _rendezvous(self, g: int, members: list[str]) -> bool:
-        return self._barrier(f"rdv/{g}", members)
+        # Judged against generation g's own member list: comparing with the old group (which still
+        # lists the dead worker) would make a survivor leave the rendezvous its peers then wait for.
+        return self._barrier(f"rdv/{g}", members, gen=g)
 
     def _transfer_state(self) -> dict[str, Any]:
         return {
             "round": self.round,
             "tokens": self.tokens,
             "stats": self.stats,
-            "global": self.global_flat if self.cfg.algorithm != "ddp" else flat_params(self.model),
+            "global": self.global_flat if self.cfg.algorithm != "ddp" else flat_params(self.params),
             "outer": self.outer.state_dict(),
             "inner": self.opt.state_dict(),
         }
@@ -246,7 +271,7 @@ class Worker:
         self.global_flat = s["global"].clone()
         self.outer.load_state_dict(s["outer"])
         if self.cfg.algorithm == "ddp" or reset_local:
-            set_flat_params(self.model, self.global_flat)
+            set_flat_params(self.params, self.global_flat)
             self.pending = None
         if self.cfg.algorithm == "ddp" or mode == "join":
             self.opt.load_state_dict(s["inner"])
@@ -268,8 +293,8 @@ class Worker:
         charge each other's time slices), wall time with --realtime."""
         return time.perf_counter() if self.cfg.realtime else time.thread_time()
 
-    def _inner_step(self, step: int) -> float:
-        """One forward/backward (+ AdamW step unless ddp); returns the loss. Compute time is charged."""
+    def _inner_step(self, step: int) -> torch.Tensor:
+        """One forward/backward (+ AdamW step unless ddp); returns the (detached) loss. Compute is charged."""
         t0 = self._now()
         x, y = self.train.batch(self.cfg.seed, self.index, step)
         _, loss = self.model(x, y)
@@ -277,18 +302,18 @@ class Worker:
         if self.cfg.algorithm != "ddp":
             self._adamw_step(step)
         self._charge_compute(self._now() - t0, step)
-        return float(loss.item())
+        return loss.detach()
 
     def _adamw_step(self, step: int) -> None:
         lr = lr_at(step, self.cfg.steps, self.cfg.inner_lr, self.cfg.warmup_steps)
         for group in self.opt.param_groups:
             group["lr"] = lr
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(self.params, 1.0)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
 
     def _charge_compute(self, seconds: float, step: int) -> None:
-        factor = self.plan.straggle_factor(self.wid, step)
+        factor = self.plan.straggle_factor(self.wid, step) if self.straggles else 1.0
         if factor > 1 and self.cfg.realtime:
             time.sleep(seconds * (factor - 1))
         c = self.link.counters
@@ -297,11 +322,10 @@ class Worker:
 
     def _maybe_get_killed(self, step: int) -> None:
         """At a planned kill step, tell the supervisor and wait for its SIGKILL (bounded)."""
-        if step in self.plan.kill_steps(self.wid) and self.incarnation == 0:
+        if step in self.kill_steps and self.incarnation == 0:
             log_event(self.out, worker=self.wid, event="awaiting_kill", step=step)
             self.store.set(f"killme/{self.wid}", str(step))
-            for _ in range(600):
-                time.sleep(0.1)
+            time.sleep(60.0)
             sys.exit(3)  # nobody killed us: fail loudly rather than continue
 
     def _merge_pending(self) -> None:
@@ -313,17 +337,17 @@ class Worker:
         self.link.wait(wait)
         c.comm_exposed_s += wait
         c.clock_s += wait
-        local = flat_params(self.model)
+        local = flat_params(self.params)
         local[idx] = a * local[idx] + (1 - a) * self.global_flat[idx]
-        set_flat_params(self.model, local)
+        set_flat_params(self.params, local)
         self.pending = None
 
     # ------------------------------------------------------------------ sync
     def _update_vector(self) -> tuple[torch.Tensor, torch.Tensor | None, int]:
         """What this round sends: gradient (ddp), pseudo-gradient of all params (diloco) or one fragment."""
         if self.cfg.algorithm == "ddp":
-            return flat_grads(self.model), None, 0
-        delta = self.global_flat - flat_params(self.model)  # pseudo-gradient, DiLoCo Alg. 1
+            return flat_grads(self.params), None, 0
+        delta = self.global_flat - flat_params(self.params)  # pseudo-gradient, DiLoCo Alg. 1
         if self.frags is None:
             return delta, None, 0
         p = self.round % self.cfg.fragments
@@ -342,7 +366,7 @@ class Worker:
         header = torch.zeros(HEADER_LEN, dtype=torch.float64)
         header[H_CRC], header[H_GEN], header[H_ARRIVAL], header[H_LOSS] = (
             crc,
-            self.store.add("gen", 0),
+            self._published_gen(),
             arrival,
             loss,
         )
@@ -350,6 +374,21 @@ class Worker:
         header[H_SENT], header[H_RECV], header[H_INDEX] = c.bytes_sent, c.bytes_received, self.index
         self._rng = rng
         return torch.cat([header.view(torch.uint8), payload])
+
+    def _published_gen(self) -> int:
+        """The newest published generation, read from the store at most every 0.5 s. Members agree on
+        when to re-form through the maximum over the exchanged headers, so staleness only delays it."""
+        now = time.monotonic()
+        if now - self._gen_polled > 0.5:
+            self._gen_seen, self._gen_polled = self.store.add("gen", 0), now
+        return self._gen_seen
+
+    def _set_progress(self, force: bool = False) -> None:
+        """progress/<w> = inner steps done (for the supervisor and standby joiners), rate-limited."""
+        now = time.monotonic()
+        if force or now - self._progress_set > 0.25:
+            self.store.set(f"progress/{self.wid}", str(self.round * self.cfg.round_steps))
+            self._progress_set = now
 
     def _exchange(self, frame: torch.Tensor) -> list[torch.Tensor] | None:
         """Barrier then all_gather; None on any error (the round is dropped)."""
@@ -401,7 +440,7 @@ class Worker:
             infos.append(info)
         if not valid:
             return None, infos
-        avg = torch.stack(valid).sum(0) / len(valid)
+        avg = valid[0] if len(valid) == 1 else torch.stack(valid).sum(0) / len(valid)
         return avg, infos
 
     def _sync(self, first_step: int, loss: float) -> tuple[bool, int]:
@@ -413,10 +452,15 @@ class Worker:
             return False, self.gen
         avg, infos = self._average(frames, update.numel(), ci)
         up_bytes = frame.numel() - HEADER_BYTES + CRC_BYTES
-        down = self.codecs[ci].encode_average(avg) if avg is not None else torch.zeros(0, dtype=torch.uint8)
-        down_bytes = down.numel() + CRC_BYTES
-        if avg is not None:
-            avg = self.codecs[ci].decode(down, update.numel())  # what the relay's download carries
+        codec = self.codecs[ci]
+        if avg is None:
+            down_bytes = CRC_BYTES
+        elif codec.name == "none":  # fp32 round-trips exactly: only the size matters
+            down_bytes = codec.nbytes(update.numel()) + CRC_BYTES
+        else:
+            down = codec.encode_average(avg)
+            down_bytes = down.numel() + CRC_BYTES
+            avg = codec.decode(down, update.numel())  # what the relay's download carries
         c = self.link.counters
         done = relay_finish_s(
             [i["header"][H_ARRIVAL] for i in infos], self.link.download_s(down_bytes, self._rng)
@@ -426,7 +470,7 @@ class Worker:
         c.messages += 1
         if self.cfg.algorithm == "ddp":
             if avg is not None:
-                set_flat_grads(self.model, avg)
+                set_flat_grads(self.params, avg)
                 t0 = self._now()
                 self._adamw_step(first_step)
                 self._charge_compute(self._now() - t0, first_step)
@@ -443,7 +487,7 @@ class Worker:
             c.comm_exposed_s += wait
             c.clock_s = max(c.clock_s, done)
             if self.cfg.algorithm == "diloco":
-                set_flat_params(self.model, self.global_flat)
+                set_flat_params(self.params, self.global_flat)
         self._record(infos, up_bytes, down_bytes)
         return True, max(int(i["header"][H_GEN]) for i in infos)
 
@@ -464,13 +508,21 @@ class Worker:
     @torch.no_grad()
     def evaluate(self) -> float:
         """Mean loss of the global weights on fixed validation batches (same for every run and seed)."""
-        local = flat_params(self.model)
-        set_flat_params(self.model, self.global_flat if self.cfg.algorithm != "ddp" else local)
+        t0 = time.perf_counter()
+        try:
+            return self._evaluate()
+        finally:
+            self._excluded_s += time.perf_counter() - t0
+
+    @torch.no_grad()
+    def _evaluate(self) -> float:
+        local = flat_params(self.params)
+        set_flat_params(self.params, self.global_flat if self.cfg.algorithm != "ddp" else local)
         losses = []
         for i in range(self.cfg.eval_batches):
             x, y = self.val.batch(12345, 0, i)
             losses.append(float(self.model(x, y)[1].item()))
-        set_flat_params(self.model, local)
+        set_flat_params(self.params, local)
         return sum(losses) / len(losses)
 
     def _log_round(self, r: int, final: bool) -> None:
@@ -501,7 +553,7 @@ class Worker:
     def _worker_state(self) -> dict[str, Any]:
         c = self.link.counters
         return {
-            "model": flat_params(self.model),
+            "model": flat_params(self.params),
             "inner": self.opt.state_dict(),
             "codecs": [getattr(k, "state_dict", dict)() for k in self.codecs],
             "counters": dict(vars(c)),
@@ -529,7 +581,7 @@ class Worker:
         wfile = d / f"{self.wid}.pt"
         if wfile.exists():
             w = checkpoint.load(wfile)
-            set_flat_params(self.model, w["model"])
+            set_flat_params(self.params, w["model"])
             self.opt.load_state_dict(w["inner"])
             for codec, st in zip(self.codecs, w["codecs"], strict=True):
                 if st:
@@ -538,7 +590,7 @@ class Worker:
                 setattr(self.link.counters, k, v)
             self.pending = w["pending"]
         else:
-            set_flat_params(self.model, self.global_flat)
+            set_flat_params(self.params, self.global_flat)
             self.opt.load_state_dict(g["inner"])
 
     # ------------------------------------------------------------------ main loop
@@ -551,22 +603,25 @@ class Worker:
             done = [
                 int(self.store.get(f"progress/{w}"))
                 for w in self.cfg.worker_ids
-                if self.store.check([f"progress/{w}"])
+                if w != self.wid and self.store.check([f"progress/{w}"])
             ]
             if max(done, default=0) >= step:
                 return True
-            time.sleep(0.02)
+            time.sleep(0.05)
         return False
 
-    def _await_member(self, worker: str, timeout_s: float = 60.0) -> int:
-        """Wait (bounded) until a published generation lists ``worker``; returns that generation."""
+    def _await_member(self, worker: str, timeout_s: float) -> int:
+        """Wait (bounded) until a published generation lists ``worker``; returns that generation, or the
+        current one if it does not come (the run goes on without it)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             g = self.store.add("gen", 0)
             if g > self.gen and worker in json.loads(self.store.get(f"members/{g}")):
                 return g
+            if self.store.check(["finished"]):
+                break
             time.sleep(0.02)
-        log_event(self.out, worker=self.wid, event="rejoin_not_seen", awaited=worker)
+        log_event(self.out, worker=self.wid, event="rejoin_not_seen", awaited=worker, waited_s=timeout_s)
         return self.gen
 
     def run(self, resume: bool, join_at_step: int = 0) -> None:
@@ -575,6 +630,8 @@ class Worker:
             self._resume()
         if join_at_step and not self._wait_until_step(join_at_step):
             return
+        if self.incarnation > 0:
+            log_event(self.out, worker=self.wid, event="join_requested", incarnation=self.incarnation)
         self.store.set(f"joinreq/{self.wid}", str(self.incarnation))
         if not self.form_group(min_gen=1, mode="join" if self.incarnation > 0 else "start"):
             return
@@ -585,28 +642,35 @@ class Worker:
             stop = min(stop, self.round + self.cfg.stop_after_rounds)
         k = self.cfg.round_steps
         rejoins = [f for f in self.plan.of("rejoin") if f.step > self.round * k]
+        t_loop = time.perf_counter()
         while self.round < stop:
             for f in list(rejoins):
-                # The plan says this worker is back by now: hold the round boundary until it is in.
+                # The plan says this worker is back by now: hold the round boundary until it is in
+                # (bounded by rejoin_timeout_s: a worker that never comes back does not hang the run).
                 if f.step <= self.round * k:
                     rejoins.remove(f)
-                    g = self._await_member(f.worker) if f.worker not in self.members else self.gen
+                    if f.worker in self.members:
+                        continue
+                    self._set_progress(force=True)  # the standby joiner waits for this step
+                    t_hold = time.perf_counter()
+                    g = self._await_member(f.worker, self.cfg.rejoin_timeout_s)
                     if g > self.gen:
                         self.form_group(min_gen=g, mode="grow")
+                    self._excluded_s += time.perf_counter() - t_hold
             r, first = self.round, self.round * k
-            losses = []
+            loss_sum = torch.zeros(())
             for s in range(k):
                 self._maybe_get_killed(first + s)
                 if self.pending is not None and s == self.cfg.overlap_steps:
                     self._merge_pending()
-                losses.append(self._inner_step(first + s))
-            ok, seen_gen = self._sync(first, sum(losses) / len(losses))
+                loss_sum += self._inner_step(first + s)
+            ok, seen_gen = self._sync(first, loss_sum.item() / k)
             self.round += 1
-            self.store.set(f"progress/{self.wid}", str(self.round * k))
+            self._set_progress(force=not ok or self.round == stop)
             if not ok:
                 # Drop the round: back to the global weights, then re-form the group without the failed peer.
                 if self.cfg.algorithm != "ddp":
-                    set_flat_params(self.model, self.global_flat)
+                    set_flat_params(self.params, self.global_flat)
                 self.opt.zero_grad(set_to_none=True)
                 self.pending = None
                 self.store.set(f"failed/{self.gen}/{self.wid}", "1")
@@ -618,9 +682,12 @@ class Worker:
                 self._log_round(r, final)
             every = self.cfg.checkpoint_every
             if final or self.round == stop or (every and self.round % every == 0):
+                t_ck = time.perf_counter()
                 self._checkpoint()
+                self._excluded_s += time.perf_counter() - t_ck
             if seen_gen > self.gen and self.round < stop:
                 self.form_group(min_gen=seen_gen, mode="grow")
+        self.train_wall_s = time.perf_counter() - t_loop - self._excluded_s
         self._finish(completed=self.round == self.cfg.rounds)
 
     def _finish(self, completed: bool) -> None:
@@ -680,6 +747,7 @@ class Worker:
                 "exposed_comm_s_per_worker": {w: s["exposed_s"] for w, s in sorted(self.stats.items())},
                 "utilisation": {w: _util(s) for w, s in sorted(self.stats.items())},
                 "final_members": self.members,
+                "train_wall_s": self.train_wall_s,
                 "generation": self.gen,
                 "payload_bytes_per_sync": self.codecs[0].nbytes(
                     self.numel if self.frags is None else self.frags[0].numel()
