@@ -70,11 +70,56 @@ def fit_size(curve: ScalingCurve, c: np.ndarray, h: np.ndarray, m: np.ndarray, e
         i, j = np.unravel_index(int(np.argmin(res)), res.shape)
         return float(ag[i]), float(bg[j])
 
-    bg0 = np.linspace(-0.2, 0.6, 81) if has_m else np.zeros(1)
-    a0, b0 = search(np.linspace(-0.5, 0.9, 141), bg0)
-    bg1 = np.linspace(b0 - 0.01, b0 + 0.01, 41) if has_m else np.zeros(1)
-    a1, b1 = search(np.linspace(a0 - 0.01, a0 + 0.01, 41), bg1)
+    # beta_0 matters on a log scale (near the irreducible loss a tiny loss change is much compute):
+    # a symmetric log grid first, then three zooms around the best cell.
+    pos = np.geomspace(1e-5, 0.6, 200)
+    bg = np.concatenate([-pos[::-1][:120], [0.0], pos]) if has_m else np.zeros(1)
+    ag = np.linspace(-0.5, 0.9, 141)
+    a1, b1 = search(ag, bg)
+    def obj(v: np.ndarray) -> float:
+        pred = _predict(curve, c, h, m, np.asarray(v[0]), np.asarray(v[1] if has_m else 0.0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = float(np.sum((le - np.log(pred)) ** 2))
+        return r if math.isfinite(r) else math.inf
+
+    step = np.array([0.01, max(abs(b1) * 0.2, 1e-4)])
+    a1, b1 = (float(x) for x in nelder_mead(obj, np.array([a1, b1]), step, fixed_second=not has_m))
     return a1, (b1 if has_m else math.nan)
+
+
+def nelder_mead(f: Any, x0: np.ndarray, step: np.ndarray, *, fixed_second: bool = False,
+                iters: int = 300, tol: float = 1e-12) -> np.ndarray:
+    """Minimise f over 2 variables (or only the first) with the Nelder-Mead simplex (no SciPy)."""
+    if fixed_second:
+        best = nelder_mead(lambda v: f(np.array([v[0], x0[1]])), x0[:1], step[:1], iters=iters, tol=tol)
+        return np.array([best[0], x0[1]])
+    n = x0.size
+    simplex = [x0.astype(float)] + [x0 + np.eye(n)[i] * step[i] for i in range(n)]
+    vals = [f(x) for x in simplex]
+    for _ in range(iters):
+        order = np.argsort(vals)
+        simplex = [simplex[i] for i in order]
+        vals = [vals[i] for i in order]
+        if abs(vals[-1] - vals[0]) < tol and np.max(np.abs(simplex[-1] - simplex[0])) < 1e-9:
+            break
+        centroid = np.mean(simplex[:-1], axis=0)
+        xr = centroid + (centroid - simplex[-1])
+        fr = f(xr)
+        if fr < vals[0]:
+            xe = centroid + 2 * (centroid - simplex[-1])
+            fe = f(xe)
+            simplex[-1], vals[-1] = (xe, fe) if fe < fr else (xr, fr)
+        elif fr < vals[-2]:
+            simplex[-1], vals[-1] = xr, fr
+        else:
+            xc = centroid + 0.5 * (simplex[-1] - centroid)
+            fc = f(xc)
+            if fc < vals[-1]:
+                simplex[-1], vals[-1] = xc, fc
+            else:
+                simplex = [simplex[0]] + [simplex[0] + 0.5 * (x - simplex[0]) for x in simplex[1:]]
+                vals = [vals[0]] + [f(x) for x in simplex[1:]]
+    return simplex[int(np.argmin(vals))]
 
 
 def fit_alpha_of_size(p: np.ndarray, alpha: np.ndarray) -> tuple[float, float]:
