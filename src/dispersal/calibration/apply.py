@@ -20,11 +20,11 @@ def planner_params(params: ModelParams) -> Iterator[None]:
     """Within the block, countermeasures' planner calls use ``params``."""
     from dispersal.model import countermeasures, planner
 
-    original = countermeasures.plan
+    original = countermeasures.plan  # type: ignore[attr-defined]
     countermeasures._plan_cached.cache_clear()
-    countermeasures.plan = functools.partial(planner.plan, params=params)  # type: ignore[assignment]
+    countermeasures.plan = functools.partial(planner.plan, params=params)  # type: ignore[attr-defined]
     try:
         yield
     finally:
-        countermeasures.plan = original  # type: ignore[assignment]
+        countermeasures.plan = original  # type: ignore[attr-defined]
         countermeasures._plan_cached.cache_clear()

@@ -119,7 +119,7 @@ def nelder_mead(f: Any, x0: np.ndarray, step: np.ndarray, *, fixed_second: bool 
             else:
                 simplex = [simplex[0]] + [simplex[0] + 0.5 * (x - simplex[0]) for x in simplex[1:]]
                 vals = [vals[0]] + [f(x) for x in simplex[1:]]
-    return simplex[int(np.argmin(vals))]
+    return np.asarray(simplex[int(np.argmin(vals))], dtype=np.float64)
 
 
 def fit_alpha_of_size(p: np.ndarray, alpha: np.ndarray) -> tuple[float, float]:

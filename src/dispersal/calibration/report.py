@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import itertools
 import math
 import platform
@@ -14,6 +15,7 @@ import numpy as np
 
 from dispersal import __version__
 from dispersal.calibration import fit as F
+from dispersal.calibration.effective import efficiency
 from dispersal.calibration.tomlio import SCHEMA_VERSION, dumps, params_from_mapping
 from dispersal.model.params import DEFAULT_PARAMS, ModelParams
 
@@ -26,13 +28,13 @@ def published_alpha(p: float, mp: ModelParams = DEFAULT_PARAMS) -> float:
 
 
 def published_beta0(p: float, mp: ModelParams = DEFAULT_PARAMS) -> float:
-    return mp.replica_beta_coeff * p ** -mp.replica_beta_exponent
+    return float(mp.replica_beta_coeff * p ** -mp.replica_beta_exponent)
 
 
 def published_eta_comp(codec: str) -> float:
     from dispersal.model.efficiency import eta_comp
 
-    return float(eta_comp(F.codec_ratio(codec), CODEC_EF[codec], 1, DEFAULT_PARAMS))
+    return float(np.asarray(eta_comp(F.codec_ratio(codec), CODEC_EF[codec], 1, DEFAULT_PARAMS)))
 
 
 def summarize(records: list[dict[str, Any]], n_boot: int = 200, seed: int = 0) -> dict[str, Any]:
@@ -47,7 +49,7 @@ def summarize(records: list[dict[str, Any]], n_boot: int = 200, seed: int = 0) -
         sp = F.spread([r["points"].get(key, math.nan) for r in reps])
         curve = c["curves"][size]
         runs = [r for r in good if F.point_key(r) == key]
-        per_seed = [float(F.efficiency(curve, float(np.mean(r["val_losses"])), r["flop"])) for r in runs]
+        per_seed = [float(efficiency(curve, float(np.mean(r["val_losses"])), r["flop"])) for r in runs]
         pub = math.nan
         if algo == "diloco":
             p = runs[0]["params"]
@@ -55,7 +57,7 @@ def summarize(records: list[dict[str, Any]], n_boot: int = 200, seed: int = 0) -
             eh = max(DEFAULT_PARAMS.eta_h_floor, 1 - a * math.log10(h))
             l1 = float(curve.loss(eh * runs[0]["flop"]))
             beta = published_beta0(p) * math.log(h) / math.log(DEFAULT_PARAMS.replica_reference_h)
-            pub = float(F.efficiency(curve, l1 * m**beta, runs[0]["flop"]))
+            pub = float(efficiency(curve, l1 * m**beta, runs[0]["flop"]))
             if codec != "none":
                 pub *= published_eta_comp(codec)
         points.append({
@@ -184,6 +186,22 @@ def calibration_toml(summary: dict[str, Any], meta: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------------------------------- plots
+def _alpha_law_ab(x: Any, a: float, b: float) -> Any:
+    return a / (1 + np.log10(x / 1e9) / b)
+
+
+def _beta_law_ab(x: Any, a: float, b: float) -> Any:
+    return a * x ** -b
+
+
+def _alpha_law(a: float, b: float) -> Any:
+    return functools.partial(_alpha_law_ab, a=a, b=b)
+
+
+def _beta_law(a: float, b: float) -> Any:
+    return functools.partial(_beta_law_ab, a=a, b=b)
+
+
 def plots(summary: dict[str, Any], folder: Path, prefix: str = "calibration_") -> list[Path]:
     import matplotlib
 
@@ -248,10 +266,10 @@ def plots(summary: dict[str, Any], folder: Path, prefix: str = "calibration_") -
     reps = summary["replicates"]
     fz = summary["fitted"]
     for ax, (name, pub, fn, key_a, key_b, keysz) in zip(axes[:2], (
-        ("alpha(P) in eta_H = 1 - alpha log10 H", lambda x: DEFAULT_PARAMS.eta_h_alpha0 / (1 + np.log10(x / 1e9) / DEFAULT_PARAMS.eta_h_size_scale),
-         lambda x, a, b: a / (1 + np.log10(x / 1e9) / b), "alpha0", "size_scale", "alpha"),
-        ("beta_0(P) in L_rep = M^beta (at H = 30)", lambda x: DEFAULT_PARAMS.replica_beta_coeff * x ** -DEFAULT_PARAMS.replica_beta_exponent,
-         lambda x, a, b: a * x ** -b, "beta_coeff", "beta_exponent", "beta0")), strict=True):
+        ("alpha(P) in eta_H = 1 - alpha log10 H", _alpha_law(DEFAULT_PARAMS.eta_h_alpha0, DEFAULT_PARAMS.eta_h_size_scale),
+         _alpha_law_ab, "alpha0", "size_scale", "alpha"),
+        ("beta_0(P) in L_rep = M^beta (at H = 30)", _beta_law(DEFAULT_PARAMS.replica_beta_coeff, DEFAULT_PARAMS.replica_beta_exponent),
+         _beta_law_ab, "beta_coeff", "beta_exponent", "beta0")), strict=True):
         pubv = pub(P)
         ax.plot(P, np.where((pubv > 0) & (pubv < 5), pubv, np.nan), "k--", label="published")
         a, b = fz[{"alpha0": "eta_h_alpha0", "beta_coeff": "replica_beta_coeff"}[key_a]], fz[{"size_scale": "eta_h_size_scale", "beta_exponent": "replica_beta_exponent"}[key_b]]
@@ -352,7 +370,7 @@ def meta_info(command: str, seeds: list[int], name: str = "cpu-small") -> dict[s
     try:
         import torch
 
-        tv = torch.__version__
+        tv = str(torch.__version__)
     except ImportError:  # analysis-only on a core install
         tv = "not installed"
     return {"name": name, "date": _dt.date.today().isoformat(), "command": command, "torch": tv,

@@ -132,7 +132,7 @@ def estimate_s(p: dict[str, Any], step_s: dict[str, float]) -> float:
     """Estimated seconds for a point: steps x measured seconds per global step, a per-worker
     overhead for the smaller per-worker batches, plus start-up and evaluation."""
     overhead = 1.25 * (1.0 + 0.06 * (p["workers"] - 1))  # 1.25: data, eval, two processes on two cores
-    return p["steps"] * step_s[p["size"]] * overhead + 5.0
+    return float(p["steps"] * step_s[p["size"]] * overhead + 5.0)
 
 
 def select(points: list[dict[str, Any]], done: set[str], budget_s: float | None, jobs: int,
@@ -184,13 +184,13 @@ def _measure(size: str, global_batch: int, data_dir: str) -> float:
     from dispersal.calibration.runner import make_config, measure_step_s
 
     cfg = make_config(point(size, "ddp", 1, 1, "none", 16, 0, "reference", global_batch, 0), SIZES)
-    return measure_step_s(cfg, Path(data_dir))
+    return float(measure_step_s(cfg, Path(data_dir)))
 
 
 def measure_step_times(sizes: list[str], global_batch: int, data_dir: Path) -> dict[str, float]:
     """Seconds per global step for each size, measured here (in a child process, one thread)."""
     with ProcessPoolExecutor(1) as ex:
-        return {s: ex.submit(_measure, s, global_batch, str(data_dir)).result() for s in sizes}
+        return {s: float(ex.submit(_measure, s, global_batch, str(data_dir)).result()) for s in sizes}
 
 
 def run_points(points: list[dict[str, Any]], out: Path, jobs: int,

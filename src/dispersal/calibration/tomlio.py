@@ -50,7 +50,7 @@ def params_from_mapping(data: dict[str, Any], prefix: str = "params") -> ModelPa
             width = TABLE_FIELDS[k]
             if not isinstance(v, list) or not v:
                 raise InputError(field, f"must be a non-empty list of rows of {width} numbers")
-            rows = []
+            rows: list[tuple[float, ...]] = []
             for i, row in enumerate(v):
                 if not isinstance(row, list) or len(row) != width:
                     raise InputError(f"{field}[{i}]", f"must be a row of {width} numbers, got {row!r}")
