@@ -133,3 +133,12 @@ def test_centralized_baseline_and_premium():
     evade = plan(1e25, mode="paper").best
     assert base.chips_per_node == 8 and base.compression_ratio == 1.0
     assert evade.cost_usd / base.cost_usd == pytest.approx(3.0, rel=0.05)
+
+
+def test_budget_caps_the_node_count_and_binds():
+    """max_cost_usd caps each node type's node count; a budget below the cheapest plan is the binding reason,
+    and the time objective finds a shorter run that fits a larger budget."""
+    tight = plan(1e25, mode="paper", constraints=Constraints(max_cost_usd=20e6))
+    assert not tight.feasible and "budget" in tight.reasons[0]
+    fast = plan(1e25, mode="paper", objective="time", constraints=Constraints(max_cost_usd=100e6))
+    assert fast.feasible and fast.best.cost_usd <= 100e6 and fast.best.days < 740

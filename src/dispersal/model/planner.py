@@ -290,6 +290,10 @@ class _Space:
         )
         self.evaluations = 0
         self.top_cache: Arr | None = None
+        # Largest node count per node type: max_nodes, and what the budget buys (cost = N x node cost).
+        budget_nodes = np.floor(c.max_cost_usd / self.node_cost * (1 + 1e-12)) if math.isfinite(c.max_cost_usd) \
+            else np.full(self.n_hw, float(c.max_nodes))
+        self.n_cap = np.clip(budget_nodes, 0.0, float(c.max_nodes))
 
     def combos_of(self, h: int) -> npt.NDArray[np.int64]:
         """Indices of hardware h's combos."""
@@ -367,14 +371,17 @@ def _final_at(space: _Space, hw: int, n: int, target: float, metric: Metric) -> 
 
 
 def _bisect(space: _Space, target: float, metric: Metric) -> dict[int, int]:
-    """The paper's search, for all hardware at once. Returns {hw index: N} for those that can meet."""
-    c = space.c
+    """The paper's search, for all hardware at once. Returns {hw index: N} for those that can meet.
+
+    The top of the range is max_nodes (the paper: 100,000), or fewer where the budget buys fewer nodes.
+    """
     out: dict[int, int] = {}
+    cap = np.maximum(space.n_cap, 1.0)
     one = _best_at(space, np.ones(space.n_hw), metric)
-    top = _best_at(space, np.full(space.n_hw, float(c.max_nodes)), metric)
+    top = _best_at(space, cap, metric)
     lo = np.full(space.n_hw, 2, dtype=np.int64)
-    hi = np.full(space.n_hw, c.max_nodes, dtype=np.int64)
-    active = (one < target) & (top >= target)
+    hi = cap.astype(np.int64)
+    active = (one < target) & (top >= target) & (space.n_cap >= 1)
     while np.any(active & (lo < hi)):
         mid = (lo + hi) // 2
         b = _best_at(space, mid.astype(np.float64), metric)
@@ -383,7 +390,7 @@ def _bisect(space: _Space, target: float, metric: Metric) -> dict[int, int]:
         hi = np.where(step & meets, mid, hi)
         lo = np.where(step & ~meets, mid + 1, lo)
     for h in range(space.n_hw):
-        if one[h] >= target:
+        if one[h] >= target and space.n_cap[h] >= 1:
             out[h] = 1
         elif active[h]:
             out[h] = int(lo[h])
@@ -422,7 +429,7 @@ def _exact(space: _Space, target: float, metric: Metric, upper: dict[int, int]) 
     n_lo = np.maximum(n_lo, np.where(sl > 0, 2.0 * group, np.where(stages > 1, 2.0 * stages, 1.0)))
     n_hi = np.where(stages > 1, w_hi * stages + stages - 1, w_hi)
     best_cost = min((upper[h] * space.node_cost[h] for h in upper), default=math.inf)
-    cap_hw = np.full(space.n_hw, float(c.max_nodes))
+    cap_hw = space.n_cap.copy()
     if math.isfinite(best_cost):
         cap_hw = np.minimum(cap_hw, np.floor(best_cost / space.node_cost) + 1)
     lo_all = np.maximum(n_lo, 1.0)
@@ -605,18 +612,22 @@ def _metric_value(o: PlanOption, met: Metric) -> float:
 
 def _why_not(space: _Space, h: int, target: float, met: Metric) -> str:
     if space.top_cache is None:
-        space.top_cache = _best_at(space, np.full(space.n_hw, float(space.c.max_nodes)), met)
+        space.top_cache = _best_at(space, np.maximum(space.n_cap, 1.0), met)
     best = float(space.top_cache[h])
+    n = int(space.n_cap[h])
+    if n < 1:
+        return "the budget does not buy one node"
     if not math.isfinite(best):
-        return (f"no configuration satisfies the constraints at {space.c.max_nodes:,} nodes "
-                "(memory, overtraining window or budget)")
-    return f"at most {best:.3g} FLOP {met.value} with {space.c.max_nodes:,} nodes in the time budget"
+        return f"no configuration satisfies the constraints at {n:,} nodes (memory or overtraining window)"
+    return f"at most {best:.3g} FLOP {met.value} with {n:,} nodes in the time budget"
 
 
 def _binding_reason(failures: dict[str, str], target: float, met: Metric, c: Constraints) -> str:
-    return (f"no hardware reaches {target:.3g} FLOP {met.value} within {c.max_duration_s / units.SECONDS_PER_DAY:.4g} "
-            f"days, {c.max_nodes:,} nodes and {units.format_bandwidth(min(c.bandwidth_up_bits_per_s, c.bandwidth_down_bits_per_s))} "
-            f"links (time budget / bandwidth bind); closest: "
+    days = c.max_duration_s / units.SECONDS_PER_DAY
+    link = units.format_bandwidth(min(c.bandwidth_up_bits_per_s, c.bandwidth_down_bits_per_s))
+    binds = (f"the budget ({units.format_money(c.max_cost_usd)}) binds" if math.isfinite(c.max_cost_usd)
+             else f"the time budget ({days:.4g} days) and the {link} links bind at {c.max_nodes:,} nodes")
+    return (f"no hardware reaches {target:.3g} FLOP {met.value}: {binds}; closest: "
             + "; ".join(f"{k}: {v}" for k, v in list(failures.items())[:3]))
 
 
