@@ -64,7 +64,8 @@ class NoneCodec:
         return _as_bytes(x.detach().float())
 
     def decode(self, payload: Tensor, numel: int) -> Tensor:
-        return payload.view(torch.float32)[:numel].clone()
+        """A view of ``payload`` (no copy): received frames are fresh buffers owned by the receiver."""
+        return payload.view(torch.float32)[:numel]
 
     def nbytes(self, numel: int) -> int:
         return 4 * numel
