@@ -65,6 +65,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3000, help="inner steps per worker for the quality runs")
     ap.add_argument("--out", type=Path, default=Path("runs/bench"))
     ap.add_argument("--model", default="tiny")
+    ap.add_argument("--overhead-steps", type=int, default=600, help="steps of each overhead run")
+    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions of the overhead runs")
     args = ap.parse_args()
     torch.set_num_threads(1)
     out, S, H, M = args.out, args.steps, 50, 4
@@ -165,7 +167,7 @@ def main() -> None:
     ]
 
     print("4. overhead: 1 worker, instant link vs plain PyTorch loop", flush=True)
-    S1, reps = 600, 3
+    S1, reps = args.overhead_steps, args.reps
     one = {"workers": 1, "steps": S1, "inner_steps": H, "model": args.model, "eval_every": 10**6, "seed": 0}
     ratios: dict[str, list[float]] = {"diloco": [], "ddp": []}
     tps_all: dict[str, list[float]] = {"plain": [], "diloco": [], "ddp": []}
