@@ -162,7 +162,8 @@ def register(app: typer.Typer) -> None:
         if sim is not None:
             table.add_column(f"DES ({sim.replications} x {sim.horizon_h:g} h)", justify="right")
         if lose_sites:
-            table.add_column(f"lose {lose_sites}/{sites} sites: time to target", justify="right")
+            # Each algorithm's target is its own no-loss useful work over the planned run.
+            table.add_column(f"lose {lose_sites}/{sites} sites: time to own target", justify="right")
             table.add_column("lost by plan end", justify="right")
             table.add_column("in budget", justify="center")
         for name in ALGORITHMS:
@@ -176,5 +177,10 @@ def register(app: typer.Typer) -> None:
                 row += [t, f"{o.lost_useful_fraction:.1%}", "yes" if o.finishes_within_budget else "no"]
             table.add_row(*row)
         Console().print(table)
+        if lose_sites:
+            typer.echo(
+                "Site loss: each algorithm's target is the useful work it would do over the planned run without "
+                "the loss; 'time to own target' and 'lost' compare it with itself, not across algorithms."
+            )
         if plot is not None:
             typer.echo(f"wrote {plot}")
