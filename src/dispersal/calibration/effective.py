@@ -3,8 +3,9 @@
 A DDP scaling curve L(C) = E + A C^-a is fitted to DDP runs of several lengths (same model, same
 global batch, each with its own full learning-rate schedule). A DiLoCo run that spent C_spent and
 reached loss L is worth C_DDP(L) = (A / (L - E))^(1/a) of DDP compute; eta = C_DDP(L) / C_spent.
-If the fit fails (fewer than 3 runs, or a non-physical fit) a monotone log-log interpolation of the
-measured points is used instead, extrapolated linearly in log-log at the ends.
+If the fit fails (fewer than 3 runs, a non-physical fit, or an rms residual above ``max_rms`` =
+0.003 nats, about the evaluation noise) a monotone log-log interpolation of the measured points is
+used instead (exact at the reference runs), extrapolated linearly in log-log at the ends.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ def _monotone(c: Arr, loss: Arr) -> tuple[Arr, Arr]:
     return cs, out
 
 
-def fit_scaling_curve(compute: npt.ArrayLike, loss: npt.ArrayLike) -> ScalingCurve:
+def fit_scaling_curve(compute: npt.ArrayLike, loss: npt.ArrayLike, max_rms: float = 0.003) -> ScalingCurve:
     """Fit L = E + A C^-a by grid search over (a, E) with A by least squares (no SciPy).
 
     ``compute`` may hold repeats (several seeds). Falls back to monotone interpolation when there are
@@ -134,7 +135,12 @@ def fit_scaling_curve(compute: npt.ArrayLike, loss: npt.ArrayLike) -> ScalingCur
         return fallback
     res, e, a_c, a_exp = best
     a_coeff = a_c * scale**a_exp  # A C^-a = a_c (C/scale)^-a
-    return ScalingCurve("power", e, a_coeff, a_exp, tuple(cs), tuple(ls), float(np.sqrt(res / c.size)))
+    rms = float(np.sqrt(res / c.size))
+    # The power law is used only when it passes through the measured runs within evaluation noise;
+    # otherwise (short runs with warmup are not on one power law) the monotone interpolation, which
+    # is exact at the reference runs, converts losses, and the power-law fit is kept for the record.
+    kind = "power" if rms <= max_rms else "interp"
+    return ScalingCurve(kind, e, a_coeff, a_exp, tuple(cs), tuple(ls), rms)
 
 
 def efficiency(curve: ScalingCurve, loss: npt.ArrayLike, compute_spent: npt.ArrayLike) -> Arr:

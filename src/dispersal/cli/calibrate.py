@@ -116,7 +116,7 @@ def calibrate_cmd(
             task = bar.add_task("calibration sweep", total=len(chosen))
 
             def on_done(rec: dict[str, object]) -> None:
-                bar.update(task, advance=1, description=f"{rec['key'].split('|seed')[0]} loss {rec['val_loss']:.3f}")  # type: ignore[union-attr]
+                bar.update(task, advance=1, description=f"{str(rec['key']).split('|seed')[0]} loss {rec['val_loss']:.3f}")
 
             deadline = None if budget_s is None else time.monotonic() + budget_s
             sweep.run_points(chosen, out, jobs, on_done, deadline=deadline)
@@ -132,10 +132,8 @@ def calibrate_cmd(
     toml_path = toml or out / "calibration.toml"
     atomic_write_text(toml_path, report.calibration_toml(summary, meta))
     from dispersal.calibration.tomlio import load_calibration
-    from dispersal.model.params import DEFAULT_PARAMS
-
     cal = load_calibration(toml_path)
-    h_pub, h_cal = report.headline(DEFAULT_PARAMS), report.headline(cal)
+    h_pub, h_cal = report.headline_variants(cal, list(summary["params"])), None
     con.print(report.tables_md(summary))
     for line in report.direction_checks(summary):
         con.print("direction: " + line)
