@@ -147,7 +147,8 @@ def calibrate_cmd(
         bench_path = bench or out / f"calibration_cpu_{_dt.date.today():%Y%m}_dev.md"
         written += report.write_docs(summary, meta, h_pub, h_cal, toml_path, docs or out, bench_path, {
             "results": str(results), "steps": steps, "global_batch": global_batch, "eval_batches": 32,
-            "budget": f"{budget_minutes} min" if budget_minutes else "none (full sweep)",
+            "budget": "n/a (--analyse-only: trains nothing)" if analyse_only
+            else (f"{budget_minutes} min" if budget_minutes else "none (full sweep)"),
             "wall_s": time.perf_counter() - t_start,
         })
     con.print("wrote: " + ", ".join(str(p) for p in written))
