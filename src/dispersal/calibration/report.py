@@ -567,9 +567,8 @@ Reproduce: `dispersal plan --target 1e25` and `dispersal plan --target 1e25 --ca
   so the measured penalties are upper-bound-ish.
 * **Compression**: top-k is the only error-feedback codec; the EF column rests on one ratio (25x) and
   is extrapolated in log10 C_r to the planner's 150x.
-* `dispersal counter --calibration`: the countermeasure analysis calls the planner without a params
-  argument (`countermeasures._plan_cached`); the CLI therefore applies the calibration by wrapping the
-  planner for that one command (`dispersal.calibration.apply.planner_params`).
+* `dispersal counter --calibration` passes the calibrated parameters to the evader's planner through
+  `countermeasures.Convention(params=...)`.
 """
     doc = docs_dir / "calibration.md"
     atomic_write_text(doc, body)

@@ -89,6 +89,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Each countermeasure lever and bundle: the evader's cheapest adapted run and P(detect)."""
+        from dispersal.calibration import load_calibration
         from dispersal.model import units
         from dispersal.model.countermeasures import Convention, analyse, default_bundles, levers, parse_bundle
         from dispersal.model.detection import default_detection_params
@@ -103,6 +104,7 @@ def register(app: typer.Typer) -> None:
             latency_s=units.parse_duration(latency, "latency"),
             chip_only=not capex,
             base_regime=regime,
+            **({"params": load_calibration(calibration)} if calibration is not None else {}),
         )
         overrides: dict[str, float] = {}
         for item in set_param or []:
@@ -121,14 +123,7 @@ def register(app: typer.Typer) -> None:
             wanted.append(parse_bundle(b).name)
         if not wanted:
             wanted = [*levers(), *default_bundles()]
-        if calibration is not None:
-            from dispersal.calibration import load_calibration
-            from dispersal.calibration.apply import planner_params
-
-            with planner_params(load_calibration(calibration)):
-                rows = analyse(tgt, wanted, convention=conv, detection_params=dp)
-        else:
-            rows = analyse(tgt, wanted, convention=conv, detection_params=dp)
+        rows = analyse(tgt, wanted, convention=conv, detection_params=dp)
         if plot is not None:
             _plot(rows, plot, f"{units.format_flop(tgt)} under {conv.base_regime}: {conv.describe()}")
         if json_out:

@@ -48,6 +48,7 @@ from dispersal.model.detection import (
     traffic_profile,
 )
 from dispersal.model.errors import InputError, require
+from dispersal.model.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.planner import Constraints, Plan, PlanOption, plan
 from dispersal.model.scenario import DEFAULT_REGIONAL_BITS_PER_S, Mode, max_chips_under
 
@@ -229,6 +230,8 @@ class Convention:
     search: str = "exact"
     base_regime: str = "treaty"
     hardware: tuple[str, ...] = ()
+    params: ModelParams = DEFAULT_PARAMS
+    """Published fits and heuristics the evader's planner uses (a calibration replaces them)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", Mode(self.mode).value)
@@ -267,8 +270,9 @@ class Convention:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "params"}
         d["hardware"] = list(self.hardware)
+        d["params"] = "published" if self.params == DEFAULT_PARAMS else self.params.to_dict()
         return d
 
 
@@ -457,7 +461,8 @@ def _plan_cached(target: float, regime_name: str, conv: Convention, bandwidth: f
         pp_bandwidth_bits_per_s=side,
     )
     return plan(
-        target, regime_name=regime_name, constraints=c, mode=conv.mode, metric=conv.metric, search=conv.search
+        target, regime_name=regime_name, constraints=c, mode=conv.mode, metric=conv.metric, search=conv.search,
+        params=conv.params,
     )
 
 
