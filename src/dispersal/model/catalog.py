@@ -14,6 +14,7 @@ from importlib import resources
 from typing import Any
 
 from dispersal.model.errors import InputError
+from dispersal.model.units import H100E_FLOP_PER_S
 
 
 def _load(name: str) -> dict[str, Any]:
@@ -45,7 +46,7 @@ class Accelerator:
     @property
     def h100_equivalents(self) -> float:
         """Dense FP16 FLOP/s / 990e12 (MIRI treaty proposal's H100-equivalence)."""
-        return self.dense_fp16_flop_per_s / 990e12
+        return self.dense_fp16_flop_per_s / H100E_FLOP_PER_S
 
     @property
     def memory_counted_by_hbm_rule(self) -> bool:

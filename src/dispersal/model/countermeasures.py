@@ -51,8 +51,8 @@ from dispersal.model.errors import InputError, require
 from dispersal.model.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.planner import Constraints, Plan, PlanOption, plan
 from dispersal.model.scenario import DEFAULT_REGIONAL_BITS_PER_S, Mode, max_chips_under
+from dispersal.model.units import H100E_FLOP_PER_S
 
-H100E_FLOP_PER_S = 990e12
 COLLATERAL_KINDS = ("none", "covered", "uplink", "registry")
 DAYS_PER_MONTH = 365.25 / 12
 

@@ -203,7 +203,7 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
     if not r["under_flop_cap"]:
         reasons.append(
             f"node over the {s.regime} covered-cluster rule: {r['node_h100_equivalents']:.2f} H100-equivalents "
-            f"> {x['cap_flop_per_s'] / 990e12:.0f}"
+            f"> {x['cap_flop_per_s'] / units.H100E_FLOP_PER_S:.0f}"
         )
     if not r["under_memory_cap"]:
         reasons.append(

@@ -21,6 +21,7 @@ import numpy.typing as npt
 from dispersal.model import chinchilla
 from dispersal.model.efficiency import eta_act, eta_comp, eta_h, straggler_factor
 from dispersal.model.params import ModelParams
+from dispersal.model.units import H100E_FLOP_PER_S
 
 Arr = npt.NDArray[np.float64]
 
@@ -341,7 +342,7 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
     straggler_s = exposed * (1.0 - 1.0 / f_sync)
     hidden_comm = np.minimum(t_sync, busy_step) * np.where(streaming, 1.0, 0.0) * n_cycles
 
-    node_h100e = g("node_fp16_flop_per_s") / 990e12
+    node_h100e = g("node_fp16_flop_per_s") / H100E_FLOP_PER_S
     cap_f, cap_m = g("cap_flop_per_s"), g("cap_memory_bytes")
     under_flop = (cap_f <= 0) | (g("node_fp16_flop_per_s") <= cap_f * (1.0 + 1e-12))
     under_mem = (cap_m <= 0) | (g("node_counted_memory_bytes") <= cap_m * (1.0 + 1e-12))

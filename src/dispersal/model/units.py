@@ -28,6 +28,9 @@ _SECONDS = {
 }
 
 SECONDS_PER_DAY = 86400.0
+#: One H100-equivalent: 990e12 dense FP16 FLOP/s (H100 SXM), the unit of the MIRI treaty proposal's
+#: covered-cluster rule (Scher et al. 2025, arXiv 2511.10783: 16 H100e = 15,840 TFLOP/s).
+H100E_FLOP_PER_S = 990e12
 SECONDS_PER_YEAR = 365.25 * 86400.0
 
 
