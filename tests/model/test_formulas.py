@@ -555,3 +555,13 @@ def test_kernel_vectorises_like_scalar() -> None:
     r = evaluate(as_arrays(x), P0)
     for i, n in enumerate((2, 8, 64)):
         assert r["c_local_flop"][i] == pytest.approx(paper(num_nodes=n, params=91e9).c_local_flop, rel=EXACT)
+
+
+def test_backup_workers_cost_a_tenth_of_the_nodes() -> None:
+    """Backup workers (spec sec. 3): f' = 1 + 0.3 (f_sync - 1), and only N / 1.1 nodes do useful work."""
+    from dispersal.model.scenario import Scenario as S
+
+    sync = estimate(S(num_nodes=34, params=160e9, hardware="gh200", straggler="synchronous", inner_steps=50), mode="paper")
+    backup = estimate(S(num_nodes=34, params=160e9, hardware="gh200", straggler="backup", inner_steps=50), mode="paper")
+    # H fixed and compute-bound in both: tokens differ by exactly the 1/1.1 of useful nodes.
+    assert backup.tokens == pytest.approx(sync.tokens / 1.1, rel=1e-12)

@@ -153,3 +153,15 @@ def test_other_input_errors() -> None:
     with pytest.raises(InputError) as e6:
         Scenario().replace(num_nodes=0)
     assert e6.value.field == "num_nodes"
+
+
+def test_set_custom_hardware_with_units() -> None:
+    """Custom per-chip figures parse their own units (a FLOP rate is not a duration)."""
+    from dispersal.model.scenario import Scenario
+
+    s = Scenario.from_dict({"chip_fp16_flop_per_s": "500 TFLOP/s", "chip_memory_bytes": "96 GB"})
+    assert s.chip_fp16_flop_per_s == 500e12 and s.chip_memory_bytes == 96e9
+    import pytest
+
+    with pytest.raises(ValueError, match="chip_fp16_flop_per_s"):
+        Scenario.from_dict({"chip_fp16_flop_per_s": "2h"})

@@ -74,11 +74,11 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
         ("WAN traffic / node", f"mean {d['traffic']['mean_mbps']:.3g} Mbps, peak {d['traffic']['peak_mbps']:.3g} Mbps, "
                                f"duty {d['traffic']['duty_cycle']:.0%}, {units.format_bytes(d['traffic']['bytes_per_day'])}/day"),
     ]
-    if d["algorithm"] == "pp_diloco" and s["algorithm"] == "auto":
-        rows.insert(4, ("note", "the model does not fit one node"
-                        + (" once the outer-optimizer state, error-feedback buffer and activations are counted"
-                           " (default mode; --mode paper counts model + optimizer state only)"
-                           if d["mode"] == "default" else "") + ": pipeline parallelism is forced"))
+    for note in reversed(d.get("notes", [])):
+        extra = (" (default mode counts the outer-optimizer state, error-feedback buffer and activations;"
+                 " --mode paper counts model + optimizer state only)"
+                 if "does not fit" in note and d["mode"] == "default" else "")
+        rows.insert(4, ("note", note + extra))
     for k, v in rows:
         head.add_row(k, v)
     eff = Table(title="efficiency factors")

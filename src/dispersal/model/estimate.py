@@ -126,6 +126,8 @@ class Estimate:
     breakdown: TimeBreakdown
     cost: Cost
     traffic: Traffic
+    notes: tuple[str, ...] = ()
+    """What the model did that the scenario did not ask for (a fallback, a forced pipeline)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the `--json` output and the web app's schema)."""
@@ -148,12 +150,14 @@ class Estimate:
         nested = {"efficiency": Efficiency, "breakdown": TimeBreakdown, "cost": Cost, "traffic": Traffic}
         kwargs: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
+            if f.name == "notes" and f.name not in data:
+                continue
             v = data[f.name]
             if f.name == "scenario":
                 kwargs[f.name] = Scenario.from_dict(v)
             elif f.name in nested:
                 kwargs[f.name] = nested[f.name](**{k: float("inf") if x is None else x for k, x in v.items()})
-            elif f.name == "reasons":
+            elif f.name in ("reasons", "notes"):
                 kwargs[f.name] = tuple(v)
             elif v is None and f.type == "float":
                 # JSON has no infinity: the CLI writes an undefined figure (e.g. the loss of a run that
@@ -212,6 +216,14 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
         )
     if r["feasible"] and not np.isfinite(r["c_local_flop"]):
         reasons.append("non-finite result")
+    notes = []
+    asked = s.algorithm.value
+    if asked == "hierarchical" and algo != "hierarchical":
+        notes.append(f"fewer than 2 groups of {s.group_size}: ran flat DiLoCo instead of hierarchical")
+    if algo == "pp_diloco" and asked != "pp_diloco":
+        notes.append(f"the model does not fit one node: {int(r['pipeline_stages'])}-stage pipeline parallelism forced")
+    if algo == "pp_diloco" and int(r["groups"]) == 1:
+        notes.append("a single pipeline group: no DiLoCo replicas, so no sync across groups")
     payload_bits = r["payload_bits"]
     up = x["up_bits_per_s"]
     return Estimate(
@@ -266,4 +278,5 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
             bytes_per_day=r["bytes_per_day_per_node"],
         ) if up > 0 else Traffic(bytes_per_sync=0, syncs_per_day=0, mean_mbps=0, peak_mbps=0, duty_cycle=0,
                                  bytes_per_day=0),
+        notes=tuple(notes),
     )

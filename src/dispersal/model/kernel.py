@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dispersal.model import chinchilla
-from dispersal.model.efficiency import eta_act, eta_comp, eta_h, straggler_factor
+from dispersal.model.efficiency import STRAGGLER_CODES, Straggler, eta_act, eta_comp, eta_h, straggler_factor
 from dispersal.model.params import ModelParams
 from dispersal.model.units import H100E_FLOP_PER_S
 
@@ -245,7 +245,9 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
     fits_mode = np.where(is_pp, need_per_node <= mem, fits)
     enough_workers = np.where(is_pp, G_pp >= 1, N >= 1)
 
-    tokens_per_s = steps_per_cycle * B * workers / cyc
+    # Backup workers buy a smaller straggler factor with spare nodes: only N / 1.1 do useful work.
+    spare = np.where((strag == STRAGGLER_CODES[Straggler.BACKUP]) & (N > 1), 1.0 / k("backup_overprovision"), 1.0)
+    tokens_per_s = steps_per_cycle * B * workers * spare / cyc
     run_s = np.where(D_req > 0, D_req / tokens_per_s, T_budget)
     D = np.where(D_req > 0, D_req, tokens_per_s * T_budget)
     time_ok = run_s <= T_budget * (1.0 + 1e-12)

@@ -63,6 +63,9 @@ class ModelParams:
     """Heuristic: f(n) = 1 + c log2 n for a synchronous all-reduce (Rahman 2026 sec. 3)."""
     backup_worker_fraction: float = 0.3
     """Heuristic: with backup workers, f' = 1 + 0.3 (f - 1) (Rahman 2026 sec. 3)."""
+    backup_overprovision: float = 1.1
+    """Heuristic: with backup workers only N / 1.1 nodes do useful work (the rest are spares);
+    Rahman 2026 sec. 3 ("backup workers N/1.1 effective")."""
 
     hierarchical_h_exponent: float = 0.5
     """Heuristic: H_eff = H_inner * H_regional^0.5 for hierarchical DiLoCo (Rahman 2026 sec. 3)."""

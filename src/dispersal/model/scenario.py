@@ -306,14 +306,15 @@ def coerce_field(key: str, value: Any) -> Any:
         return None
     f = {f.name: f for f in dataclasses.fields(Scenario)}[key]
     type_text = str(f.type)
+    # Specific keys first: "chip_fp16_flop_per_s" also ends in "_s" but is a rate, not a duration.
+    if key == "chip_fp16_flop_per_s":
+        return units.parse_flop_rate(value, key)
+    if key == "chip_memory_bytes":
+        return units.parse_bytes(value, key)
     if key.endswith("bits_per_s"):
         return units.parse_bandwidth(value, key)
     if key.endswith("_s"):
         return units.parse_duration(value, key)
-    if key == "chip_memory_bytes":
-        return units.parse_bytes(value, key)
-    if key == "chip_fp16_flop_per_s":
-        return units.parse_flop(value, key)
     if key in ("params", "active_params", "tokens", "local_batch_tokens"):
         return units.parse_count(value, key)
     if type_text.startswith("bool"):

@@ -56,7 +56,7 @@ def _scaled(value: float, unit: str, bases: dict[str, float], field: str, kind: 
             for prefix, scale in table.items():
                 if prefix and unit == prefix + base:
                     return value * scale * mult
-    allowed = ", ".join(sorted(bases))
+    allowed = ", ".join(sorted(b for b in bases if b))
     raise InputError(field, f"unknown {kind} unit in {text!r} (use e.g. {allowed} with k/M/G/T prefixes)")
 
 
@@ -99,6 +99,18 @@ def parse_flop(text: str | float, field: str = "flop") -> float:
             if prefix and unit == prefix + base:
                 return value * scale
     raise InputError(field, f"unknown compute unit in {text!r} (use FLOP with k/M/G/T/P/E/Z/Y prefixes)")
+
+
+def parse_flop_rate(text: str | float, field: str = "flop_per_s") -> float:
+    """Parse a compute rate to FLOP/s: ``"990 TFLOP/s"``, ``"990 TFLOPS"``, ``"9.9e14"`` -> 9.9e14."""
+    if isinstance(text, str):
+        t = text.strip()
+        if t.endswith("/s"):
+            t = t[:-2]
+        elif t.upper().endswith("FLOPS"):
+            t = t[:-1]
+        text = t
+    return parse_flop(text, field)
 
 
 def parse_count(text: str | float, field: str = "count") -> float:
