@@ -209,7 +209,7 @@ def plots(summary: dict[str, Any], folder: Path, prefix: str = "calibration_") -
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dispersal.cli._common import save_figure
+    from dispersal._io import save_figure
 
     paths = []
     pts = summary["points"]
@@ -463,7 +463,7 @@ def discussion(summary: dict[str, Any], variants: dict[str, Any]) -> list[str]:
 def write_docs(summary: dict[str, Any], meta: dict[str, Any], h_pub: dict[str, Any], h_cal: dict[str, Any] | None,
                toml_path: Path, docs_dir: Path, bench_path: Path, run_info: dict[str, Any]) -> list[Path]:
     """docs/calibration.md, the plots next to it, and the benchmark note."""
-    from dispersal.cli._common import atomic_write_text
+    from dispersal._io import atomic_write_text
 
     pngs = plots(summary, docs_dir)
     checks = direction_checks(summary)

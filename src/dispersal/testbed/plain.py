@@ -59,7 +59,9 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     result = plain_loop(cfg, out / "data")
-    (out / "plain.json").write_text(json.dumps(result) + "\n")
+    from dispersal._io import atomic_write_text
+
+    atomic_write_text(out / "plain.json", json.dumps(result) + "\n")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ def make_report(out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dispersal.cli._common import save_figure
+    from dispersal._io import save_figure
 
     rows = load_metrics(out)
     steps = [r["step"] for r in rows]

@@ -154,7 +154,9 @@ def run_local(
             (out / name).unlink(missing_ok=True)
     (out / "summary.json").unlink(missing_ok=True)
     cfg_path = out / "config.json"
-    cfg_path.write_text(json.dumps(cfg.to_dict(), indent=2) + "\n")
+    from dispersal._io import atomic_write_text
+
+    atomic_write_text(cfg_path, json.dumps(cfg.to_dict(), indent=2) + "\n")
     prepare_corpus(cfg.data, out / "data")  # once here; workers memory-map the result
     store = dist.TCPStore(
         "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30)
@@ -211,7 +213,7 @@ def run_local(
     summary_path = out / "summary.json"
     if summary_path.exists():
         return json.loads(summary_path.read_text())
-    from dispersal.cli._common import atomic_write_text, dumps_json
+    from dispersal._io import atomic_write_text, dumps_json
 
     summary = {
         "completed": False,

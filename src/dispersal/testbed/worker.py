@@ -723,7 +723,7 @@ class Worker:
                 "state_bytes": row[6].item(),
             }
         if self.rank == 0:
-            from dispersal.cli._common import atomic_write_text, dumps_json
+            from dispersal._io import atomic_write_text, dumps_json
 
             summary = {
                 "completed": completed,
