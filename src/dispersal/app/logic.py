@@ -529,7 +529,7 @@ def summary_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
         ("C_local", f"{d['c_local_flop']:.4g} FLOP"),
         ("C_quality", f"{d['c_quality_flop']:.4g} FLOP"),
         ("loss (Chinchilla fit)", f"{d['loss']:.4f}"),
-        ("global MFU", f"{d['mfu_global']:.1%}"),
+        ("global MFU (C_local / peak)", f"{d['mfu_global']:.1%}"),
     ]
     return [{"quantity": k, "value": v} for k, v in rows]
 

@@ -67,7 +67,7 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
         ("C_raw", f"{d['c_raw_flop']:.3g} FLOP"),
         ("C_local", f"{d['c_local_flop']:.3g} FLOP"),
         ("C_quality", f"{d['c_quality_flop']:.3g} FLOP"),
-        ("global MFU", f"{d['mfu_global']:.1%}"),
+        ("global MFU (C_local / peak)", f"{d['mfu_global']:.1%}"),
         ("cost", f"{units.format_money(d['cost']['total_usd'])} (hardware {units.format_money(d['cost']['hardware_usd'])}, "
                  f"energy {units.format_money(d['cost']['energy_usd'])}, rental alternative "
                  f"{units.format_money(d['cost']['rental_usd'])})"),

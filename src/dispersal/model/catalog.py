@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import difflib
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from types import MappingProxyType
 from typing import Any
 
 from dispersal.model.errors import InputError
@@ -96,7 +98,7 @@ class ReferenceModel:
 
 
 @cache
-def accelerators() -> dict[str, Accelerator]:
+def accelerators() -> Mapping[str, Accelerator]:
     """All accelerators by canonical name."""
     out: dict[str, Accelerator] = {}
     for e in _load("hardware.toml")["accelerator"]:
@@ -113,11 +115,12 @@ def accelerators() -> dict[str, Accelerator]:
         ):
             e[key] = float(e[key])
         out[e["name"]] = Accelerator(**e)
-    return out
+    # Read-only: the cache is shared by every caller in the process.
+    return MappingProxyType(out)
 
 
 @cache
-def regimes() -> dict[str, Regime]:
+def regimes() -> Mapping[str, Regime]:
     """All regimes by canonical name."""
     out: dict[str, Regime] = {}
     for e in _load("regimes.toml")["regime"]:
@@ -126,11 +129,12 @@ def regimes() -> dict[str, Regime]:
         for key in ("training_threshold_flop", "cluster_flop_per_s", "cluster_memory_bytes"):
             e[key] = float(e[key])
         out[e["name"]] = Regime(**e)
-    return out
+    # Read-only: the cache is shared by every caller in the process.
+    return MappingProxyType(out)
 
 
 @cache
-def reference_models() -> dict[str, ReferenceModel]:
+def reference_models() -> Mapping[str, ReferenceModel]:
     """Reference runs (GPT-4, Llama 3.1 405B, DeepSeek-V3, ...) by name."""
     out: dict[str, ReferenceModel] = {}
     for e in _load("reference_models.toml")["model"]:
@@ -138,7 +142,8 @@ def reference_models() -> dict[str, ReferenceModel]:
         for key in ("params", "total_params", "tokens", "training_flop"):
             e[key] = float(e[key])
         out[e["name"]] = ReferenceModel(**e)
-    return out
+    # Read-only: the cache is shared by every caller in the process.
+    return MappingProxyType(out)
 
 
 @cache
@@ -147,7 +152,7 @@ def paper_tables() -> dict[str, Any]:
     return _load("paper_tables.toml")
 
 
-def _lookup(table: dict[str, Any], name: str, field: str, kind: str) -> Any:
+def _lookup(table: Mapping[str, Any], name: str, field: str, kind: str) -> Any:
     key = str(name).strip()
     if key in table:
         return table[key]

@@ -122,6 +122,8 @@ class Estimate:
     loss: float
     overtraining_ratio: float
     mfu_global: float
+    """Global MFU: C_local / (N x node peak FLOP/s x run time): useful, quality-adjusted compute per
+    peak compute (hardware MFU x every efficiency factor and idle time)."""
     efficiency: Efficiency
     breakdown: TimeBreakdown
     cost: Cost
