@@ -56,9 +56,14 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def save_figure(fig: Any, path: Path) -> None:
-    """Save a matplotlib figure as PNG atomically."""
+    """Save a matplotlib figure as PNG atomically, then close it (every caller is done with it)."""
     import io
 
+    import matplotlib.pyplot as plt
+
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    try:
+        fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
+    finally:
+        plt.close(fig)
     atomic_write_bytes(Path(path), buf.getvalue())

@@ -258,7 +258,6 @@ def plots(summary: dict[str, Any], folder: Path, prefix: str = "calibration_") -
     ax.grid(alpha=0.3)
     p = folder / f"{prefix}penalties.png"
     save_figure(fig, p)
-    plt.close(fig)
     paths.append(p)
 
     # fitted size laws vs published, extrapolated
@@ -316,7 +315,6 @@ def plots(summary: dict[str, Any], folder: Path, prefix: str = "calibration_") -
     ax.grid(alpha=0.3)
     p = folder / f"{prefix}fits.png"
     save_figure(fig, p)
-    plt.close(fig)
     paths.append(p)
     return paths
 

@@ -44,7 +44,6 @@ def _plot(rows: list[Any], path: Path, title: str) -> None:
     ax.set_title(title, fontsize=9)
     ax.grid(True, which="both", alpha=0.3)
     save_figure(fig, path)
-    plt.close(fig)
 
 
 def _fmt_money(v: float) -> str:

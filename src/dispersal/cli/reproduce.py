@@ -134,7 +134,6 @@ def _plots(rows: list[RowResult], folder: Path) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     save_figure(fig, folder / "reproduction_cost.png")
-    plt.close(fig)
     bw = [r for r in rows if r.table == "bandwidth"]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     idx = range(len(bw))
@@ -147,7 +146,6 @@ def _plots(rows: list[RowResult], folder: Path) -> None:
     ax.set_title("Bandwidth sweep")
     ax.legend()
     save_figure(fig, folder / "reproduction_bandwidth.png")
-    plt.close(fig)
 
 
 @guarded

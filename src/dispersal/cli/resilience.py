@@ -48,7 +48,6 @@ def _plot(spec: Any, path: Path) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     save_figure(fig, path)
-    plt.close(fig)
 
 
 def register(app: typer.Typer) -> None:

@@ -136,7 +136,6 @@ def sweep_cmd(
         if not numeric:
             ax.tick_params(axis="x", rotation=30)
         save_figure(fig, plot)
-        plt.close(fig)
     typer.echo(f"wrote {out}" + (f" and {plot}" if plot else "") + f" ({len(rows)} plans)")
 
 

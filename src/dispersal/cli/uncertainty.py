@@ -113,7 +113,6 @@ def _plot(bars: list[TornadoBar], path: Path, title: str) -> None:
     ax.legend(loc="lower right")
     ax.grid(True, axis="x", alpha=0.3)
     save_figure(fig, path)
-    plt.close(fig)
 
 
 def register(app: typer.Typer) -> None:

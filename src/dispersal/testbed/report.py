@@ -33,7 +33,6 @@ def make_report(out: Path) -> list[Path]:
     ax.legend()
     loss_png = out / "loss.png"
     save_figure(fig, loss_png)
-    plt.close(fig)
     fig, ax = plt.subplots(figsize=(6, 4))
     workers = sorted({w for r in rows for w in r["bytes_sent"]}, key=lambda w: int(w[1:]))
     for w in workers:
@@ -42,5 +41,4 @@ def make_report(out: Path) -> list[Path]:
     ax.legend()
     bytes_png = out / "bytes.png"
     save_figure(fig, bytes_png)
-    plt.close(fig)
     return [loss_png, bytes_png]
