@@ -17,11 +17,23 @@ from dispersal.model.units import parse_duration, parse_up_down
 
 ALGORITHMS = ("ddp", "diloco", "streaming")
 CODECS = ("none", "bf16", "int8", "int4", "topk")
+TOKENIZERS = ("byte", "bpe")
+DEVICES = ("cpu", "cuda")
+PRECISIONS = ("fp32", "bf16")
+COMM_BACKENDS = ("gloo", "nccl")
+BPE_DEFAULT_VOCAB = 4096
+"""Tokens of the locally trained BPE when --vocab-size is not given (256 bytes + 3,840 merges): small
+enough that the embedding stays a minor part of the ``tiny`` and ``small`` models' parameters."""
 
-# nanoGPT-shaped presets: (n_layer, n_head, n_embd, block_size, batch_size per worker).
+# nanoGPT-shaped presets: (n_layer, n_head, n_embd, block_size, batch_size per worker). ``base`` is
+# GPT-2 small's shape (Radford et al. 2019, Table 2: 12 layers, d_model 768, context 1024); with the
+# 4,096-token BPE it has 89.0 M parameters (124 M with GPT-2's 50,257-token vocabulary).
+# Parameter counts: gpt.param_count (exact), listed in docs/testbed.md.
 MODEL_PRESETS: dict[str, dict[str, int]] = {
     "tiny": {"n_layer": 2, "n_head": 2, "n_embd": 64, "block_size": 64, "batch_size": 8},
     "small": {"n_layer": 4, "n_head": 4, "n_embd": 128, "block_size": 128, "batch_size": 8},
+    "medium": {"n_layer": 6, "n_head": 6, "n_embd": 384, "block_size": 256, "batch_size": 16},
+    "base": {"n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024, "batch_size": 8},
 }
 
 
@@ -102,9 +114,20 @@ class TestbedConfig:
     seed: int = 0
     data: tuple[str, ...] = ()
     """Text files or folders; empty = the Python standard library's *.py files."""
+    tokenizer: str = "byte"
+    """byte (vocab 256) or bpe (byte-level BPE trained locally on the training split, data.py)."""
+    vocab_size: int = 0
+    """Tokens; 0 = the tokenizer's default (256 for byte, BPE_DEFAULT_VOCAB for bpe)."""
+    device: str = "cpu"
+    """cpu or cuda (worker i takes GPU LOCAL_RANK, else i mod the GPU count; device.py)."""
+    precision: str = "fp32"
+    """fp32, or bf16 autocast for forward passes (weights, optimizer and syncs stay fp32)."""
+    comm_backend: str = "gloo"
+    """Outer sync transport: gloo on host tensors, or nccl on GPU tensors (needs device cuda)."""
     eval_every: int = 1
     """Validation every this many outer rounds (ddp: counted in H-step blocks)."""
     eval_batches: int = 8
+    """Validation batches (of batch_size sequences) per evaluation; the same batches every time."""
     checkpoint_every: int = 0
     """Checkpoint every this many outer rounds (0 = only at the end)."""
     stop_after_rounds: int = 0
@@ -139,6 +162,42 @@ class TestbedConfig:
             if value == 0:
                 object.__setattr__(self, name, preset[name])
         require(self.n_embd % self.n_head == 0, "n_embd", f"must be a multiple of n_head={self.n_head}")
+        require(
+            self.tokenizer in TOKENIZERS,
+            "tokenizer",
+            f"one of {', '.join(TOKENIZERS)}, got {self.tokenizer!r}",
+        )
+        if self.tokenizer == "byte":
+            require(
+                self.vocab_size in (0, 256),
+                "vocab-size",
+                f"256 (or 0) with tokenizer byte, got {self.vocab_size}",
+            )
+            object.__setattr__(self, "vocab_size", 256)
+        else:
+            require(
+                self.vocab_size == 0 or 257 <= self.vocab_size <= 65536,
+                "vocab-size",
+                f"an integer in 257..65536 for bpe (0 = {BPE_DEFAULT_VOCAB}), got {self.vocab_size}",
+            )
+            object.__setattr__(self, "vocab_size", self.vocab_size or BPE_DEFAULT_VOCAB)
+        require(self.device in DEVICES, "device", f"one of {', '.join(DEVICES)}, got {self.device!r}")
+        require(
+            self.precision in PRECISIONS,
+            "precision",
+            f"one of {', '.join(PRECISIONS)}, got {self.precision!r}",
+        )
+        require(
+            self.comm_backend in COMM_BACKENDS,
+            "comm-backend",
+            f"one of {', '.join(COMM_BACKENDS)}, got {self.comm_backend!r}",
+        )
+        require(
+            self.comm_backend != "nccl" or self.device == "cuda",
+            "comm-backend",
+            "nccl needs --device cuda (gloo works with either device)",
+        )
+        require(self.eval_batches >= 1, "eval-batches", f"an integer >= 1, got {self.eval_batches}")
         require(0 < self.inner_lr < 1, "inner-lr", f"in (0, 1), got {self.inner_lr}")
         require(0 < self.outer_lr <= 2, "outer-lr", f"in (0, 2], got {self.outer_lr}")
         require(0 <= self.outer_momentum < 1, "outer-momentum", f"in [0, 1), got {self.outer_momentum}")
@@ -183,6 +242,16 @@ class TestbedConfig:
     @property
     def rounds(self) -> int:
         return self.steps // self.round_steps
+
+    def gpt_kwargs(self) -> dict[str, int]:
+        """Keyword arguments of gpt.GPTConfig for this run's model."""
+        return {
+            "n_layer": self.n_layer,
+            "n_head": self.n_head,
+            "n_embd": self.n_embd,
+            "block_size": self.block_size,
+            "vocab_size": self.vocab_size,
+        }
 
     @property
     def worker_ids(self) -> list[str]:

@@ -1,9 +1,13 @@
-"""A small GPT (nanoGPT-shaped) over bytes: vocab 256, learned positions, pre-LayerNorm blocks.
+"""A small GPT (nanoGPT-shaped): learned positions, pre-LayerNorm blocks, vocab 256 (bytes) or a BPE's.
 
 Architecture as in Radford et al. 2019 (GPT-2) and Karpathy's nanoGPT: token + position
 embeddings, ``n_layer`` blocks of causal self-attention and a 4x GELU MLP, final LayerNorm,
 output head tied to the token embedding. No dropout, so a step is a pure function of
 (weights, batch) and runs are bitwise reproducible on CPU.
+
+``precision="bf16"`` runs the forward pass under bf16 autocast (Micikevicius et al. 2018,
+arXiv 1710.03740, for mixed precision; bf16 needs no loss scaling): matrix products in bf16,
+weights, gradients, the loss and the optimizer in fp32.
 """
 
 from __future__ import annotations
@@ -16,6 +20,17 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 VOCAB_SIZE = 256  # byte-level tokenizer: a token is a byte
+PRECISIONS = ("fp32", "bf16")
+
+
+def param_count(n_layer: int, n_embd: int, block_size: int, vocab_size: int = VOCAB_SIZE) -> int:
+    """Exact parameter count of :class:`GPT` (tied head), without building it.
+
+    Embeddings ``V n + T n``; per block ``12 n^2 + 13 n`` (two LayerNorms 4n, qkv 3n^2 + 3n,
+    projection n^2 + n, MLP 8n^2 + 5n); final LayerNorm ``2 n``.
+    """
+    n = n_embd
+    return vocab_size * n + block_size * n + n_layer * (12 * n * n + 13 * n) + 2 * n
 
 
 @dataclass(frozen=True)
@@ -58,9 +73,12 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, cfg: GPTConfig) -> None:
+    def __init__(self, cfg: GPTConfig, precision: str = "fp32") -> None:
         super().__init__()
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision: one of {', '.join(PRECISIONS)}, got {precision!r}")
         self.cfg = cfg
+        self.precision = precision
         self.wte = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.wpe = nn.Embedding(cfg.block_size, cfg.n_embd)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
@@ -83,6 +101,13 @@ class GPT(nn.Module):
             nn.init.normal_(m.weight, 0.0, 0.02)
 
     def forward(self, idx: Tensor, targets: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """Logits (bf16 under bf16 autocast) and the mean cross-entropy (fp32) if ``targets`` given."""
+        with torch.autocast(
+            device_type=idx.device.type, dtype=torch.bfloat16, enabled=self.precision == "bf16"
+        ):
+            return self._forward(idx, targets)
+
+    def _forward(self, idx: Tensor, targets: Tensor | None) -> tuple[Tensor, Tensor | None]:
         t = idx.shape[1]
         pos = torch.arange(t, device=idx.device)
         x = self.wte(idx) + self.wpe(pos)

@@ -50,7 +50,8 @@ def _params(model: Params) -> list[nn.Parameter]:
 
 
 def flat_params(model: Params) -> Tensor:
-    return torch.cat([p.detach().reshape(-1) for p in _params(model)])
+    """The parameters as one flat vector in host memory (no copy beyond the cat on CPU)."""
+    return torch.cat([p.detach().reshape(-1) for p in _params(model)]).cpu()
 
 
 def set_flat_params(model: Params, flat: Tensor) -> None:
@@ -65,7 +66,7 @@ def set_flat_params(model: Params, flat: Tensor) -> None:
 
 
 def flat_grads(model: Params) -> Tensor:
-    return torch.cat([p.grad.reshape(-1) for p in _params(model)])
+    return torch.cat([p.grad.reshape(-1) for p in _params(model)]).cpu()
 
 
 def set_flat_grads(model: Params, flat: Tensor) -> None:
@@ -73,7 +74,7 @@ def set_flat_grads(model: Params, flat: Tensor) -> None:
     offset = 0
     for p in _params(model):
         n = p.numel()
-        p.grad = flat[offset : offset + n].view_as(p)
+        p.grad = flat[offset : offset + n].view_as(p).to(p.device)  # a view on CPU, a copy to a GPU
         offset += n
 
 

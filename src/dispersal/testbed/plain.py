@@ -20,19 +20,16 @@ from pathlib import Path
 import torch
 
 from dispersal.testbed.config import TestbedConfig
-from dispersal.testbed.data import ByteData, prepare_corpus
+from dispersal.testbed.data import open_datasets
 from dispersal.testbed.gpt import GPT, GPTConfig, configure_adamw, lr_at
 
 
 def plain_loop(cfg: TestbedConfig, data_dir: Path) -> dict[str, float]:
     """Train ``cfg.steps`` steps on worker 0's batches; returns tokens, wall and CPU seconds, tokens/s."""
     torch.manual_seed(cfg.seed)
-    model = GPT(
-        GPTConfig(n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd, block_size=cfg.block_size)
-    )
+    model = GPT(GPTConfig(**cfg.gpt_kwargs()), precision=cfg.precision)
     opt = configure_adamw(model, cfg.inner_lr, cfg.weight_decay)
-    train_bin, _ = prepare_corpus(cfg.data, data_dir)
-    data = ByteData(train_bin, cfg.block_size, cfg.batch_size)
+    data, _ = open_datasets(cfg, data_dir)
     params = list(model.parameters())
     t0, c0 = time.perf_counter(), time.thread_time()
     for step in range(cfg.steps):

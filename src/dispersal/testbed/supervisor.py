@@ -30,7 +30,7 @@ from typing import Any
 import torch.distributed as dist
 
 from dispersal.testbed.config import TestbedConfig
-from dispersal.testbed.data import prepare_corpus
+from dispersal.testbed.data import prepare_data
 from dispersal.testbed.faults import FaultPlan
 from dispersal.testbed.worker import log_event
 
@@ -157,7 +157,7 @@ def run_local(
     from dispersal._io import atomic_write_text
 
     atomic_write_text(cfg_path, json.dumps(cfg.to_dict(), indent=2) + "\n")
-    prepare_corpus(cfg.data, out / "data")  # once here; workers memory-map the result
+    prepare_data(cfg, out / "data")  # once here (bytes, or BPE + token shards); workers memory-map it
     store = dist.TCPStore(
         "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30)
     )

@@ -37,7 +37,8 @@ import torch.distributed as dist
 from dispersal.testbed import checkpoint
 from dispersal.testbed.codecs import CRC_BYTES, make_codec
 from dispersal.testbed.config import TestbedConfig
-from dispersal.testbed.data import ByteData, prepare_corpus
+from dispersal.testbed.data import open_datasets
+from dispersal.testbed.device import ComputeClock, comm_device, process_group_backend, resolve_device
 from dispersal.testbed.faults import FaultPlan
 from dispersal.testbed.gpt import GPT, GPTConfig, configure_adamw, lr_at
 from dispersal.testbed.link import make_link, relay_finish_s, sync_rng
@@ -110,8 +111,10 @@ class Worker:
         self.store = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=60))
         self.heartbeat = Heartbeat(host, port, worker)
         torch.manual_seed(cfg.seed)  # same initial weights everywhere (rank 0 broadcasts them anyway)
-        gcfg = GPTConfig(n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd, block_size=cfg.block_size)
-        self.model = GPT(gcfg)
+        self.device = resolve_device(cfg.device, self.index)
+        self.comm_device = comm_device(self.device, cfg.comm_backend)
+        self.clock = ComputeClock(self.device, cfg.realtime)
+        self.model = GPT(GPTConfig(**cfg.gpt_kwargs()), precision=cfg.precision).to(self.device)
         self.params = list(self.model.parameters())  # walked every step: cache the list once
         self.opt = configure_adamw(self.model, cfg.inner_lr, cfg.weight_decay)
         self.global_flat = flat_params(self.params)
@@ -129,9 +132,7 @@ class Worker:
             cfg.link_jitter_s,
             cfg.realtime,
         )
-        train_bin, val_bin = prepare_corpus(cfg.data, out / "data")
-        self.train = ByteData(train_bin, cfg.block_size, cfg.batch_size)
-        self.val = ByteData(val_bin, cfg.block_size, cfg.batch_size)
+        self.train, self.val = open_datasets(cfg, out / "data", self.device)
         self.round = 0
         self.tokens = 0
         self.stats: dict[str, dict[str, float]] = {}
@@ -168,7 +169,7 @@ class Worker:
             dist.distributed_c10d._world.group_count = 0
             try:
                 dist.init_process_group(
-                    "gloo",
+                    process_group_backend(self.device, self.cfg.comm_backend),
                     store=dist.PrefixStore(f"gen{g}", self.store),
                     rank=members.index(self.wid),
                     world_size=len(members),
@@ -291,7 +292,7 @@ class Worker:
     def _now(self) -> float:
         """Compute clock: this thread's CPU time on the virtual clock (so workers sharing cores do not
         charge each other's time slices), wall time with --realtime."""
-        return time.perf_counter() if self.cfg.realtime else time.thread_time()
+        return self.clock.now()  # CUDA events on a GPU (device.ComputeClock)
 
     def _inner_step(self, step: int) -> torch.Tensor:
         """One forward/backward (+ AdamW step unless ddp); returns the (detached) loss. Compute is charged."""
@@ -397,9 +398,10 @@ class Worker:
         try:
             if not self._barrier(f"bar/{self.gen}/{self.round}", self.members):
                 raise RuntimeError("a member of the group is gone")
-            frames = [torch.empty_like(frame) for _ in self.members]
-            dist.all_gather(frames, frame)
-            return frames
+            wire = frame.to(self.comm_device)  # no copy with gloo; the GPU with NCCL
+            frames = [torch.empty_like(wire) for _ in self.members]
+            dist.all_gather(frames, wire)
+            return [f.cpu() for f in frames]
         except Exception as exc:
             log_event(
                 self.out,
