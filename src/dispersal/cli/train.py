@@ -24,7 +24,9 @@ def train(
     steps: Annotated[
         int, typer.Option(help="Inner steps per worker (equal tokens across algorithms).")
     ] = 500,
-    model: Annotated[str, typer.Option(help="tiny | small")] = "tiny",
+    model: Annotated[
+        str, typer.Option(help="tiny | small | medium | base (0.12 M to 89 M parameters)")
+    ] = "tiny",
     link: Annotated[
         str, typer.Option(help="UP[/DOWN]/LATENCY[/JITTER], e.g. 100Mbps/100ms, or 'instant'.")
     ] = "instant",
@@ -40,6 +42,20 @@ def train(
     data: Annotated[
         list[Path] | None, typer.Option(help="Text files/folders (default: the stdlib's *.py).")
     ] = None,
+    tokenizer: Annotated[
+        str, typer.Option(help="byte (vocab 256) | bpe (byte-level BPE trained here on the corpus).")
+    ] = "byte",
+    vocab_size: Annotated[int, typer.Option(help="BPE vocabulary (0 = 4096); byte is always 256.")] = 0,
+    device: Annotated[
+        str, typer.Option(help="cpu | cuda (worker i on GPU LOCAL_RANK or i mod count).")
+    ] = "cpu",
+    precision: Annotated[str, typer.Option(help="fp32 | bf16 (autocast of the forward pass).")] = "fp32",
+    comm_backend: Annotated[
+        str, typer.Option(help="gloo (host tensors) | nccl (GPU tensors; needs --device cuda).")
+    ] = "gloo",
+    eval_batches: Annotated[
+        int, typer.Option(help="Validation batches per evaluation (same batches every time).")
+    ] = 8,
     fragments: Annotated[int, typer.Option(help="Streaming: P fragments.")] = 2,
     overlap_steps: Annotated[int, typer.Option(help="Streaming: tau, steps that hide the sync.")] = 1,
     mixing_alpha: Annotated[float, typer.Option(help="Streaming: merge alpha.")] = 0.5,
@@ -93,6 +109,12 @@ def train(
         realtime=realtime,
         seed=seed,
         data=tuple(str(p) for p in data or ()),
+        tokenizer=tokenizer,
+        vocab_size=vocab_size,
+        device=device,
+        precision=precision,
+        comm_backend=comm_backend,
+        eval_batches=eval_batches,
         fragments=fragments,
         overlap_steps=overlap_steps,
         mixing_alpha=mixing_alpha,
@@ -103,6 +125,10 @@ def train(
         faults=tuple(specs),
         run_timeout_s=run_timeout,
     )
+    if cfg.device == "cuda":
+        from dispersal.testbed.device import resolve_device
+
+        resolve_device(cfg.device)  # no GPU: one line naming --device, before any worker starts
     for f in FaultPlan.parse(cfg.faults).faults:
         if int(f.worker[1:]) >= cfg.workers:
             raise fail(f"fault: worker {f.worker} does not exist (w0..w{cfg.workers - 1})")
