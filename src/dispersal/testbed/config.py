@@ -17,6 +17,7 @@ from dispersal.model.units import parse_duration, parse_up_down
 
 ALGORITHMS = ("ddp", "diloco", "streaming")
 CODECS = ("none", "bf16", "int8", "int4", "topk")
+LINK_MODES = ("virtual", "real")
 TOKENIZERS = ("byte", "bpe")
 DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "bf16")
@@ -110,6 +111,14 @@ class TestbedConfig:
     link_down_bits_per_s: float = math.inf
     link_latency_s: float = 0.0
     link_jitter_s: float = 0.0
+    link_mode: str = "virtual"
+    """virtual: link time from the formula on a virtual clock (fast, deterministic; link.py); real: a
+    relay on real sockets shapes every byte and each sync's wall-clock time is charged (netlink.py)."""
+    link_loss_up: float = 0.0
+    """Real-link mode: probability that a TCP segment on the uplink is lost once (costs one round trip)."""
+    link_loss_down: float = 0.0
+    relay_down_bits_per_s: float = math.inf
+    """Real-link mode: the relay's own downlink, shared by all downloads (inf = not a bottleneck)."""
     realtime: bool = False
     seed: int = 0
     data: tuple[str, ...] = ()
@@ -206,6 +215,20 @@ class TestbedConfig:
         require(self.block >= 2, "block", f"an integer >= 2, got {self.block}")
         require(self.link_up_bits_per_s > 0 and self.link_down_bits_per_s > 0, "link", "rates must be > 0")
         require(self.link_latency_s >= 0 and self.link_jitter_s >= 0, "link", "latency and jitter >= 0")
+        require(
+            self.link_mode in LINK_MODES,
+            "link-mode",
+            f"one of {', '.join(LINK_MODES)}, got {self.link_mode!r}",
+        )
+        for name in ("link_loss_up", "link_loss_down"):
+            value = getattr(self, name)
+            require(0 <= value <= 0.5, "loss", f"a probability in [0, 0.5], got {value}")
+        require(self.relay_down_bits_per_s > 0, "relay-down", "must be > 0 bit/s")
+        require(
+            self.link_mode == "virtual" or self.algorithm != "streaming",
+            "link-mode",
+            "real supports ddp and diloco (streaming's overlapped transfer runs on the virtual clock only)",
+        )
         require(self.collective_timeout_s > 0, "collective-timeout", "must be > 0 s")
         require(self.run_timeout_s > 0, "run-timeout", "must be > 0 s")
         require(self.rejoin_timeout_s >= 0, "rejoin-timeout", "must be >= 0 s")

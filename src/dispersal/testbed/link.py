@@ -1,7 +1,17 @@
-"""Emulated links: every byte a worker sends or receives is counted here and charged to a clock.
+"""Links: every byte a worker sends or receives is counted here and charged to its clock.
 
-Link model for one sync through a relay (or an all-reduce seen from one worker), as in the
-analytic model's flat DiLoCo sync (docs: spec/model.md section 3)::
+Two modes (``TestbedConfig.link_mode``):
+
+* ``virtual`` (default, fast, deterministic): :class:`VirtualClockLink` computes the time of each
+  transfer from the formula below and adds it to a per-worker virtual clock; the payloads themselves
+  travel unshaped over gloo on loopback. It is a bookkeeping device, not a network: comparing its
+  utilisation with the analytic model only checks the bookkeeping.
+* ``real``: :class:`dispersal.testbed.netlink.RelayLink`, a TCP connection to a relay process that
+  shapes rate, latency, jitter and loss per direction on real sockets; each sync's wall-clock time is
+  measured and charged (see ``netlink.py``).
+
+Virtual-clock link model for one sync through a relay, as in the analytic model's flat DiLoCo sync
+(docs: spec/model.md section 3)::
 
     T_sync = 8 V_up / BW_up + 8 V_down / BW_down + latency      [s; V in bytes, BW in bit/s]
 
@@ -19,7 +29,8 @@ import math
 import random
 import time
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
+from typing import Any, Protocol
 
 
 @dataclass
@@ -33,6 +44,11 @@ class LinkCounters:
     """Virtual wall clock of this worker: compute plus exposed communication."""
     state_bytes: int = 0
     """Bytes received as state transfer when (re)joining; kept apart from the per-sync traffic."""
+    wire_bytes_sent: int = 0
+    """Real-link mode: every byte this worker put on the shaped link (framing and metadata included)."""
+    wire_bytes_received: int = 0
+    link_s: float = 0.0
+    """Real-link mode: measured wall-clock time of this worker's syncs, summed."""
 
 
 class Link(Protocol):
@@ -61,8 +77,11 @@ class InstantLink:
         return None
 
 
-class EmulatedWanLink:
-    """A WAN link: up/down rate (bit/s), one-way latency = latency_s / 2, jitter (s), virtual clock."""
+class VirtualClockLink:
+    """The virtual-clock link: up/down rate (bit/s), one-way latency = latency_s / 2, jitter (s).
+
+    Times come from the formula, not from a transfer; see the module docstring.
+    """
 
     def __init__(
         self,
@@ -98,7 +117,35 @@ class EmulatedWanLink:
 def make_link(up: float, down: float, latency_s: float, jitter_s: float, realtime: bool) -> Link:
     if math.isinf(up) and math.isinf(down) and latency_s == 0 and jitter_s == 0:
         return InstantLink()
-    return EmulatedWanLink(up, down, latency_s, jitter_s, realtime)
+    return VirtualClockLink(up, down, latency_s, jitter_s, realtime)
+
+
+EmulatedWanLink = VirtualClockLink  # the earlier name
+
+
+def link_for(cfg: Any, worker: str, store: Any, out: Path) -> Link:
+    """The link of one worker for a TestbedConfig: virtual clock, or (``link_mode="real"``) the
+    relay connection whose address the supervisor published in the store as ``relay``."""
+    if cfg.link_mode != "real":
+        return make_link(
+            cfg.link_up_bits_per_s,
+            cfg.link_down_bits_per_s,
+            cfg.link_latency_s,
+            cfg.link_jitter_s,
+            cfg.realtime,
+        )
+    from dispersal.testbed.netlink import RelayLink, RelaySpec
+
+    host, port = store.get("relay").decode().rsplit(":", 1)
+    (out / "netlink").mkdir(parents=True, exist_ok=True)
+    return RelayLink(
+        host,
+        int(port),
+        worker,
+        cfg.collective_timeout_s,
+        spec=RelaySpec.from_config(cfg),
+        log=out / "netlink" / f"{worker}.jsonl",
+    )
 
 
 def sync_rng(seed: int, worker: str, round_index: int) -> random.Random:

@@ -32,6 +32,7 @@ import torch.distributed as dist
 from dispersal.testbed.config import TestbedConfig
 from dispersal.testbed.data import prepare_data
 from dispersal.testbed.faults import FaultPlan
+from dispersal.testbed.netlink import start_relay
 from dispersal.testbed.worker import log_event
 
 
@@ -162,6 +163,9 @@ def run_local(
         "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30)
     )
     coord = Coordinator(store, cfg.worker_ids, cfg.heartbeat_timeout_s)
+    relay = start_relay(cfg, out, fresh=not resume) if cfg.link_mode == "real" else None  # netlink.py
+    if relay is not None:
+        store.set("relay", f"{relay.host}:{relay.port}")
     plan = FaultPlan.parse(cfg.faults)
     procs = {w: _spawn(cfg_path, out, w, store.port, 0, resume) for w in cfg.worker_ids}
     incarnation = dict.fromkeys(cfg.worker_ids, 0)
@@ -210,6 +214,8 @@ def run_local(
         if p.poll() is None:
             p.kill()
             p.wait()
+    if relay is not None:
+        relay.close(out / "relay.json")
     summary_path = out / "summary.json"
     if summary_path.exists():
         return json.loads(summary_path.read_text())

@@ -41,7 +41,7 @@ from dispersal.testbed.data import open_datasets
 from dispersal.testbed.device import ComputeClock, comm_device, process_group_backend, resolve_device
 from dispersal.testbed.faults import FaultPlan
 from dispersal.testbed.gpt import GPT, GPTConfig, configure_adamw, lr_at
-from dispersal.testbed.link import make_link, relay_finish_s, sync_rng
+from dispersal.testbed.link import link_for, relay_finish_s, sync_rng
 from dispersal.testbed.outer import (
     NesterovOuter,
     flat_grads,
@@ -125,13 +125,7 @@ class Worker:
         self.codecs = [
             make_codec(cfg.codec, block=cfg.block, topk_fraction=cfg.topk_fraction) for _ in range(n_codecs)
         ]
-        self.link = make_link(
-            cfg.link_up_bits_per_s,
-            cfg.link_down_bits_per_s,
-            cfg.link_latency_s,
-            cfg.link_jitter_s,
-            cfg.realtime,
-        )
+        self.link = link_for(cfg, worker, self.store, out)  # virtual clock, or the relay (real sockets)
         self.train, self.val = open_datasets(cfg, out / "data", self.device)
         self.round = 0
         self.tokens = 0
@@ -413,6 +407,49 @@ class Worker:
             )
             return None
 
+    def _exchange_relay(
+        self, frame: torch.Tensor, numel: int, codec_index: int
+    ) -> tuple[torch.Tensor | None, list[dict[str, Any]], int, float] | None:
+        """Real-link mode: barrier, then upload to the relay and wait for its aggregate over real,
+        shaped sockets. Returns (average, frame infos, download bytes, measured wall-clock seconds),
+        or None on any error (the round is dropped)."""
+        try:
+            if not self._barrier(f"bar/{self.gen}/{self.round}", self.members):
+                raise RuntimeError("a member of the group is gone")
+            reply = self.link.exchange(  # type: ignore[attr-defined]
+                frame.numpy(),
+                gen=self.gen,
+                round_index=self.round,
+                part=codec_index,
+                numel=numel,
+                members=self.members,
+            )
+        except Exception as exc:
+            log_event(
+                self.out,
+                worker=self.wid,
+                event="sync_failed",
+                round=self.round,
+                generation=self.gen,
+                error=str(exc)[:200],
+            )
+            return None
+        infos = []
+        for h, ok, why in zip(reply.headers, reply.ok, reply.why, strict=True):
+            info = {"worker": f"w{int(h[H_INDEX])}", "header": h, "ok": ok}
+            if not ok:
+                info["why"] = why
+                self.rejected_total += 1
+                log_event(
+                    self.out, worker=self.wid, event="rejected_update", round=self.round, bad=info["worker"], why=why
+                )
+            infos.append(info)
+        avg = None
+        if any(reply.ok):  # (a top-k average of zeros is a valid, empty payload)
+            agg = torch.frombuffer(bytearray(reply.aggregate), dtype=torch.uint8)
+            avg = self.codecs[codec_index].decode(agg, numel)
+        return avg, infos, len(reply.aggregate) + CRC_BYTES, reply.wall_s
+
     def _average(
         self, frames: list[torch.Tensor], numel: int, codec_index: int
     ) -> tuple[torch.Tensor | None, list[dict[str, Any]]]:
@@ -449,24 +486,30 @@ class Worker:
         """One sync. Returns (ok, highest generation any member has seen published)."""
         update, index, ci = self._update_vector()
         frame = self._frame(update, ci, first_step, loss)
-        frames = self._exchange(frame)
-        if frames is None:
-            return False, self.gen
-        avg, infos = self._average(frames, update.numel(), ci)
         up_bytes = frame.numel() - HEADER_BYTES + CRC_BYTES
         codec = self.codecs[ci]
-        if avg is None:
-            down_bytes = CRC_BYTES
-        elif codec.name == "none":  # fp32 round-trips exactly: only the size matters
-            down_bytes = codec.nbytes(update.numel()) + CRC_BYTES
+        if getattr(self.link, "relay", False):  # real-link mode: the relay averages (netlink.py)
+            got = self._exchange_relay(frame, update.numel(), ci)
+            if got is None:
+                return False, self.gen
+            avg, infos, down_bytes, link_s = got
         else:
-            down = codec.encode_average(avg)
-            down_bytes = down.numel() + CRC_BYTES
-            avg = codec.decode(down, update.numel())  # what the relay's download carries
+            frames = self._exchange(frame)
+            if frames is None:
+                return False, self.gen
+            avg, infos = self._average(frames, update.numel(), ci)
+            if avg is None:
+                down_bytes = CRC_BYTES
+            elif codec.name == "none":  # fp32 round-trips exactly: only the size matters
+                down_bytes = codec.nbytes(update.numel()) + CRC_BYTES
+            else:
+                down = codec.encode_average(avg)
+                down_bytes = down.numel() + CRC_BYTES
+                avg = codec.decode(down, update.numel())  # what the relay's download carries
+            link_s = self.link.download_s(down_bytes, self._rng)
         c = self.link.counters
-        done = relay_finish_s(
-            [i["header"][H_ARRIVAL] for i in infos], self.link.download_s(down_bytes, self._rng)
-        )
+        # Real-link mode: arrivals are the members' clocks (upload_s = 0) and link_s the measured sync.
+        done = relay_finish_s([i["header"][H_ARRIVAL] for i in infos], link_s)
         c.bytes_sent += up_bytes
         c.bytes_received += down_bytes
         c.messages += 1
