@@ -1,4 +1,5 @@
-"""Catalogues shipped as TOML package data: accelerators, regimes, reference models, paper tables.
+"""Catalogues shipped as TOML package data: accelerators, regimes, reference models, paper tables,
+wire codecs.
 
 Loaded with the standard library (tomllib + importlib.resources); data, not code. Each entry keeps
 its `source`. Lookups accept names and aliases, case-insensitively, and suggest the nearest name.
@@ -44,6 +45,18 @@ class Accelerator:
     paper_search: bool
     paper_fp8: bool
     source: str
+    host_memory_bytes: float = 0.0
+    """Host DRAM per chip in the vendor's reference server (bytes); default mode only."""
+    host_link_bytes_per_s: float = 0.0
+    """Per-direction host<->chip bandwidth (bytes/s, raw: PCIe Gen4 x16 32e9, Gen5 x16 64e9)."""
+    host_source: str = ""
+    mfu_bf16: float = 0.0
+    """MFU at BF16/FP16, fraction of `dense_fp16_flop_per_s`, 6P convention (`dispersal.model.flops`)."""
+    mfu_fp8: float = 0.0
+    """MFU at FP8, fraction of `dense_fp8_flop_per_s` (= mfu_bf16 x fp8_speedup / 2); 0 = no FP8 path."""
+    fp8_speedup: float = 0.0
+    """End-to-end FP8/BF16 training-throughput ratio behind `mfu_fp8`; 0 = no FP8 path."""
+    mfu_source: str = ""
 
     @property
     def h100_equivalents(self) -> float:
@@ -97,6 +110,70 @@ class ReferenceModel:
     source: str
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Codec:
+    """A wire codec for the outer sync: bits one worker sends per model parameter.
+
+    Bits are per parameter of the synced tensor and independent of the training precision.
+    Entries and sources: ``data/codecs.toml``.
+    """
+
+    name: str
+    value_bits: float
+    """Bits per transmitted value."""
+    density: float
+    """Fraction of the parameters transmitted, in (0, 1]; 1 = dense."""
+    index_bits: float
+    """Bits per transmitted value that locate it (0 for dense codecs)."""
+    overhead_bits_per_param: float
+    """Scales, codebooks and headers amortised over all parameters (bits per parameter)."""
+    sparse: bool
+    """Supports differ between workers: payloads cannot be summed in transit."""
+    error_feedback: bool
+    default_aggregation: str
+    """ring | relay | all_gather | relay_dense: what the cited real systems do."""
+    dense_aggregate_bits: float
+    """Bits per parameter of the dense aggregate a relay returns for this codec."""
+    quality_key: str
+    source: str
+    note: str = ""
+
+    @property
+    def wire_bits_per_param(self) -> float:
+        """density x (value_bits + index_bits) + overhead_bits_per_param (bits per parameter)."""
+        return self.density * (self.value_bits + self.index_bits) + self.overhead_bits_per_param
+
+    @property
+    def compression_vs_fp32(self) -> float:
+        """32 / wire bits per parameter: the ratio the literature quotes (relative to FP32)."""
+        return 32.0 / self.wire_bits_per_param
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict, with the derived wire bits per parameter."""
+        d = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        d["wire_bits_per_param"] = self.wire_bits_per_param
+        return d
+
+
+#: Aggregation patterns a codec may name (``Codec.default_aggregation``).
+AGGREGATIONS = ("ring", "relay", "all_gather", "relay_dense")
+
+_ACCELERATOR_FLOATS = (
+    "dense_fp16_flop_per_s",
+    "dense_fp8_flop_per_s",
+    "hbm_bytes",
+    "memory_bandwidth_bytes_per_s",
+    "tdp_w",
+    "price_usd",
+    "rental_usd_per_hour",
+    "host_memory_bytes",
+    "host_link_bytes_per_s",
+    "mfu_bf16",
+    "mfu_fp8",
+    "fp8_speedup",
+)
+
+
 @cache
 def accelerators() -> Mapping[str, Accelerator]:
     """All accelerators by canonical name."""
@@ -104,16 +181,9 @@ def accelerators() -> Mapping[str, Accelerator]:
     for e in _load("hardware.toml")["accelerator"]:
         e = dict(e)
         e["aliases"] = tuple(e.get("aliases", ()))
-        for key in (
-            "dense_fp16_flop_per_s",
-            "dense_fp8_flop_per_s",
-            "hbm_bytes",
-            "memory_bandwidth_bytes_per_s",
-            "tdp_w",
-            "price_usd",
-            "rental_usd_per_hour",
-        ):
-            e[key] = float(e[key])
+        for key in _ACCELERATOR_FLOATS:
+            if key in e:
+                e[key] = float(e[key])
         out[e["name"]] = Accelerator(**e)
     # Read-only: the cache is shared by every caller in the process.
     return MappingProxyType(out)
@@ -144,6 +214,55 @@ def reference_models() -> Mapping[str, ReferenceModel]:
         out[e["name"]] = ReferenceModel(**e)
     # Read-only: the cache is shared by every caller in the process.
     return MappingProxyType(out)
+
+
+def _check_codec(c: Codec) -> Codec:
+    """Data-file sanity: a malformed entry fails loudly at load, naming the codec and field."""
+    where = f"codecs.toml[{c.name}]"
+    if not 0 < c.density <= 1:
+        raise InputError(where, f"density must be in (0, 1], got {c.density}")
+    for key in ("value_bits", "dense_aggregate_bits"):
+        if not getattr(c, key) > 0:
+            raise InputError(where, f"{key} must be > 0, got {getattr(c, key)}")
+    for key in ("index_bits", "overhead_bits_per_param"):
+        if getattr(c, key) < 0:
+            raise InputError(where, f"{key} must be >= 0, got {getattr(c, key)}")
+    if c.default_aggregation not in AGGREGATIONS:
+        raise InputError(
+            where,
+            f"default_aggregation must be one of {', '.join(AGGREGATIONS)}, got {c.default_aggregation!r}",
+        )
+    if c.sparse != (c.density < 1):
+        raise InputError(where, f"sparse must be {c.density < 1} for density {c.density}")
+    if c.sparse and c.default_aggregation == "ring":
+        raise InputError(
+            where, "a sparse codec cannot be summed in a ring; use relay_dense, all_gather or relay"
+        )
+    return c
+
+
+@cache
+def codecs() -> Mapping[str, Codec]:
+    """All wire codecs by name (read-only)."""
+    out: dict[str, Codec] = {}
+    for e in _load("codecs.toml")["codec"]:
+        e = dict(e)
+        for key in ("value_bits", "density", "index_bits", "overhead_bits_per_param", "dense_aggregate_bits"):
+            e[key] = float(e[key])
+        out[e["name"]] = _check_codec(Codec(**e))
+    # Read-only: the cache is shared by every caller in the process.
+    return MappingProxyType(out)
+
+
+def codec(name: str, field: str = "codec") -> Codec:
+    """Find a codec by name (case-insensitive; '-' and ' ' read as '_'); InputError listing the known ones."""
+    table = codecs()
+    key = str(name).strip().lower().replace("-", "_").replace(" ", "_")
+    if key in table:
+        return table[key]
+    close = difflib.get_close_matches(key, list(table), n=1, cutoff=0.5)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    raise InputError(field, f"unknown codec {name!r}{hint}; known: {', '.join(sorted(table))}")
 
 
 @cache
