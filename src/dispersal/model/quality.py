@@ -156,8 +156,9 @@ def _arr(x: npt.ArrayLike) -> Arr:
 
 
 def _check(name: str, x: Arr, lo: float) -> None:
-    if x.size and not np.all(np.isfinite(x) & (x >= lo)):
-        raise InputError(name, f"must be finite and >= {lo:g}")
+    bad = ~(np.isfinite(x) & (x >= lo))
+    if np.any(bad):
+        raise InputError(name, f"must be finite and >= {lo:g}, got {float(x[bad].flat[0]):g}")
 
 
 def _fixed(q: QualityLike) -> QualityParams:
@@ -185,8 +186,9 @@ def log_loss_ratio(
     _check("replicas", m, 1.0)
     _check("inner_steps", h, 1.0)
     _check("fragments", f, 1.0)
-    if n.size and not np.all(np.isfinite(n) & (n > 0)):
-        raise InputError("params", "must be finite and > 0")
+    bad = ~(np.isfinite(n) & (n > 0))
+    if np.any(bad):
+        raise InputError("params", f"must be finite and > 0 parameters, got {float(n[bad].flat[0]):g}")
     x = np.log(n / fx.pivot_params)
     xc = np.clip(x, np.log(fx.fit_params_min / fx.pivot_params), np.log(fx.fit_params_max / fx.pivot_params))
     p = _arr(qq.p)
@@ -225,7 +227,8 @@ def compute_fraction(
     qq = QualityParams() if q is None else q
     s = _fixed(qq).loss_compute_slope
     g = np.exp(-log_loss_ratio(replicas, inner_steps, params, fragments, qq) / s)
-    return np.asarray(np.minimum(_fixed(qq).g_max, g), dtype=np.float64)
+    # floor at the smallest normal float so g stays > 0 where exp underflows (ln r > ~34)
+    return np.asarray(np.clip(g, np.finfo(np.float64).tiny, _fixed(qq).g_max), dtype=np.float64)
 
 
 def loss_space_fraction(
