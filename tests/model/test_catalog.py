@@ -258,6 +258,9 @@ def test_sparseloco_is_covenant_146x() -> None:
 
 def test_codec_lookup_and_errors() -> None:
     assert codec("FP8-E4M3").name == "fp8_e4m3"
+    assert (
+        codec("fp8").name == "fp8_e4m3" and codec("none").name == "fp32" and codec("FP4").name == "fp4_e3m0"
+    )
     assert codec(" SparseLoCo ").name == "sparseloco"
     with pytest.raises(InputError) as err:
         codec("sparselocoo")

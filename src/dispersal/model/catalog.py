@@ -137,6 +137,7 @@ class Codec:
     quality_key: str
     source: str
     note: str = ""
+    aliases: tuple[str, ...] = ()
 
     @property
     def wire_bits_per_param(self) -> float:
@@ -151,6 +152,7 @@ class Codec:
     def to_dict(self) -> dict[str, Any]:
         """Plain dict, with the derived wire bits per parameter."""
         d = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        d["aliases"] = list(self.aliases)
         d["wire_bits_per_param"] = self.wire_bits_per_param
         return d
 
@@ -247,6 +249,7 @@ def codecs() -> Mapping[str, Codec]:
     out: dict[str, Codec] = {}
     for e in _load("codecs.toml")["codec"]:
         e = dict(e)
+        e["aliases"] = tuple(e.get("aliases", ()))
         for key in ("value_bits", "density", "index_bits", "overhead_bits_per_param", "dense_aggregate_bits"):
             e[key] = float(e[key])
         out[e["name"]] = _check_codec(Codec(**e))
@@ -255,14 +258,9 @@ def codecs() -> Mapping[str, Codec]:
 
 
 def codec(name: str, field: str = "codec") -> Codec:
-    """Find a codec by name (case-insensitive; '-' and ' ' read as '_'); InputError listing the known ones."""
-    table = codecs()
-    key = str(name).strip().lower().replace("-", "_").replace(" ", "_")
-    if key in table:
-        return table[key]
-    close = difflib.get_close_matches(key, list(table), n=1, cutoff=0.5)
-    hint = f" (did you mean {close[0]!r}?)" if close else ""
-    raise InputError(field, f"unknown codec {name!r}{hint}; known: {', '.join(sorted(table))}")
+    """Find a codec by name or alias, case-insensitively; InputError listing the known ones otherwise."""
+    result: Codec = _lookup(codecs(), name, field, "codec")
+    return result
 
 
 @cache
