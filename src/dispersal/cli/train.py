@@ -38,6 +38,24 @@ def train(
     realtime: Annotated[
         bool, typer.Option(help="Really sleep for link time instead of a virtual clock.")
     ] = False,
+    link_mode: Annotated[
+        str,
+        typer.Option(
+            "--link-mode",
+            help="virtual: link time from the formula (fast); real: a relay on real sockets shapes "
+            "every byte and the measured wall-clock sync time is charged.",
+        ),
+    ] = "virtual",
+    loss: Annotated[
+        str,
+        typer.Option(help="Real link: TCP segment loss probability P or UP_P/DOWN_P (costs a round trip)."),
+    ] = "0",
+    relay_down: Annotated[
+        str,
+        typer.Option(
+            "--relay-down", help="Real link: the relay's downlink shared by all downloads, e.g. 1Gbps."
+        ),
+    ] = "inf",
     resume: Annotated[bool, typer.Option(help="Continue from OUT/ckpt/LATEST.")] = False,
     data: Annotated[
         list[Path] | None, typer.Option(help="Text files/folders (default: the stdlib's *.py).")
@@ -84,10 +102,15 @@ def train(
         for p in make_report(report):
             typer.echo(str(p))
         return
-    from dispersal.testbed.config import TestbedConfig, parse_link
+    from dispersal.model.units import parse_bandwidth
+    from dispersal.testbed.config import TestbedConfig, parse_link, parse_loss
     from dispersal.testbed.faults import FaultPlan
 
     up, down, latency, jitter = parse_link(link)
+    loss_up, loss_down = parse_loss(loss)
+    relay_down_bps = (
+        math.inf if relay_down.strip().lower() == "inf" else parse_bandwidth(relay_down, "relay-down")
+    )
     specs = [
         f"{kind} {v}"
         for kind, vals in (("kill", kill), ("rejoin", rejoin), ("straggle", straggle), ("corrupt", corrupt))
@@ -106,6 +129,10 @@ def train(
         link_down_bits_per_s=down,
         link_latency_s=latency,
         link_jitter_s=jitter,
+        link_mode=link_mode,
+        link_loss_up=loss_up,
+        link_loss_down=loss_down,
+        relay_down_bits_per_s=relay_down_bps,
         realtime=realtime,
         seed=seed,
         data=tuple(str(p) for p in data or ()),

@@ -71,6 +71,21 @@ def parse_link(text: str) -> tuple[float, float, float, float]:
     return up, down, latency, jitter
 
 
+def parse_loss(text: str | float) -> tuple[float, float]:
+    """Parse ``P`` or ``UP_P/DOWN_P`` (segment loss probabilities, real-link mode), e.g. ``0.001/0.01``."""
+    parts = [p.strip() for p in str(text).split("/")]
+    try:
+        values = [float(p.rstrip("%")) / (100.0 if p.endswith("%") else 1.0) for p in parts]
+    except ValueError:
+        raise InputError(
+            "loss", f"expected P or UP_P/DOWN_P in [0, 0.5], e.g. 0.001 or 0.1%, got {text!r}"
+        ) from None
+    require(len(values) in (1, 2), "loss", f"expected P or UP_P/DOWN_P, got {text!r}")
+    up, down = values[0], values[-1]
+    require(0 <= up <= 0.5 and 0 <= down <= 0.5, "loss", f"probabilities in [0, 0.5], got {text!r}")
+    return up, down
+
+
 @dataclass(frozen=True, kw_only=True)
 class TestbedConfig:
     """Everything that determines a run. ``steps`` counts inner steps per worker."""
