@@ -26,6 +26,7 @@ from dispersal.model.quality import (
     loss_ratio,
     loss_space_fraction,
     mapping_code,
+    replica_term,
     sample_quality_params,
 )
 from dispersal.model.quality_fit import load_points, run
@@ -97,7 +98,7 @@ def test_bounded_and_monotone(m: float, dm: float, h: float, dh: float, n: float
 @settings(max_examples=100, deadline=None)
 @given(m=st.floats(1.0, 1e3), h=st.floats(30.0, 1e4), n=st.floats(1e7, 1e13))
 def test_monotone_for_sampled_parameters(m: float, h: float, n: float) -> None:
-    s = sample_quality_params(np.random.default_rng(7), 64)
+    s = sample_quality_params(np.random.default_rng(7), 64, log_tail_fraction=0.5)
     g1 = compute_fraction(m, h, n, 1, s)
     assert g1.shape == (64,)
     assert np.all((g1 > 0) & (g1 <= 1.1))
@@ -185,3 +186,33 @@ def test_fit_reruns_to_the_packaged_values(tmp_path: Path, capsys: pytest.Captur
     assert new["values"] == pytest.approx(quality.load_fit()["values"], rel=1e-6)
     assert new["max_abs_residual_ratio_fit"] < 0.006
     assert new["leave_out_2p4b_max_abs_error_ratio"] < 0.003
+
+
+def test_replica_tail() -> None:
+    m = np.array([1.0, 2.0, 8.0, 100.0])
+    # t = p continues the fitted curve exactly; t = 0 is logarithmic beyond M = 8
+    assert replica_term(m, 0.65, 8.0, 0.65) == pytest.approx((m**0.65 - 1) / 0.65, rel=1e-12)
+    s8 = (8**0.65 - 1) / 0.65
+    assert float(replica_term(100.0, 0.65, 8.0, 0.0)) == pytest.approx(s8 + 8**0.65 * math.log(100 / 8), rel=1e-12)
+    eps = 1e-7  # continuous slope in ln M at M = 8
+    lo = float(replica_term(8 * math.exp(-eps), 0.65, 8.0, 0.0))
+    hi = float(replica_term(8 * math.exp(eps), 0.65, 8.0, 0.0))
+    assert (hi - lo) / (2 * eps) == pytest.approx(8**0.65, rel=1e-5)
+    log_tail = QualityParams(replica_tail_exponent=0.0)
+    assert float(compute_fraction(8, 100, 1e11, 1, log_tail)) == pytest.approx(float(compute_fraction(8, 100, 1e11)))
+    assert float(compute_fraction(1024, 100, 1e11, 1, log_tail)) > float(compute_fraction(1024, 100, 1e11))
+
+
+def test_sampled_tail_choice() -> None:
+    s = sample_quality_params(np.random.default_rng(3), 4000, log_tail_fraction=0.5)
+    assert s.replica_tail_exponent is not None
+    share = float(np.mean(s.replica_tail_exponent == 0.0))
+    assert 0.45 < share < 0.55
+    g = compute_fraction(1024, 100, 1e11, 1, s)
+    i_log = int(np.flatnonzero(s.replica_tail_exponent == 0.0)[0])
+    i_fit = int(np.flatnonzero(np.isnan(s.replica_tail_exponent))[0])
+    assert g[i_log] == pytest.approx(float(compute_fraction(1024, 100, 1e11, 1, s.at(i_log))), rel=1e-12)
+    assert g[i_fit] == pytest.approx(float(compute_fraction(1024, 100, 1e11, 1, s.at(i_fit))), rel=1e-12)
+    assert s.at(i_log).replica_tail_exponent == 0.0 and s.at(i_fit).replica_tail_exponent is None
+    with pytest.raises(InputError, match="log_tail_fraction"):
+        sample_quality_params(np.random.default_rng(3), 4, log_tail_fraction=1.5)

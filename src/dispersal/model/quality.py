@@ -24,6 +24,7 @@ Pure NumPy; every function broadcasts its array arguments and never loops in Pyt
 from __future__ import annotations
 
 import dataclasses
+import math
 import tomllib
 from dataclasses import dataclass
 from enum import StrEnum
@@ -118,11 +119,19 @@ class QualityParams:
     """Smallest fitted model, parameters (Charles et al. Table 4; Streaming DiLoCo Table 5)."""
     fit_params_max: float = 2.4e9
     """Largest fitted model, parameters (Charles et al. Table 4)."""
+    fit_replicas_max: float = 8.0
+    """Largest fitted M (Charles et al. Table 4), replicas: beyond it S(M) continues with
+    `replica_tail_exponent`."""
+    replica_tail_exponent: float | None = None
+    """t for M > fit_replicas_max: S(M) = S(M_x) + M_x^p ((M / M_x)^t - 1) / t (same slope in ln M at
+    M_x). None = p, i.e. the fitted curve continued unchanged; 0 = logarithmic tail (the shape of
+    Charles et al.'s joint law L ~ M^0.0116, Table 10). No published data beyond M = 8 decide
+    between them; the choice dominates g at M >> 8 (docs/quality.md)."""
     inner_steps_floor: float = 30.0
     """H below this is held at H = 30, steps: no tabulated data below 30 (Charles et al. Figure 9
     shows H = 5-30 comparable and H = 1 worst, plotted only)."""
 
-    def replace(self, **changes: float) -> QualityParams:
+    def replace(self, **changes: Any) -> QualityParams:
         """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)
 
@@ -145,10 +154,16 @@ class QualitySamples:
     q: Arr
     delta: Arr
     base: QualityParams
+    replica_tail_exponent: Arr | None = None
+    """Per-draw tail exponent t (NaN = p, the fitted curve continued); None = base's choice."""
 
     def at(self, i: int) -> QualityParams:
         """Draw i as a plain `QualityParams`."""
-        return self.base.replace(**{f: float(getattr(self, f)[i]) for f in FITTED_FIELDS})
+        out = self.base.replace(**{f: float(getattr(self, f)[i]) for f in FITTED_FIELDS})
+        if self.replica_tail_exponent is not None:
+            t = float(self.replica_tail_exponent[i])
+            out = out.replace(replica_tail_exponent=None if math.isnan(t) else t)
+        return out
 
 
 def _arr(x: npt.ArrayLike) -> Arr:
@@ -168,6 +183,18 @@ def _fixed(q: QualityLike) -> QualityParams:
     if isinstance(q, QualityParams):
         return q
     raise TypeError(f"expected QualityParams or QualitySamples, got {type(q).__name__}")
+
+
+def replica_term(replicas: npt.ArrayLike, p: npt.ArrayLike, m_x: float, t: npt.ArrayLike) -> Arr:
+    """S(M) = (M^p - 1) / p up to M_x, then S(M_x) + M_x^p ((M / M_x)^t - 1) / t (t = 0: ln(M / M_x)).
+
+    Continuous with a continuous slope in ln M; increasing in M for p > 0; t = p is one curve."""
+    m, pp, tt = _arr(replicas), _arr(p), _arr(t)
+    inner = (np.minimum(m, m_x) ** pp - 1.0) / pp
+    lr = np.log(np.maximum(m, m_x) / m_x)
+    small = np.abs(tt) < 1e-12
+    tail = np.where(small, lr, np.expm1(tt * lr) / np.where(small, 1.0, tt))
+    return np.asarray(inner + m_x**pp * tail, dtype=np.float64)
 
 
 def log_loss_ratio(
@@ -192,7 +219,11 @@ def log_loss_ratio(
     x = np.log(n / fx.pivot_params)
     xc = np.clip(x, np.log(fx.fit_params_min / fx.pivot_params), np.log(fx.fit_params_max / fx.pivot_params))
     p = _arr(qq.p)
-    s_m = (m**p - 1.0) / p
+    if isinstance(qq, QualitySamples) and qq.replica_tail_exponent is not None:
+        t: npt.ArrayLike = np.where(np.isnan(qq.replica_tail_exponent), p, qq.replica_tail_exponent)
+    else:
+        t = p if fx.replica_tail_exponent is None else fx.replica_tail_exponent
+    s_m = replica_term(m, p, fx.fit_replicas_max, t)
     h_fac = 1.0 + _arr(qq.q) * np.log(np.maximum(h, fx.inner_steps_floor) / 30.0)
     out = (
         _arr(qq.u0)
@@ -352,16 +383,31 @@ def fitted_covariance() -> tuple[tuple[str, ...], Arr, Arr]:
     return names, mean, cov
 
 
-def sample_quality_params(rng: np.random.Generator, n: int, base: QualityParams | None = None) -> QualitySamples:
+def sample_quality_params(
+    rng: np.random.Generator, n: int, base: QualityParams | None = None, log_tail_fraction: float | None = None
+) -> QualitySamples:
     """n draws of the fitted fields from the fit's Gaussian approximation N(theta_hat, Sigma)
     (Sigma = s^2 (J^T W J)^-1, s^2 the reduced chi-square; `quality_fit.toml`). Draws are
-    truncated to the model's valid region (b0 > 0, p >= 0.05, q >= 0) so g stays monotone."""
+    truncated to the model's valid region (b0 > 0, p >= 0.05, q >= 0) so g stays monotone.
+
+    log_tail_fraction: if given, that share of the draws (Bernoulli) uses the logarithmic
+    replica tail (t = 0) beyond M = 8 and the rest the fitted curve (t = p), so the spread shows the
+    tail choice; None keeps `base.replica_tail_exponent` for every draw."""
     if n < 1:
         raise InputError("samples", f"must be >= 1, got {n}")
+    if log_tail_fraction is not None and not 0.0 <= log_tail_fraction <= 1.0:
+        raise InputError("log_tail_fraction", f"must be in [0, 1], got {log_tail_fraction:g}")
     names, mean, cov = fitted_covariance()
     draws = rng.multivariate_normal(mean, cov, size=n, method="cholesky")
     cols = {name: draws[:, i] for i, name in enumerate(names)}
     cols["b0"] = np.maximum(cols["b0"], 1e-6)
     cols["p"] = np.maximum(cols["p"], 0.05)
     cols["q"] = np.maximum(cols["q"], 0.0)
-    return QualitySamples(base=base or QualityParams(), **{f: np.asarray(cols[f], dtype=np.float64) for f in FITTED_FIELDS})
+    tail = None
+    if log_tail_fraction is not None:
+        tail = np.where(rng.random(n) < log_tail_fraction, 0.0, np.nan)
+    return QualitySamples(
+        base=base or QualityParams(),
+        replica_tail_exponent=tail,
+        **{f: np.asarray(cols[f], dtype=np.float64) for f in FITTED_FIELDS},
+    )
