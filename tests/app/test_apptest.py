@@ -56,7 +56,7 @@ def test_zero_nodes_shows_an_error_not_a_traceback() -> None:
     at = _app()
     at.number_input(key="num_nodes").set_value(0).run()
     assert not at.exception
-    assert [e.value for e in at.error] == ["num_nodes: must be an integer >= 1, got 0"]
+    assert [e.value for e in at.error] == ["Nodes (sites): must be an integer >= 1, got 0"]
     at.number_input(key="num_nodes").set_value(3).run()
     assert not at.error and not at.exception
 

@@ -92,12 +92,12 @@ def test_changing_an_input_changes_the_result() -> None:
 @pytest.mark.parametrize(
     ("key", "value", "field"),
     [
-        ("num_nodes", 0, "num_nodes"),
-        ("mfu", 1.5, "mfu"),
-        ("up_mbps", -1.0, "bandwidth_up_bits_per_s"),
-        ("num_nodes", 2.5, "num_nodes"),
-        ("params_b", None, "params_b"),
-        ("compression_ratio", 0.5, "compression_ratio"),
+        ("num_nodes", 0, "Nodes (sites): must be an integer >= 1, got 0"),
+        ("mfu", 1.5, "MFU: must be in (0, 1], got 1.5"),
+        ("up_mbps", -5.0, "WAN upload: must be > 0 Mbps, got -5 Mbps"),
+        ("num_nodes", 2.5, "Nodes (sites): must be a whole number, got 2.5"),
+        ("params_b", None, "Total parameters: must be a number, got nothing"),
+        ("compression_ratio", 0.5, "Pseudo-gradient compression ratio: must be >= 1, got 0.5"),
         ("growth_software", 0.5, "growth"),
     ],
 )
@@ -110,7 +110,11 @@ def test_input_errors_are_one_line_and_name_the_field(key: str, value: object, f
     built = logic.build(ui)
     assert built.scenario is None
     assert built.error is not None and "\n" not in built.error
-    assert built.error.startswith(field + ":"), built.error
+    # Worded with the field's own label and unit, never the model's SI field names.
+    if key.startswith("growth"):
+        assert built.error.startswith(field), built.error
+    else:
+        assert built.error == field
 
 
 def test_moe_and_duration_from_growth_rates() -> None:

@@ -1,26 +1,78 @@
-"""Matplotlib figures shared by the web app (st.pyplot) and the HTML report (embedded PNG).
+"""The one figure layer: matplotlib figures shared by the web app, the HTML report and the CLI plots.
 
 Figures are built with `matplotlib.figure.Figure` directly (no pyplot global state), so concurrent
 Streamlit sessions cannot draw into each other's axes. Every plotted number comes from
 `dispersal.model` results (dicts from ``to_dict()``) passed in.
+
+Each builder returns a `Chart`: the figure, its alt text and the hover text of its marks. The app and
+the report embed `svg_markup(chart)`: inline SVG with a ``<title>`` per mark, which browsers show as a
+tooltip (values on hover), ``role="img"`` and the alt text as its accessible name. The CLI writes the
+same figure as PNG (`save_png`). Text is at least 10 pt on a 6-inch-wide figure, so it stays
+readable when the SVG is scaled to a phone's width.
 """
 
 from __future__ import annotations
 
 import base64
+import html
 import io
+import math
+import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from dispersal.app.logic import BREAKDOWN_PARTS, waterfall_steps
 from dispersal.model import units
 
-_ALGO_COLOURS = {"ddp": "#d62728", "ddp_elastic": "#ff7f0e", "diloco": "#1f77b4", "decoupled": "#2ca02c"}
+WIDTH_IN = 6.4
+FONT = 10.5
+TITLE_FONT = 11.5
+#: Colour-blind-safe (Okabe-Ito) colours, each at least 3:1 against white; line styles and markers
+#: differ as well, so two curves that coincide stay distinguishable.
+_ALGO_STYLE = {
+    "ddp": ("#D55E00", "-", "o"),
+    "ddp_elastic": ("#E69F00", "--", "s"),
+    "diloco": ("#0072B2", "-.", "^"),
+    "decoupled": ("#009E73", ":", "D"),
+}
+CURRENT = "#0072B2"
+BASELINE = "#555555"
 
 
-def waterfall_figure(d: Mapping[str, Any]) -> Figure:
+@dataclass
+class Chart:
+    """A figure, its alt text and the hover text of its marks (gid -> text)."""
+
+    figure: Figure
+    alt: str
+    tips: dict[str, str] = field(default_factory=dict)
+
+
+def _money_axis(axis: Any) -> None:
+    axis.set_major_locator(LogLocator(base=10, numticks=6))
+    axis.set_minor_formatter(NullFormatter())
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: units.format_money(v) if v > 0 else ""))
+
+
+def _style(ax: Any, title: str) -> None:
+    ax.set_title(title, fontsize=TITLE_FONT)
+    ax.tick_params(labelsize=FONT)
+    ax.xaxis.label.set_size(FONT)
+    ax.yaxis.label.set_size(FONT)
+
+
+def _mark(chart: Chart, artist: Any, text: str) -> None:
+    gid = f"tip{len(chart.tips)}"
+    artist.set_gid(gid)
+    chart.tips[gid] = text
+
+
+def waterfall_figure(d: Mapping[str, Any]) -> Chart:
     """C_raw -> (eta_H, eta_comp, eta_act, eta_rep) -> C_local -> chi -> C_quality, log scale.
 
     Full bars are the model's C_raw, C_local and C_quality; red floating bars are the drops.
@@ -28,124 +80,243 @@ def waterfall_figure(d: Mapping[str, Any]) -> Figure:
     steps = waterfall_steps(d)
     c_raw, c_local, c_quality = float(d["c_raw_flop"]), float(d["c_local_flop"]), float(d["c_quality_flop"])
     bars: list[tuple[str, float, float, bool]] = [("C_raw", 0.0, c_raw, True)]
-    names = ["x eta_H", "x eta_comp", "x eta_act", "x eta_rep"]
+    names = ["eta_H", "eta_comp", "eta_act", "eta_rep"]
     for name, (_label, before, after) in zip(names, steps[:4], strict=True):
         bars.append((name, after, before, False))
     bars.append(("C_local", 0.0, c_local, True))
-    bars.append(("x chi", steps[4][2], steps[4][1], False))
+    bars.append(("chi", steps[4][2], steps[4][1], False))
     bars.append(("C_quality", 0.0, c_quality, True))
-    fig = Figure(figsize=(7.5, 3.6))
+    fig = Figure(figsize=(WIDTH_IN, 3.4))
+    chart = Chart(
+        fig, f"Bar chart: C_raw {c_raw:.3g} FLOP, C_local {c_local:.3g} FLOP, C_quality {c_quality:.3g} FLOP"
+    )
     ax = fig.add_subplot()
-    for i, (_name, lo, hi, full) in enumerate(bars):
+    for i, (name, lo, hi, full) in enumerate(bars):
         if full:
-            ax.bar(i, hi, color="#7f7f7f" if i == 0 else "#1f77b4")
-            ax.text(i, hi, f"{hi:.3g}", ha="center", va="bottom", fontsize=8)
+            (bar,) = ax.bar(i, hi, color="#6E6E6E" if i == 0 else CURRENT)
+            _mark(chart, bar, f"{name}: {hi:.4g} FLOP")
         else:
-            ax.bar(i, max(hi - lo, hi * 1e-3), bottom=lo, color="#d62728", alpha=0.9)
-            ax.text(i, hi, f"x{lo / hi if hi else 0.0:.3f}", ha="center", va="bottom", fontsize=8)
+            factor = lo / hi if hi else 0.0
+            (bar,) = ax.bar(i, max(hi - lo, hi * 1e-3), bottom=lo, color="#C0392B")
+            _mark(chart, bar, f"x {name} = {factor:.4f}: {hi:.4g} -> {lo:.4g} FLOP")
     ax.set_yscale("log")
     positive = [v for b in bars for v in b[1:3] if v > 0]
     if positive:
         ax.set_ylim(min(positive) / 3, max(positive) * 4)
-    ax.set_xticks(range(len(bars)), [b[0] for b in bars], fontsize=8)
+    ax.set_xticks(range(len(bars)), [b[0] for b in bars], rotation=35, ha="right")
     ax.set_ylabel("FLOP")
-    ax.set_title("From raw compute to effective compute (model factors)", fontsize=10)
-    ax.grid(axis="y", alpha=0.3, which="both")
+    _style(ax, "Raw compute to effective compute (hover for values)")
+    ax.grid(axis="y", alpha=0.3, which="major")
     fig.tight_layout()
-    return fig
+    return chart
 
 
-def breakdown_figure(d: Mapping[str, Any]) -> Figure:
+def breakdown_figure(d: Mapping[str, Any]) -> Chart:
     """Where the run time goes, days per part (TimeBreakdown)."""
     b = d["breakdown"]
     labels = [label for _k, label in BREAKDOWN_PARTS] + ["(hidden sync)"]
     values = [b[k] / units.SECONDS_PER_DAY for k, _l in BREAKDOWN_PARTS] + [
         b["hidden_comm_s"] / units.SECONDS_PER_DAY
     ]
-    fig = Figure(figsize=(7.5, 3.0))
+    fig = Figure(figsize=(WIDTH_IN, 3.2))
+    chart = Chart(
+        fig,
+        "Bar chart of run time by part: "
+        + ", ".join(f"{lab} {v:.3g} days" for lab, v in zip(labels, values, strict=True)),
+    )
     ax = fig.add_subplot()
-    colours = ["#2ca02c", "#bcbd22", "#9467bd", "#8c564b", "#d62728", "#ff7f0e", "#c7c7c7"]
+    colours = ["#009E73", "#E69F00", "#CC79A7", "#8C564B", "#D55E00", "#0072B2", "#9E9E9E"]
     bars = ax.barh(range(len(values)), values, color=colours)
-    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
-    for bar, v in zip(bars, values, strict=True):
-        ax.text(bar.get_width(), bar.get_y() + bar.get_height() / 2, f" {v:.3g} d", va="center", fontsize=8)
+    top = max(values) if values and max(values) > 0 else 1.0
+    for bar, label, v in zip(bars, labels, values, strict=True):
+        _mark(chart, bar, f"{label}: {v:.4g} days")
+        ax.text(
+            bar.get_width() + top * 0.01,
+            bar.get_y() + bar.get_height() / 2,
+            f"{v:.3g} d",
+            va="center",
+            fontsize=FONT,
+        )
+    ax.set_xlim(0, top * 1.25)
     ax.set_xlabel("days")
-    ax.set_title(f"Where the {d['days']:.4g} days go (per node)", fontsize=10)
+    _style(ax, f"Where the {d['days']:.4g} days go (per node)")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
-    return fig
+    return chart
 
 
 def goodput_figure(
     chips: Sequence[float], curves: Mapping[str, Sequence[float]], marker: float | None = None
-) -> Figure:
-    """Goodput per algorithm against fleet size (resilience.goodput_vs_scale)."""
-    fig = Figure(figsize=(7.5, 3.6))
+) -> Chart:
+    """Goodput per algorithm against fleet size (resilience.goodput_vs_scale).
+
+    Each algorithm has its own colour, line style and marker, drawn in order of increasing goodput
+    with the lower curves on top, so a curve that coincides with another is still visible.
+    """
+    fig = Figure(figsize=(WIDTH_IN, 3.6))
+    chart = Chart(fig, "Line chart of goodput against chips in the fleet for " + ", ".join(curves))
     ax = fig.add_subplot()
-    for name, ys in curves.items():
-        ax.plot(chips, ys, label=name, color=_ALGO_COLOURS.get(name), lw=2)
+    order = sorted(curves, key=lambda k: -sum(curves[k]))
+    every = max(1, len(chips) // 8)
+    for z, name in enumerate(order):
+        colour, ls, mk = _ALGO_STYLE.get(name, ("#333333", "-", "o"))
+        ys = curves[name]
+        ax.plot(
+            chips, ys, label=name, color=colour, ls=ls, lw=2, marker=mk, ms=5, markevery=every, zorder=2 + z
+        )
+        for i in range(0, len(chips), every):
+            (pt,) = ax.plot([chips[i]], [ys[i]], ls="", marker=mk, ms=9, alpha=0.0, zorder=10)
+            _mark(chart, pt, f"{name}: goodput {ys[i]:.4f} at {chips[i]:,.0f} chips")
     if marker is not None:
         ax.axvline(marker, color="k", ls=":", lw=1, label="this scenario")
     ax.set_xscale("log")
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("chips in the fleet")
     ax.set_ylabel("goodput (useful / provisioned)")
-    ax.set_title("Resilience: goodput vs scale", fontsize=10)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    _style(ax, "Resilience: goodput vs scale")
+    ax.grid(alpha=0.3, which="major")
+    ax.legend(fontsize=FONT - 1, loc="lower left")
     fig.tight_layout()
-    return fig
+    return chart
 
 
-def plan_figure(plan_dict: Mapping[str, Any]) -> Figure:
+def plan_figure(plan_dict: Mapping[str, Any]) -> Chart:
     """Cost of the best plan per hardware (the planner's runners-up)."""
     opts = plan_dict.get("runners_up", [])
-    fig = Figure(figsize=(7.5, max(2.0, 0.35 * len(opts) + 1)))
+    fig = Figure(figsize=(WIDTH_IN, max(2.4, 0.38 * len(opts) + 1.4)))
+    chart = Chart(
+        fig,
+        "Bar chart of the cheapest plan's cost per hardware type: "
+        + ", ".join(f"{o['hardware']} {units.format_money(o['cost_usd'])}" for o in opts),
+    )
     ax = fig.add_subplot()
-    labels = [f"{o['nodes']:,} x ({o['chips_per_node']}x {o['hardware']} {o['precision']})" for o in opts]
+    labels = [f"{o['chips_per_node']}x {o['hardware']} {o['precision']}" for o in opts]
     costs = [o["cost_usd"] for o in opts]
-    ax.barh(range(len(costs)), costs, color=["#1f77b4"] + ["#aec7e8"] * (len(costs) - 1))
-    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    bars = ax.barh(range(len(costs)), costs, color=[CURRENT] + ["#7FB3D5"] * (len(costs) - 1))
+    for bar, o in zip(bars, opts, strict=True):
+        _mark(
+            chart,
+            bar,
+            f"{o['nodes']:,} nodes x {o['chips_per_node']}x {o['hardware']} {o['precision']}, "
+            f"{o['algorithm']}: {units.format_money(o['cost_usd'])}",
+        )
+    ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    _money_axis(ax.xaxis)
     ax.set_xlabel("cost (USD)")
-    ax.set_title(
-        f"Cheapest way per hardware to {plan_dict.get('target_flop', 0):.3g} FLOP ({plan_dict.get('metric')})",
-        fontsize=10,
-    )
-    ax.grid(axis="x", alpha=0.3, which="both")
+    _style(ax, f"Cheapest per hardware, {plan_dict.get('target_flop', 0):.3g} FLOP {plan_dict.get('metric')}")
+    ax.grid(axis="x", alpha=0.3, which="major")
     fig.tight_layout()
-    return fig
+    return chart
 
 
-def countermeasures_figure(outcomes: Sequence[Mapping[str, Any]]) -> Figure:
-    """Evader cost multiple against P(detect) per bundle (countermeasures.analyse)."""
-    fig = Figure(figsize=(7.5, 4.2))
+SWEEP_AXES: dict[str, tuple[str, bool]] = {
+    "bandwidth": ("WAN bandwidth per site (Mbps)", True),
+    "distance": ("distance between sites (km of fibre)", True),
+    "target": ("target compute (FLOP)", True),
+}
+
+
+def cost_curve_figure(
+    axis: str,
+    current: Sequence[Mapping[str, Any]],
+    baseline: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    current_label: str = "this scenario",
+    baseline_label: str = "pinned baseline",
+) -> Chart:
+    """Cheapest plan's cost against bandwidth, distance or target; a pinned baseline dashed beside it.
+
+    Rows are `views.sweep_row` dicts: x, cost_usd (None = infeasible) and a label of the plan.
+    """
+    xlabel, logx = SWEEP_AXES[axis]
+    fig = Figure(figsize=(WIDTH_IN, 3.6))
+    chart = Chart(
+        fig,
+        f"Line chart of the cheapest plan's cost against {xlabel}: {current_label}"
+        + (f" and {baseline_label}" if baseline else ""),
+    )
     ax = fig.add_subplot()
-    for o in outcomes:
-        if not o["feasible"]:
+    series = [(current, current_label, CURRENT, "-", "o")]
+    if baseline:
+        series.append((baseline, baseline_label, BASELINE, "--", "s"))
+    for rows, name, colour, ls, mk in series:
+        pts = [
+            (float(r["x"]), float(r["cost_usd"]), str(r.get("label", "")))
+            for r in rows
+            if r.get("cost_usd") is not None and math.isfinite(float(r["cost_usd"]))
+        ]
+        if not pts:
+            continue
+        ax.plot(
+            [p[0] for p in pts], [p[1] for p in pts], color=colour, ls=ls, lw=2, marker=mk, ms=6, label=name
+        )
+        for x, y, text in pts:
+            (pt,) = ax.plot([x], [y], ls="", marker=mk, ms=12, alpha=0.0)
+            xs = f"{x:.3g} FLOP" if axis == "target" else f"{x:,.0f}"
+            _mark(chart, pt, f"{name}: {units.format_money(y)} at {xs} ({text})")
+        for r in rows:
+            if r.get("cost_usd") is None:
+                ax.axvline(float(r["x"]), color=colour, ls=":", lw=1, alpha=0.6)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_yscale("log")
+    _money_axis(ax.yaxis)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("cheapest plan cost")
+    _style(ax, f"Cost vs {axis} (dotted: no plan reaches the target)")
+    ax.grid(alpha=0.3, which="major")
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=FONT - 1)
+    fig.tight_layout()
+    return chart
+
+
+def countermeasures_figure(outcomes: Sequence[Mapping[str, Any]]) -> Chart:
+    """Evader cost multiple against P(detect) per bundle (countermeasures.analyse).
+
+    Points carry their row number (the table's '#' column) instead of their names, so labels do
+    not pile up; the full name and values are in each point's hover text.
+    """
+    fig = Figure(figsize=(WIDTH_IN, 4.0))
+    chart = Chart(
+        fig,
+        "Scatter chart of evader cost multiple against probability of detection, one point per "
+        "lever or bundle, numbered as in the table",
+    )
+    ax = fig.add_subplot()
+    placed: list[tuple[float, float]] = []
+    for i, o in enumerate(outcomes):
+        if not o["feasible"] or not math.isfinite(float(o["p_detect"])):
             continue
         x, y = float(o["p_detect"]), float(o["cost_multiple"])
-        ax.scatter([x], [y], color="#d62728" if "+" in o["lever"] else "#1f77b4", s=30)
-        ax.annotate(
-            o["lever"] if len(o["lever"]) < 32 else o["lever"][:30] + "...",
-            (x, y),
-            fontsize=7,
-            xytext=(4, 3),
-            textcoords="offset points",
+        bundle = "+" in o["lever"]
+        (pt,) = ax.plot(
+            [x], [y], ls="", marker="D" if bundle else "o", ms=8, color="#D55E00" if bundle else CURRENT
         )
-    ax.set_xlim(-0.02, 1.05)
+        _mark(chart, pt, f"#{i + 1} {o['lever']}: P(detect) {x:.3f}, cost x{y:.3g}")
+        # Nudge the number up while it would sit on an earlier one (log-y: compare ratios).
+        dy = 4 + 11 * sum(
+            1
+            for px, py in placed
+            if abs(px - x) < 0.04 and abs(math.log10(max(py, 1e-9) / max(y, 1e-9))) < 0.06
+        )
+        placed.append((x, y))
+        ax.annotate(str(i + 1), (x, y), fontsize=FONT - 1, xytext=(5, dy), textcoords="offset points")
+    ax.set_xlim(-0.02, 1.08)
     ax.set_yscale("log")
     ax.set_xlabel("P(detected before completion)")
     ax.set_ylabel("evader cost / no-lever cost")
-    ax.set_title("Countermeasures: cost imposed vs chance of detection (red: bundles)", fontsize=10)
-    ax.grid(alpha=0.3, which="both")
+    _style(ax, "Countermeasures: cost imposed vs detection (diamonds: bundles)")
+    ax.grid(alpha=0.3, which="major")
     fig.tight_layout()
-    return fig
+    return chart
 
 
-def uncertainty_figure(res: Mapping[str, Any]) -> Figure:
+def uncertainty_figure(res: Mapping[str, Any]) -> Chart:
     """P10-P90 band and P50 of the planner's cost against the target (uncertainty.plan_samples)."""
     pts = res["points"]
     xs = [p["target_flop"] for p in pts]
@@ -153,29 +324,75 @@ def uncertainty_figure(res: Mapping[str, Any]) -> Figure:
     mid = [p["percentiles"]["cost_usd"][1] for p in pts]
     hi = [p["percentiles"]["cost_usd"][2] for p in pts]
     nom = [p["nominal"]["cost_usd"] for p in pts]
-    fig = Figure(figsize=(7.5, 3.6))
+    fig = Figure(figsize=(WIDTH_IN, 3.6))
+    chart = Chart(fig, "Line chart of the planner's cost against target with its P10 to P90 band")
     ax = fig.add_subplot()
-    ax.fill_between(xs, lo, hi, color="#1f77b4", alpha=0.25, label="P10-P90")
-    ax.plot(xs, mid, color="#1f77b4", lw=2, label="P50")
-    ax.plot(xs, nom, color="k", ls="--", lw=1, marker="o", ms=3, label="nominal plan")
+    ax.fill_between(xs, lo, hi, color=CURRENT, alpha=0.25, label="P10-P90")
+    ax.plot(xs, mid, color=CURRENT, lw=2, label="P50")
+    ax.plot(xs, nom, color="k", ls="--", lw=1, marker="o", ms=4, label="nominal plan")
+    for x, a, m, b in zip(xs, lo, mid, hi, strict=True):
+        if math.isfinite(m):
+            (pt,) = ax.plot([x], [m], ls="", marker="o", ms=12, alpha=0.0)
+            _mark(
+                chart,
+                pt,
+                f"{x:.3g} FLOP: P10 {units.format_money(a)}, P50 {units.format_money(m)}, "
+                f"P90 {units.format_money(b)}",
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
+    _money_axis(ax.yaxis)
     ax.set_xlabel(f"target ({pts[0]['metric'] if pts else ''}, FLOP)")
-    ax.set_ylabel("cheapest plan cost (USD)")
-    ax.set_title("Uncertainty of the planner's cost", fontsize=10)
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
+    ax.set_ylabel("cheapest plan cost")
+    _style(ax, "Uncertainty of the planner's cost")
+    ax.grid(alpha=0.3, which="major")
+    ax.legend(fontsize=FONT - 1)
     fig.tight_layout()
-    return fig
+    return chart
 
 
-def png_bytes(fig: Figure, dpi: int = 110) -> bytes:
+# --- output ----------------------------------------------------------------------------------------------
+
+
+def _figure(chart: Chart | Figure) -> Figure:
+    return chart.figure if isinstance(chart, Chart) else chart
+
+
+def png_bytes(chart: Chart | Figure, dpi: int = 110) -> bytes:
     """A figure as PNG bytes."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    _figure(chart).savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
     return buf.getvalue()
 
 
-def png_data_uri(fig: Figure) -> str:
+def png_data_uri(chart: Chart | Figure) -> str:
     """A figure as a ``data:image/png;base64,...`` URI (self-contained HTML)."""
-    return "data:image/png;base64," + base64.b64encode(png_bytes(fig)).decode("ascii")
+    return "data:image/png;base64," + base64.b64encode(png_bytes(chart)).decode("ascii")
+
+
+def save_png(chart: Chart | Figure, path: Path) -> None:
+    """Write the figure as PNG atomically (the CLI's --plot)."""
+    from dispersal._io import atomic_write_bytes
+
+    atomic_write_bytes(Path(path), png_bytes(chart, dpi=120))
+
+
+def svg_markup(chart: Chart) -> str:
+    """Inline SVG: scales to its container, ``role="img"`` named by the alt text, a tooltip per mark."""
+    buf = io.BytesIO()
+    chart.figure.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    text = buf.getvalue().decode("utf-8")
+    text = text[text.index("<svg") :]
+    alt = html.escape(chart.alt, quote=True)
+    text = re.sub(
+        r'<svg([^>]*?) width="[^"]*" height="[^"]*"',
+        lambda m: (
+            f'<svg{m.group(1)} role="img" aria-label="{alt}" style="width:100%;max-width:760px;height:auto"'
+        ),
+        text,
+        count=1,
+    )
+    text = re.sub(r"(<svg[^>]*>)", lambda m: m.group(1) + f"<title>{alt}</title>", text, count=1)
+    for gid, tip in chart.tips.items():
+        text = text.replace(f'<g id="{gid}">', f'<g id="{gid}"><title>{html.escape(tip)}</title>', 1)
+    return text

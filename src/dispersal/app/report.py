@@ -23,7 +23,7 @@ color:#222;line-height:1.45}
 h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:1.8em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.6em 0;font-size:.9em}td,th{border:1px solid #ddd;padding:3px 8px;
 text-align:left;vertical-align:top}th{background:#f4f4f4}
-.ok{color:#1a7f37;font-weight:600}.bad{color:#b42318;font-weight:600}.note{color:#666;font-size:.85em}
+.ok{color:#1a7f37;font-weight:600}.bad{color:#b42318;font-weight:600}.note{color:#4a4a4a;font-size:.9em}
 img{max-width:100%;height:auto}pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:.8em}
 """
 
@@ -39,8 +39,10 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _img(fig: Any, alt: str) -> str:
-    return f"<img alt='{html.escape(alt)}' src='{figures.png_data_uri(fig)}'>"
+def _img(chart: figures.Chart, alt: str) -> str:
+    """The app's own figure as inline SVG (alt text as its accessible name, values on hover)."""
+    chart.alt = f"{alt}. {chart.alt}"
+    return f"<figure>{figures.svg_markup(chart)}</figure>"
 
 
 def _inputs_rows(s: Scenario) -> list[dict[str, str]]:
@@ -69,7 +71,7 @@ def render_html(scenario: Scenario, mode: Mode | str = Mode.DEFAULT, *, source: 
         if est["feasible"]
         else "<span class='bad'>infeasible</span>: " + html.escape("; ".join(est["reasons"]))
     )
-    res_ui = {"res_chip_mtbf_h": 50_678.0, "res_restart_h": 10 / 60, "res_max_chips": 1_000_000.0}
+    res_ui = {k: v for k, v in logic.default_ui().items() if k.startswith("res_")}
     res = views.resilience(est, res_ui)
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
@@ -79,6 +81,7 @@ def render_html(scenario: Scenario, mode: Mode | str = Mode.DEFAULT, *, source: 
         + (f", scenario {html.escape(source)}" if source else "")
         + f", generated {_dt.date.today().isoformat()}. Status: {status}.</p>",
         "<h2>Headline</h2>",
+        f"<p class='note'>{html.escape(logic.estimate_provenance(est, logic.links_of(scenario)))}</p>",
         _table(logic.summary_rows(est)),
         "<h2>Efficiency: from raw compute to effective compute</h2>",
         "<p class='note'>C_local = C_raw x eta_H x eta_comp x eta_act x eta_rep; C_quality = C_local x chi. "
@@ -99,6 +102,9 @@ def render_html(scenario: Scenario, mode: Mode | str = Mode.DEFAULT, *, source: 
             figures.goodput_figure(res["chips"], res["curves"], marker=res["fleet_chips"]), "goodput vs scale"
         ),
         _table(res["rows"]),
+        "<h3>Site loss</h3>",
+        f"<p class='note'>{html.escape(res['site_loss_caption'])}</p>",
+        _table(res["site_loss_rows"]),
         "<h2>Inputs</h2>",
         _table(_inputs_rows(scenario)),
         "<h2>Full result (Estimate.to_dict())</h2>",

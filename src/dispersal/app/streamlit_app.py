@@ -3,12 +3,19 @@
 Run with ``dispersal app`` (or ``streamlit run`` on this file). All state lives in the URL query
 parameters (see `dispersal.app.logic`), so a configuration can be shared by link. Every number comes
 from `dispersal.model`; this file only lays out widgets, tables and figures.
+
+State: every widget is drawn on every run (an invalid scenario shows its error inside each view
+instead of skipping the views), so Streamlit never drops a widget's value; a canonical copy of the
+UI state (``_store``) restores any key that is missing all the same. Results that do not change
+with an edit are cached: the estimate and every figure on their JSON input, planner runs per
+argument set, and the Countermeasures / Uncertainty results together with their figures.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -16,6 +23,7 @@ import streamlit as st
 from dispersal.app import figures, logic, views
 from dispersal.model import units
 from dispersal.model.estimate import estimate
+from dispersal.model.scenario import Scenario
 
 SIDEBAR_GROUPS: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
     (
@@ -23,12 +31,20 @@ SIDEBAR_GROUPS: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
         True,
         ("params_b", "moe", "active_params_b", "moe_layers", "tokens_t", "local_batch_tokens"),
     ),
-    ("Nodes and network", True, ("num_nodes", "up_mbps", "down_mbps", "latency_ms")),
+    ("Nodes and network", True, ("num_nodes", "up_mbps", "down_mbps", "latency_ms", "links")),
     (
         "Hardware",
         False,
-        ("hardware", "chips_per_node", "precision", "mfu", "chip_tflops", "chip_memory_gb", "chip_price_usd",
-         "chip_tdp_w"),
+        (
+            "hardware",
+            "chips_per_node",
+            "precision",
+            "mfu",
+            "chip_tflops",
+            "chip_memory_gb",
+            "chip_price_usd",
+            "chip_tdp_w",
+        ),
     ),
     ("Algorithm", False, ("algorithm", "overlap", "inner_steps", "straggler")),
     (
@@ -53,7 +69,11 @@ SIDEBAR_GROUPS: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
         ("duration_source", "duration_days", "growth_hardware", "growth_software", "growth_investment"),
     ),
     ("Regime and cost", False, ("regime", "pricing", "capex_multiplier", "pue", "electricity_usd_per_kwh")),
+    ("More model settings", False, logic.GENERIC_KEYS),
 )
+PLAN_KEYS = ("plan_target", "plan_regime", "plan_metric", "plan_objective", "plan_search")
+RES_KEYS = ("res_chip_mtbf_h", "res_restart_h", "res_max_chips")
+LOSS_KEYS = ("res_lose_sites", "res_lose_at_days", "res_down_for_days", "res_run_days")
 _PLACEHOLDERS = {
     "tokens_t": "fill the time budget",
     "active_params_b": "dense (= total)",
@@ -61,6 +81,9 @@ _PLACEHOLDERS = {
     "chip_memory_gb": "catalogue",
     "chip_price_usd": "catalogue",
     "chip_tdp_w": "catalogue",
+    "mfu": "model default",
+    "res_down_for_days": "for ever",
+    "res_run_days": "training time",
 }
 _STEPS = {
     "chip_tflops": 10.0,
@@ -90,24 +113,40 @@ _STEPS = {
     "res_chip_mtbf_h": 1000.0,
     "res_restart_h": 0.05,
     "res_max_chips": 1000.0,
+    "res_lose_at_days": 1.0,
+    "res_down_for_days": 1.0,
+    "res_run_days": 1.0,
 }
+#: Text colours with >= 4.5:1 contrast on white (WCAG 2.1 AA) for the help and caption text that
+#: Streamlit draws in a lighter grey by default.
+_CSS = """
+<style>
+[data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p,
+[data-testid="stWidgetLabel"] p, [data-testid="stTooltipIcon"], [data-testid="stTooltipHoverTarget"] svg,
+.stTooltipIcon, [data-testid="stMarkdownContainer"] small { color: #3d3d3d !important; }
+input::placeholder, textarea::placeholder { color: #5c5c5c !important; opacity: 1 !important; }
+.block-container { max-width: 100%; overflow-x: hidden; }
+[data-testid="stTable"] { overflow-x: auto; }
+</style>
+"""
 
 
 def _init_state() -> None:
     """First run of a session: the UI state from the URL (a shared link) or the default preset.
 
-    Later runs: Streamlit forgets the state of widgets that were not drawn in the previous run (the
-    tabs are skipped while the scenario is invalid), so restore those from the last complete state.
+    Later runs: any UI key missing from the session (Streamlit drops the state of a widget that was
+    not drawn) is restored from the canonical copy of the last run, never from a widget default.
     """
     if st.session_state.get("_init"):
-        last = st.session_state.get("_last_ui") or logic.default_ui()
+        store = st.session_state.get("_store") or logic.default_ui()
         for f in logic.FIELDS:
             if f.key not in st.session_state:
-                st.session_state[f.key] = last[f.key]
+                st.session_state[f.key] = store[f.key]
         return
     ui, warnings = logic.ui_from_query(st.query_params.to_dict())
     for k, v in ui.items():
         st.session_state[k] = v
+    st.session_state["_store"] = dict(ui)
     st.session_state["_warnings"] = warnings
     st.session_state["_init"] = True
 
@@ -119,7 +158,7 @@ def _on_preset() -> None:
 
 
 def widget(key: str, container: Any = st) -> Any:
-    """Render the input for one field, bound to st.session_state[key]."""
+    """Render the input for one field, bound to st.session_state[key], with its help text."""
     f = logic.FIELD_BY_KEY[key]
     kw: dict[str, Any] = {"key": key, "help": f.help or None}
     if f.kind == "choice":
@@ -147,6 +186,8 @@ def _sidebar() -> None:
     widget("preset", sb)
     widget("mode", sb)
     for title, expanded, keys in SIDEBAR_GROUPS:
+        if not keys:
+            continue
         with sb.expander(title, expanded=expanded):
             for k in keys:
                 widget(k)
@@ -157,8 +198,8 @@ def _sidebar() -> None:
 
 
 def _ui() -> dict[str, Any]:
-    ui = {f.key: st.session_state[f.key] for f in logic.FIELDS}
-    st.session_state["_last_ui"] = dict(ui)
+    ui = {f.key: st.session_state.get(f.key, st.session_state["_store"][f.key]) for f in logic.FIELDS}
+    st.session_state["_store"] = dict(ui)
     return ui
 
 
@@ -168,38 +209,59 @@ def _sync_url(ui: dict[str, Any]) -> None:
         st.query_params.from_dict(q)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
-def _figure_png(kind: str, payload: str) -> bytes:
-    """PNG of one figure, cached on its JSON input (reruns with unchanged inputs redraw nothing)."""
-    d = json.loads(payload)
-    if kind == "waterfall":
-        fig = figures.waterfall_figure(d)
-    elif kind == "breakdown":
-        fig = figures.breakdown_figure(d)
-    elif kind == "plan":
-        fig = figures.plan_figure(d)
-    else:
-        fig = figures.goodput_figure(d["chips"], d["curves"], marker=d["fleet_chips"])
-    return figures.png_bytes(fig, dpi=100)
+@st.cache_data(show_spinner=False, max_entries=128)
+def _estimate_cached(scenario_json: str, mode: str) -> dict[str, Any]:
+    return estimate(Scenario.from_dict(json.loads(scenario_json)), mode=mode).to_dict()
 
 
-def _figure(kind: str, data: dict[str, Any]) -> None:
-    st.image(_figure_png(kind, json.dumps(data, sort_keys=True, default=str)))
+_BUILDERS: dict[str, Any] = {
+    "waterfall": lambda d: figures.waterfall_figure(d),
+    "breakdown": lambda d: figures.breakdown_figure(d),
+    "plan": lambda d: figures.plan_figure(d),
+    "goodput": lambda d: figures.goodput_figure(d["chips"], d["curves"], marker=d["fleet_chips"]),
+    "curve": lambda d: figures.cost_curve_figure(
+        d["axis"],
+        d["current"],
+        d.get("baseline"),
+        current_label=d["current_label"],
+        baseline_label=d.get("baseline_label", "pinned baseline"),
+    ),
+    "countermeasures": lambda d: figures.countermeasures_figure(d["outcomes"]),
+    "uncertainty": lambda d: figures.uncertainty_figure(d),
+}
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def _figure_svg(kind: str, payload: str) -> str:
+    """Inline SVG of one figure, cached on its JSON input (reruns with unchanged inputs redraw nothing)."""
+    return figures.svg_markup(_BUILDERS[kind](json.loads(payload)))
+
+
+def show_figure(kind: str, data: Any) -> None:
+    """Draw a figure (SVG with hover values and alt text) from its JSON-able input."""
+    st.html(_figure_svg(kind, json.dumps(data, sort_keys=True, default=str)))
+
+
+def _blocked() -> None:
+    st.info("This view updates once the input error shown above is fixed; its inputs are kept.")
 
 
 def _table(rows: list[dict[str, str]]) -> None:
     st.table(rows)
 
 
-def _estimate_tab(est: dict[str, Any]) -> None:
+def _estimate_tab(est: dict[str, Any], ui: dict[str, Any]) -> None:
     if est["feasible"]:
         st.success("Feasible under the model.")
     else:
         st.warning("Infeasible: " + "; ".join(est["reasons"]))
+    st.caption(logic.estimate_provenance(est, ui.get("links", "one")))
     c = st.columns(4)
     c[0].metric("Training time", f"{est['days']:.4g} d")
-    c[1].metric("C_local", f"{est['c_local_flop']:.3g} FLOP")
-    c[2].metric("C_quality", f"{est['c_quality_flop']:.3g} FLOP")
+    c[1].metric("C_local", f"{est['c_local_flop']:.3g} FLOP", help="C_raw x eta; the paper's target metric.")
+    c[2].metric(
+        "C_quality", f"{est['c_quality_flop']:.3g} FLOP", help="C_local x chi; the countermeasure metric."
+    )
     c[3].metric("Cost", units.format_money(est["cost"]["total_usd"]))
     name = est["scenario"]["name"].replace(" ", "_")[:40] or "scenario"
     d1, d2, _ = st.columns([1, 1, 4])
@@ -215,12 +277,12 @@ def _estimate_tab(est: dict[str, Any]) -> None:
         _table(logic.summary_rows(est))
     with right:
         st.subheader("Efficiency: C_raw to C_local to C_quality")
-        _figure("waterfall", est)
+        show_figure("waterfall", est)
         _table(logic.efficiency_rows(est))
     left, right = st.columns(2)
     with left:
         st.subheader("Time breakdown")
-        _figure("breakdown", est)
+        show_figure("breakdown", est)
         _table(logic.breakdown_rows(est))
     with right:
         st.subheader("Cost")
@@ -229,38 +291,66 @@ def _estimate_tab(est: dict[str, Any]) -> None:
         _table(logic.traffic_rows(est))
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@st.cache_data(show_spinner=False, max_entries=256)
 def _plan_cached(args_json: str) -> dict[str, Any]:
     return views.run_plan(json.loads(args_json))
 
 
-def _planner_tab(ui: dict[str, Any], scenario_dict: dict[str, Any]) -> None:
+def _plan(args: dict[str, Any]) -> dict[str, Any]:
+    return _plan_cached(json.dumps(args, sort_keys=True))
+
+
+def _sweeps(args: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    out = {}
+    for axis in views.SWEEPS:
+        rows = []
+        for x, a in views.sweep_points(args, axis):
+            try:
+                rows.append(views.sweep_row(x, _plan(a)))
+            except ValueError as exc:
+                rows.append({"x": x, "cost_usd": None, "label": logic.one_line(exc)})
+        out[axis] = rows
+    return out
+
+
+def _args_label(args: dict[str, Any]) -> str:
+    c = args["constraints"]
+    return (
+        f"{args['target']} FLOP, {units.format_bandwidth(c['bandwidth_up_bits_per_s'])}, "
+        f"{units.format_duration(c['latency_s'])}, {args['mode']} mode, {args['regime']}"
+    )
+
+
+def _planner_tab(ui: dict[str, Any], built: logic.Built) -> None:
     st.caption(
         "The cheapest configuration reaching a compute target while every node stays under the regime's "
         "covered-cluster rule, using this scenario's WAN, time budget, compression, MFU and stragglers."
     )
     c = st.columns(5)
-    for col, k in zip(
-        c, ("plan_target", "plan_regime", "plan_metric", "plan_objective", "plan_search"), strict=True
-    ):
+    for col, k in zip(c, PLAN_KEYS, strict=True):
         widget(k, col)
-    args = views.plan_args(ui, scenario_dict)
+    if built.scenario is None:
+        _blocked()
+        return
+    args = views.plan_args(ui, logic.scenario_dict(ui))
     key = hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()
-    if st.button("Find the cheapest plan", key="plan_go", type="primary"):
+    b1, b2, b3 = st.columns([2, 2, 2])
+    if b1.button("Find the cheapest plan", key="plan_go", type="primary"):
         try:
-            st.session_state["_plan"] = (key, _plan_cached(json.dumps(args, sort_keys=True)))
+            st.session_state["_plan"] = (key, _plan(args), args)
         except ValueError as exc:
-            st.session_state["_plan"] = (key, {"error": logic.one_line(exc)})
+            st.session_state["_plan"] = (key, {"error": logic.relabel(logic.one_line(exc))}, args)
     stored = st.session_state.get("_plan")
     if stored is None:
         st.info("Press the button to search (about a second).")
         return
     if stored[0] != key:
         st.info("Inputs changed since this plan was computed; press the button to update.")
-    p = stored[1]
+    p, p_args = stored[1], stored[2]
     if "error" in p:
         st.error(p["error"])
         return
+    st.caption(logic.plan_provenance(p, p_args.get("links", "one")))
     if not p["feasible"]:
         st.warning("No plan reaches the target: " + "; ".join(p["reasons"]))
     else:
@@ -269,68 +359,151 @@ def _planner_tab(ui: dict[str, Any], scenario_dict: dict[str, Any]) -> None:
             f"{p['algorithm']}, {units.format_count(p['params'])} parameters, {p['days']:.4g} days, "
             f"{units.format_money(p['cost_usd'])}."
         )
-        _figure("plan", p)
+        show_figure("plan", p)
         st.subheader("Best plan per hardware (runners-up)")
         _table(logic.plan_rows(p))
     if p.get("failures"):
         with st.expander("Hardware that cannot reach the target"):
             _table([{"hardware": k, "why": v} for k, v in p["failures"].items()])
+    _compare(p_args, b2, b3)
 
 
-def _optional_tab(render: Any, *args: Any) -> None:
-    msg = render(st, *args)
+def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any) -> None:
+    """Cost vs bandwidth / distance / target for the last plan, with a pinned baseline beside it."""
+    st.subheader("Compare: cost vs bandwidth, distance and target")
+    if pin_col.button("Pin this plan as the baseline", key="pin_go"):
+        st.session_state["_baseline"] = {
+            "args": p_args,
+            "label": "baseline: " + _args_label(p_args),
+            "sweeps": _sweeps(p_args),
+        }
+    if st.session_state.get("_baseline") and clear_col.button("Clear the baseline", key="pin_clear"):
+        st.session_state.pop("_baseline", None)
+    if st.button("Draw the comparison charts (15 plans, cached)", key="cmp_go"):
+        st.session_state["_cmp"] = (json.dumps(p_args, sort_keys=True), _sweeps(p_args))
+    cmp = st.session_state.get("_cmp")
+    base = st.session_state.get("_baseline")
+    if base:
+        st.caption(f"Pinned {base['label']}.")
+    if cmp is None or cmp[0] != json.dumps(p_args, sort_keys=True):
+        st.info(
+            "Press 'Draw the comparison charts' to plan this scenario at 5 bandwidths, 5 distances and 5 "
+            "targets; 'Pin' keeps it as the baseline the next scenario is drawn against."
+        )
+        return
+    axis = st.radio("Chart cost against", list(views.SWEEPS), horizontal=True, key="cmp_axis")
+    data: dict[str, Any] = {"axis": axis, "current": cmp[1][axis], "current_label": "this scenario"}
+    if base:
+        data.update(baseline=base["sweeps"][axis], baseline_label="pinned baseline")
+    show_figure("curve", data)
+    rows = []
+    for i, r in enumerate(cmp[1][axis]):
+        row = {
+            axis: f"{r['x']:.3g}",
+            "cost": units.format_money(r["cost_usd"]) if r["cost_usd"] else "infeasible",
+            "plan": r["label"],
+        }
+        if base:
+            b = base["sweeps"][axis][i]
+            row["baseline cost"] = units.format_money(b["cost_usd"]) if b["cost_usd"] else "infeasible"
+        rows.append(row)
+    _table(rows)
+
+
+def _optional_tab(render: Any, built: logic.Built, ui: dict[str, Any]) -> None:
+    if built.scenario is None:
+        _blocked()
+        return
+    msg = render(st, built.scenario, built.mode, ui, show_figure)
     if msg:
         st.info(msg)
 
 
-def _resilience_tab(est: dict[str, Any]) -> None:
+def _resilience_tab(est: dict[str, Any] | None, built: logic.Built) -> None:
     c = st.columns(3)
-    for col, k in zip(c, ("res_chip_mtbf_h", "res_restart_h", "res_max_chips"), strict=True):
+    for col, k in zip(c, RES_KEYS, strict=True):
         widget(k, col)
+    st.markdown("**Site loss**: which sites go dark, when, and for how long")
+    c = st.columns(4)
+    for col, k in zip(c, LOSS_KEYS, strict=True):
+        widget(k, col)
+    if est is None:
+        _blocked()
+        return
     try:
         res = views.resilience(est, _ui())
     except ValueError as exc:
-        st.error(logic.one_line(exc))
+        st.error(logic.relabel(logic.one_line(exc)))
         return
     st.caption(res["caption"])
-    _figure("goodput", {k: res[k] for k in ("chips", "curves", "fleet_chips")})
+    show_figure("goodput", {k: res[k] for k in ("chips", "curves", "fleet_chips")})
     _table(res["rows"])
+    st.subheader("Site loss")
+    st.caption(res["site_loss_caption"])
+    _table(res["site_loss_rows"])
+
+
+def _glossary() -> None:
+    path = Path(__file__).resolve().parents[3] / "docs" / "glossary.md"
+    with st.expander("Glossary", expanded=False):
+        if not path.is_file():
+            st.caption("The glossary is docs/glossary.md in the source repository.")
+            return
+        import html
+        import re
+
+        for para in path.read_text(encoding="utf-8").split("\n\n"):
+            m = re.match(r"\*\*(.+?)\*\*", para.strip())
+            if not m:
+                continue
+            st.markdown(f"<span id='g-{logic.slug(m.group(1))}'></span>", unsafe_allow_html=True)
+            st.markdown(html.unescape(para.strip()))
 
 
 def main() -> None:
     """Render the whole app once (Streamlit reruns the script on every interaction)."""
     st.set_page_config(page_title="dispersal: distributed-training simulator", layout="wide")
+    st.markdown(_CSS, unsafe_allow_html=True)
     _init_state()
     _sidebar()
     ui = _ui()
-    _sync_url(ui)
     st.title("dispersal: how far can training spread?")
     for w in st.session_state.get("_warnings", []):
         st.warning(w)
     built = logic.build(ui)
+    for w in built.warnings:
+        st.warning(w)
+    est: dict[str, Any] | None = None
     if built.scenario is None:
         st.error(built.error)
-        return
-    try:
-        est = estimate(built.scenario, mode=built.mode).to_dict()
-    except ValueError as exc:
-        st.error(logic.one_line(exc))
-        return
-    st.caption(
-        f"{est['scenario']['name']} | {built.mode.value} mode | max duration "
-        f"{built.scenario.duration_s / units.SECONDS_PER_DAY:.4g} days | share this view by copying the URL"
-    )
+    else:
+        # A shared link only ever holds a valid state: an invalid edit is not written into the URL.
+        _sync_url(ui)
+        try:
+            est = _estimate_cached(json.dumps(built.scenario.to_dict(), sort_keys=True), built.mode.value)
+        except ValueError as exc:
+            built = logic.Built(None, built.mode, logic.relabel(logic.one_line(exc)))
+            st.error(built.error)
+    if built.scenario is not None and est is not None:
+        st.caption(
+            f"{est['scenario']['name']} | {built.mode.value} mode | max duration "
+            f"{built.scenario.duration_s / units.SECONDS_PER_DAY:.4g} days | share this view by copying the URL"
+        )
     tabs = st.tabs(["Estimate", "Planner", "Countermeasures", "Uncertainty", "Resilience"])
     with tabs[0]:
-        _estimate_tab(est)
+        if est is not None:
+            _estimate_tab(est, ui)
+        else:
+            _blocked()
     with tabs[1]:
-        _planner_tab(ui, logic.scenario_dict(ui))
+        _planner_tab(ui, built)
     with tabs[2]:
-        _optional_tab(views.countermeasures_view, built.scenario, built.mode, ui)
+        _optional_tab(views.countermeasures_view, built, ui)
     with tabs[3]:
-        _optional_tab(views.uncertainty_view, built.scenario, built.mode, ui)
+        _optional_tab(views.uncertainty_view, built, ui)
     with tabs[4]:
-        _resilience_tab(est)
+        _resilience_tab(est, built)
+    _glossary()
 
 
 main()
