@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,47 @@ def streamlit_command(host: str, port: int) -> list[str]:
     ]
 
 
+def _die_with_parent() -> None:
+    """In the server process (Linux): ask the kernel for SIGTERM when the launcher dies, even by SIGKILL."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1  # <linux/prctl.h>
+        libc.prctl(pr_set_pdeathsig, int(signal.SIGTERM), 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux / no prctl: the signal handlers below still apply
+        pass
+
+
+def run_server(cmd: list[str], stop_timeout_s: float = 10.0) -> int:
+    """Run the server and never leave it behind: Ctrl-C, SIGTERM or SIGHUP to the launcher stop it, and
+    on Linux the kernel stops it when the launcher is killed outright. Returns its exit status."""
+    proc = subprocess.Popen(cmd, preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
+
+    def forward(signum: int, _frame: object) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        while True:
+            try:
+                rc = proc.wait()
+                return 0 if rc in (-signal.SIGTERM, -signal.SIGINT) else rc
+            except KeyboardInterrupt:
+                forward(int(signal.SIGINT), None)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def app_cmd(
     port: Annotated[int, typer.Option(help="TCP port to listen on.")] = 8501,
     host: Annotated[
@@ -43,18 +85,15 @@ def app_cmd(
     """Start the interactive simulator in a local web server (needs the app extra).
 
     Open the printed URL in a browser; the page's URL holds the whole configuration, so it can be
-    shared. Stop with Ctrl-C. Exit status 2 when streamlit is not installed or the port is invalid.
+    shared. Stop with Ctrl-C (or SIGTERM); the server never outlives
+    the launcher. Exit status 2 when streamlit is not installed or the port is invalid.
     """
     if importlib.util.find_spec("streamlit") is None:
         raise fail("the app needs streamlit: pip install 'dispersal[app]'")
     if not 1 <= port <= 65535:
         raise fail(f"port: must be in 1..65535, got {port}")
     typer.echo(f"dispersal app: http://{host}:{port}  (Ctrl-C to stop)", err=True)
-    try:
-        rc = subprocess.call(streamlit_command(host, port))
-    except KeyboardInterrupt:
-        rc = 0
-    raise typer.Exit(rc)
+    raise typer.Exit(run_server(streamlit_command(host, port)))
 
 
 def register(app: typer.Typer) -> None:
