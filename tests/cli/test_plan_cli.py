@@ -14,10 +14,13 @@ REQUIRED = ("feasible", "target_flop", "hardware", "chips_per_node", "nodes", "p
 
 
 def test_plan_json_one_target_has_the_issue_keys():
-    """--json with one target prints one plan object with every key issue #3 names."""
+    """--json is always a list (one shape for the command); one target gives a list of one plan object
+    with every key issue #3 names."""
     r = CliRunner().invoke(app, ["plan", "--target", "1e25", "--mode", "paper", "--json"])
     assert r.exit_code == 0, r.output
-    d = json.loads(r.stdout)
+    out = json.loads(r.stdout)
+    assert isinstance(out, list) and len(out) == 1
+    d = out[0]
     for k in REQUIRED:
         assert k in d, k
     assert d["nodes"] == 34 and d["hardware"] == "gh200"

@@ -100,7 +100,7 @@ def plan_cmd(
     seed: Annotated[int, typer.Option(help="Random seed for --samples.")] = 0,
     runners_up: Annotated[bool, typer.Option("--runners-up", help="Also show the best plan per hardware.")] = False,
     baseline: Annotated[bool, typer.Option(help="Also plan the centralized baseline (one cluster, no rule, datacenter links) and report the cost premium.")] = True,
-    json_: Annotated[bool, typer.Option("--json", help="JSON: one plan object (one target) or a list.")] = False,
+    json_: Annotated[bool, typer.Option("--json", help="JSON: always a list of plan objects, one per target.")] = False,
     calibration: Annotated[str | None, typer.Option(help="Calibration TOML (dispersal calibrate) replacing model parameters.")] = None,
 ) -> None:
     """Find the cheapest way to reach a compute target with every node under the regime's thresholds.
@@ -151,7 +151,7 @@ def plan_cmd(
                 d.update(res.to_dict())
                 tables.append(render_samples_table(res))
     if json_:
-        print_json(dicts[0] if len(dicts) == 1 else dicts)
+        print_json(dicts)
         return
     from dispersal.cli._render import console
 
