@@ -21,6 +21,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from dispersal.model.errors import InputError  # noqa: E402
+from dispersal.testbed import checkpoint  # noqa: E402
 from dispersal.testbed.config import TestbedConfig, parse_loss  # noqa: E402
 from dispersal.testbed.netlink import (  # noqa: E402
     MSS_BYTES,
@@ -282,6 +283,9 @@ def test_real_link_run_gives_the_virtual_runs_bits_and_charges_measured_time(tmp
     virtual, _ = _run(tmp_path, "virtual")
     assert real["completed"] and virtual["completed"]
     assert real["final_val_loss"] == virtual["final_val_loss"]
+    weights = [checkpoint.load(checkpoint.latest(tmp_path / m) / "global.pt") for m in ("real", "virtual")]
+    assert torch.equal(weights[0]["global"], weights[1]["global"])  # bit for bit
+    assert torch.equal(weights[0]["outer"]["buf"], weights[1]["outer"]["buf"])
     assert real["bytes_sent_per_worker"] == virtual["bytes_sent_per_worker"]
     assert real["bytes_received_per_worker"] == virtual["bytes_received_per_worker"]
     events = [json.loads(ln) for ln in (out / "events.jsonl").read_text().splitlines()]

@@ -252,7 +252,8 @@ class RelaySpec:
 
 def encode_message(meta: dict[str, Any], body: bytes | memoryview = b"") -> bytes:
     m = json.dumps(meta, separators=(",", ":")).encode()
-    return b"".join([PREFIX.pack(MAGIC, len(m), len(body)), m, bytes(body)])
+    n = memoryview(body).nbytes  # body: any contiguous buffer (bytes, bytearray, a NumPy array)
+    return b"".join([PREFIX.pack(MAGIC, len(m), n), m, body])
 
 
 def _split(prefix: bytes) -> tuple[int, int]:
@@ -282,7 +283,7 @@ class Aggregator:
 
         items = []
         for f in frames:
-            t = torch.frombuffer(bytearray(f), dtype=torch.uint8)
+            t = torch.frombuffer(f if isinstance(f, bytearray) else bytearray(f), dtype=torch.uint8)
             items.append((t[:HEADER_BYTES].view(torch.float64), t[HEADER_BYTES:]))
         items.sort(key=lambda it: it[0][H_INDEX].item())
         valid, oks, whys = [], [], []
@@ -304,7 +305,7 @@ class Aggregator:
 class _Round:
     members: list[str]
     numel: int
-    frames: dict[str, tuple[bytes, Any]] = field(default_factory=dict)
+    frames: dict[str, tuple[bytearray, Any]] = field(default_factory=dict)
     first_byte_s: float = math.inf
     all_in_s: float = 0.0
 
@@ -465,7 +466,7 @@ class Relay:
         self.writers[worker] = writer
         self.closed.discard(worker)
         rnd = self.rounds.setdefault(key, _Round(members=list(meta["members"]), numel=int(meta["numel"])))
-        rnd.frames[worker] = (bytes(body), writer)
+        rnd.frames[worker] = (body, writer)
         gone = [m for m in rnd.members if m in self.closed and m not in rnd.frames]
         if gone:
             self._abort(key, "connection of " + gone[0] + " closed")
