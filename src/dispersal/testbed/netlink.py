@@ -331,6 +331,7 @@ class Relay:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self.cpu_s = math.nan
 
     # -- pipes, one pair per worker id (kept across reconnections and incarnations)
     def _pipes(self, worker: str) -> tuple[Pipe, Pipe]:
@@ -377,18 +378,21 @@ class Relay:
             self._error = exc
             self._ready.set()
         finally:
+            self.cpu_s = time.thread_time()  # this thread's CPU time: the relay's whole cost
             for task in asyncio.all_tasks(loop):
                 task.cancel()
             loop.run_until_complete(asyncio.sleep(0))
             loop.close()
 
     def close(self, counters_path: Path | None = None) -> None:
-        """Stop, and write the per-worker wire counters (atomically) if a path is given."""
+        """Stop, and write the per-worker wire counters and the relay thread's CPU seconds (atomically)."""
         self.stop()
         if counters_path is not None:
             from dispersal._io import atomic_write_text, dumps_json
 
-            atomic_write_text(counters_path, dumps_json(self.counters()) + "\n")
+            atomic_write_text(
+                counters_path, dumps_json({"workers": self.counters(), "relay_cpu_s": self.cpu_s}) + "\n"
+            )
 
     def stop(self) -> None:
         if self._loop is not None and self._thread is not None and self._thread.is_alive():
