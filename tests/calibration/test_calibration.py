@@ -184,3 +184,69 @@ def test_calibrate_analyse_only_end_to_end(tmp_path: Path) -> None:
     assert (tmp_path / "docs" / "calibration.md").exists()
     assert (tmp_path / "docs" / "calibration_penalties.png").exists()
     assert math.isfinite(mp.replica_beta_coeff)
+
+
+# ------------------------------------------------------------- the range rule (issue 12)
+def _ranged(tmp_path: Path, extra: str = "") -> Path:
+    table = [list(r) for r in F.compression_table(0.3, 0.01, (3.5, 25.0))]
+    p = _write_cal(tmp_path / "r.toml", {"eta_h_alpha0": 0.031, "replica_beta_coeff": 0.5, "compression_table": table})
+    p.write_text(p.read_text() + "\n[range]\nparams = [1.2e5, 4.4e5]\ncompression_ratio_ef = [1.0, 25.0]\n"
+                 "compression_ratio_no_ef = [1.0, 3.5]\n" + extra)
+    return p
+
+
+def test_calibration_never_replaces_published_entries_outside_its_range(tmp_path: Path) -> None:
+    from dispersal.calibration.tomlio import apply_calibration, read_calibration
+
+    p = _ranged(tmp_path)
+    res = apply_calibration(read_calibration(p))
+    mp = res.params
+    # size laws act at every size: withheld, published values stay
+    assert mp.eta_h_alpha0 == DEFAULT_PARAMS.eta_h_alpha0
+    assert mp.replica_beta_coeff == DEFAULT_PARAMS.replica_beta_coeff
+    assert set(res.withheld) == {"eta_h_alpha0", "replica_beta_coeff"} and res.applied == ("compression_table",)
+    rows = {r[0]: r for r in mp.compression_table}
+    # with error feedback: measured up to 25x (row at 25 = 1 - 0.3 log10 25), published beyond
+    assert rows[25.0][2] == pytest.approx(1 - 0.3 * math.log10(25), abs=1e-4)
+    assert rows[16][2] == pytest.approx(1 - 0.3 * math.log10(16), abs=1e-4)
+    pub = {r[0]: r for r in DEFAULT_PARAMS.compression_table}
+    for cr in (100, 150, 500):
+        assert rows[cr] == pytest.approx(pub[cr])
+    # without error feedback: measured only up to 3.5x, so the 16x row keeps its published no-EF columns
+    assert rows[16][4:] == pytest.approx(pub[16][4:])
+    assert rows[3.5][5] == pytest.approx(1 - 0.01 * math.log10(3.5), abs=1e-4)
+    assert any("withheld" in n or "not applied" in n for n in res.notes)
+    # the what-if path applies everything, as before
+    full = load_calibration(p, extrapolate=True)
+    assert full.eta_h_alpha0 == 0.031 and full.replica_beta_coeff == 0.5
+
+
+def test_range_derived_from_measured_tables(tmp_path: Path) -> None:
+    from dispersal.calibration.tomlio import measured_range, read_calibration
+
+    p = _write_cal(tmp_path / "m.toml", {"eta_h_alpha0": 0.031})
+    p.write_text(p.read_text() + "\n[measured.tiny]\nparams = 120576.0\n[measured.big]\nparams = 437760.0\n"
+                 "[measured.codec_topk]\nratio = 25.0\n[measured.codec_int8]\nratio = 1.88\n")
+    rng = measured_range(read_calibration(p))
+    assert rng == {"params": (120576.0, 437760.0), "compression_ratio_ef": (1.0, 25.0),
+                   "compression_ratio_no_ef": (1.0, 1.88)}
+    assert load_calibration(p).eta_h_alpha0 == DEFAULT_PARAMS.eta_h_alpha0
+
+
+def test_bad_range_is_one_line_input_error(tmp_path: Path) -> None:
+    p = _write_cal(tmp_path / "b.toml", {"eta_h_alpha0": 0.031})
+    p.write_text(p.read_text() + "\n[range]\nparams = [5.0, 1.0]\n")
+    with pytest.raises(InputError) as exc:
+        load_calibration(p)
+    assert exc.value.field == "range.params" and "\n" not in str(exc.value)
+
+
+def test_shipped_calibration_applies_only_in_range() -> None:
+    path = Path(__file__).resolve().parents[2] / "src/dispersal/data/calibration/cpu-small.toml"
+    mp = load_calibration(path)
+    assert mp.eta_h_alpha0 == DEFAULT_PARAMS.eta_h_alpha0
+    assert mp.replica_beta_coeff == DEFAULT_PARAMS.replica_beta_coeff
+    rows = {r[0]: r for r in mp.compression_table}
+    assert rows[25.0][2] == pytest.approx(0.1294, abs=1e-4)  # top-k 1 % measured at 25x
+    pub = {r[0]: r for r in DEFAULT_PARAMS.compression_table}
+    assert rows[150] == pytest.approx(pub[150])  # not extrapolated to the planner's 150x

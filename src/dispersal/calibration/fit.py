@@ -211,11 +211,21 @@ def analyse_once(records: list[dict[str, Any]], losses: dict[int, float]) -> dic
     return out
 
 
-def compression_table(gamma_ef: float, gamma_no_ef: float) -> tuple[tuple[float, ...], ...]:
+def compression_table(gamma_ef: float, gamma_no_ef: float,
+                      extra_ratios: tuple[float, ...] = ()) -> tuple[tuple[float, ...], ...]:
     """The model's table with the *expected* columns replaced by 1 - gamma log10 C_r (clipped to
-    [0.05, 1]); optimistic/conservative keep the published values but are widened to bracket it."""
+    [0.05, 1]); optimistic/conservative keep the published values but are widened to bracket it.
+    ``extra_ratios`` (the measured codecs' C_r) add rows there, published columns log-interpolated,
+    so the table holds the measured value exactly at each measured ratio."""
+    pub = DEFAULT_PARAMS.compression_table
+    known = {r[0] for r in pub}
+    base_rows = list(pub) + [
+        tuple([cr] + [float(np.interp(math.log10(cr), [math.log10(r[0]) for r in pub], [r[i] for r in pub]))
+                      for i in range(1, 7)])
+        for cr in sorted(set(extra_ratios)) if cr not in known and cr >= 1
+    ]
     rows = []
-    for row in DEFAULT_PARAMS.compression_table:
+    for row in sorted(base_rows, key=lambda r: r[0]):
         cr = row[0]
         new = list(row)
         for g, (io, ie, ic) in ((gamma_ef, (1, 2, 3)), (gamma_no_ef, (4, 5, 6))):

@@ -95,7 +95,8 @@ def summarize(records: list[dict[str, Any]], n_boot: int = 200, seed: int = 0) -
         params[f] = v
     gef, gno = c["gamma_ef"], c["gamma_no_ef"]
     if math.isfinite(gef) or math.isfinite(gno):
-        params["compression_table"] = [list(r) for r in F.compression_table(gef, gno)]
+        measured_ratios = tuple(F.codec_ratio(k) for k in c["codecs"])
+        params["compression_table"] = [list(r) for r in F.compression_table(gef, gno, measured_ratios)]
     gam = {"gamma_ef": gef, "gamma_ef_std": F.spread([r["gamma_ef"] for r in reps])["std"],
            "gamma_no_ef": gno, "gamma_no_ef_std": F.spread([r["gamma_no_ef"] for r in reps])["std"]}
     curves = {s: {"kind": cv.kind, "E": cv.e, "A": cv.a_coeff, "a": cv.a_exp, "rms": cv.rms} for s, cv in c["curves"].items()}
@@ -158,6 +159,25 @@ def calibration_toml(summary: dict[str, Any], meta: dict[str, Any]) -> str:
                                          "beta0": v["beta0"], "beta0_std": v["beta0_std"]}
     for k, v in summary["codecs"].items():
         measured[f"codec_{k}"] = {"ratio": v["ratio"], "eta_comp": v["eta_comp"], "std": v["std"]}
+    rng: dict[str, Any] = {}
+    if summary["sizes"]:
+        ps = [v["params"] for v in summary["sizes"].values()]
+        rng["params"] = [min(ps), max(ps)]
+    for ef, name in ((True, "compression_ratio_ef"), (False, "compression_ratio_no_ef")):
+        ratios = [v["ratio"] for v in summary["codecs"].values() if bool(v["error_feedback"]) == ef]
+        if ratios:
+            rng[name] = [1.0, max(ratios)]
+    pts = [q for q in summary["points"] if q["size"] in summary["sizes"]]
+    mpts = {
+        "size": [q["size"] for q in pts],
+        "params": [summary["sizes"][q["size"]]["params"] for q in pts],
+        "algorithm": [q["algorithm"] for q in pts],
+        "inner_steps": [float(q["H"]) for q in pts],
+        "replicas": [float(q["M"]) for q in pts],
+        "codec": [q["codec"] for q in pts],
+        "eta": [q["eta"] for q in pts],
+        "eta_std": [q["eta_std"] for q in pts],
+    }
     doc = {
         "schema_version": SCHEMA_VERSION,
         "name": meta["name"],
@@ -175,9 +195,14 @@ def calibration_toml(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         "published": pub,
         "uncertainty": unc,
         "measured": measured,
+        "range": rng,
+        "measured_points": mpts,
     }
     comments = {
-        "params": "ModelParams fields this file sets (load_calibration applies them to the shipped defaults).",
+        "params": ("ModelParams fields this file measured. load_calibration applies them only inside [range]\n"
+                   "(compression rows up to the measured ratios); size laws are withheld (tomlio docstring)."),
+        "range": "What the runs measured (parameters; C_r against a 16-bit payload, with / without error feedback).",
+        "measured_points": "Per-configuration efficiencies eta = C_DDP(L) / C (the shape checks' input).",
         "published": "The shipped (literature / heuristic) values these replace.",
         "uncertainty": "One-sigma bootstrap error (validation batches and seeds resampled).",
     }
@@ -358,13 +383,17 @@ GROUPS = {
 }
 
 
-def headline_variants(cal: ModelParams, fields: list[str]) -> dict[str, dict[str, Any]]:
-    """Headline with the published set, the full calibration, and each group of fields alone."""
-    out = {"published": headline(DEFAULT_PARAMS), "measured (all fields)": headline(cal)}
+def headline_variants(cal: ModelParams, fields: list[str], in_range: ModelParams | None = None) -> dict[str, dict[str, Any]]:
+    """Headline with the published set, the calibration as `--calibration` applies it (inside its
+    measured range; `in_range`), and as what-ifs every field / each group extrapolated to the plan."""
+    out = {"published": headline(DEFAULT_PARAMS)}
+    if in_range is not None:
+        out["measured, inside its range (--calibration)"] = headline(in_range)
+    out["what-if: measured (all fields)"] = headline(cal)
     for label, group in GROUPS.items():
         sub = {f: getattr(cal, f) for f in group if f in fields}
         if sub:
-            out[label] = headline(DEFAULT_PARAMS.replace(**sub))
+            out[f"what-if: {label}"] = headline(DEFAULT_PARAMS.replace(**sub))
     return out
 
 
@@ -445,7 +474,7 @@ def discussion(summary: dict[str, Any], variants: dict[str, Any]) -> list[str]:
         except (KeyError, TypeError):
             continue
         for lab, v in variants.items():
-            if not (lab.startswith("measured ") and "only" in lab):
+            if not (lab.startswith("what-if: measured ") and "only" in lab):
                 continue
             if v[mode] is None:
                 out.append(f"Headline ({mode} mode): with '{lab}' no configuration reaches 1e25 FLOP within the"
@@ -462,9 +491,11 @@ def write_docs(summary: dict[str, Any], meta: dict[str, Any], h_pub: dict[str, A
                toml_path: Path, docs_dir: Path, bench_path: Path, run_info: dict[str, Any]) -> list[Path]:
     """docs/calibration.md, the plots next to it, and the benchmark note."""
     from dispersal._io import atomic_write_text
+    from dispersal.calibration import shape
 
     pngs = plots(summary, docs_dir)
     checks = direction_checks(summary)
+    shape_md = shape.report_md(shape.points_from_summary(summary))
     n_runs = len(summary["records"])
     tiers = sorted({r.get("tier", -1) for r in summary["records"]})
     body = f"""# Calibration: the model's penalties measured with real training
@@ -489,6 +520,20 @@ quality table eta_comp(C_r). `dispersal calibrate` measures the same penalties o
 small scale, fits the same functional forms, and writes a calibration file that any model command
 accepts: `dispersal estimate|plan|counter --calibration {toml_path}`. The shipped default stays the
 literature values.
+
+## Published anchors first (issue 12)
+
+The default penalty fits are the published tables: the quality model g(M, H, P, fragments)
+(`dispersal.model.quality`, docs/quality.md) is fitted to Charles et al. 2025 Table 4 and Streaming
+DiLoCo Tables 5-6 at 35M-2.4B parameters. The testbed runs here are 1e5-1e6 parameters, two to three
+orders of magnitude below, so they serve as **sign and shape checks** of the published model, with
+their extrapolation error measured on held-back points (fit on the smaller size, predict the larger:
+the section after the direction checks; `python -m dispersal.calibration.shape FILE` prints it for
+any calibration file). A calibration file **never replaces a published entry outside the range it
+measured** (`calibration/tomlio.py`): `--calibration` applies the compression rows only up to the
+measured ratios (25x with error feedback, 3.56x without; published rows beyond), and withholds the
+size laws (eta_H, replica beta), which would act at every model size; each is reported as withheld.
+The "what-if" rows of the headline table extrapolate every measured field to the plan, as before.
 
 ## Method
 
@@ -538,6 +583,7 @@ DDP scaling curves: {'; '.join(f"{s}: {v['kind']} E = {_f(v['E'])}, A = {_f(v['A
 
 {chr(10).join('* ' + c for c in checks) or '* not enough points'}
 
+{shape_md}
 ### Reading the results
 
 {chr(10).join('* ' + c for c in discussion(summary, h_pub if h_cal is None else {}))}

@@ -10,8 +10,26 @@ Layout (schema_version 1)::
     [uncertainty]   one-sigma bootstrap error of each fitted field (same units)
     [measured.*]    per-size and per-point measurements behind the fit (informational)
 
-``load_calibration(path)`` returns ``DEFAULT_PARAMS`` with the ``[params]`` fields replaced. Any
-problem is an ``InputError`` whose one-line message names the field.
+    [range]         what the runs measured: params = [lo, hi] (parameters), compression_ratio_ef,
+                    compression_ratio_no_ef = [lo, hi] (C_r against a 16-bit payload); optional:
+                    derived from [measured.*] when absent
+    [measured_points] per-configuration efficiencies (parallel arrays; the shape checks' input)
+
+``load_calibration(path)`` returns ``DEFAULT_PARAMS`` with the ``[params]`` fields replaced **only
+inside the range the file measured** (issue 12: published tables are the default source of the
+penalty fits; a calibration file never replaces a published entry outside the range it measured):
+
+* ``compression_table``: columns with error feedback take the file's values up to the largest
+  ratio measured with error feedback, columns without up to the largest measured without; beyond
+  that the published rows stay (a row is added at each measured edge, from the file's table).
+* size laws (``eta_h_alpha0``, ``eta_h_size_scale``, ``replica_beta_coeff``,
+  ``replica_beta_exponent``) and any other field act at every model size, so a file that measured
+  a parameter range does not apply them (they are reported in ``apply_calibration(...).withheld``)
+  unless ``extrapolate=True`` (the calibration report's what-if headline).
+* A file that declares no measured range at all (no ``[range]``, no ``[measured.*]``) is an explicit
+  hand-written override and is applied as written, with a note saying so.
+
+Any problem is an ``InputError`` whose one-line message names the field.
 """
 
 from __future__ import annotations
@@ -88,9 +106,123 @@ def read_calibration(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def load_calibration(path: str | Path) -> ModelParams:
-    """ModelParams with a calibration file's ``[params]`` applied (validated; InputError names the field)."""
-    return params_from_mapping(read_calibration(path)["params"])
+EF_CODECS = frozenset({"topk"})
+"""Testbed codecs that use error feedback (the table's EF columns); the rest (int8, int4, bf16) do not."""
+
+
+def measured_range(data: dict[str, Any]) -> dict[str, tuple[float, float]]:
+    """The ranges a calibration file measured: ``[range]`` if present, else derived from
+    ``[measured.*]`` (sizes' ``params``; codecs' ``ratio``, error feedback for top-k). Empty when the
+    file declares none (a hand-written override)."""
+    out: dict[str, tuple[float, float]] = {}
+    rng = data.get("range")
+    if isinstance(rng, dict):
+        for k, v in rng.items():
+            if not isinstance(v, list) or len(v) != 2:
+                raise InputError(f"range.{k}", f"must be [low, high], got {v!r}")
+            lo, hi = _num(v[0], f"range.{k}"), _num(v[1], f"range.{k}")
+            if not 0 < lo <= hi:
+                raise InputError(f"range.{k}", f"must satisfy 0 < low <= high, got {v!r}")
+            out[k] = (lo, hi)
+        return out
+    measured = data.get("measured")
+    if not isinstance(measured, dict):
+        return out
+    sizes = [float(v["params"]) for v in measured.values() if isinstance(v, dict) and "params" in v]
+    if sizes:
+        out["params"] = (min(sizes), max(sizes))
+    for key, v in measured.items():
+        if not (key.startswith("codec_") and isinstance(v, dict) and "ratio" in v):
+            continue
+        name = "compression_ratio_ef" if key[len("codec_"):] in EF_CODECS else "compression_ratio_no_ef"
+        lo, hi = out.get(name, (1.0, 1.0))
+        out[name] = (min(lo, 1.0), max(hi, float(v["ratio"])))
+    return out
+
+
+def _interp_rows(rows: tuple[tuple[float, ...], ...], cr: float, col: int) -> float:
+    """A table column at C_r, linear in log10 C_r, held outside the table (as the kernel reads it)."""
+    xs = [math.log10(r[0]) for r in rows]
+    ys = [r[col] for r in rows]
+    x = math.log10(max(cr, rows[0][0]))
+    if x >= xs[-1]:
+        return ys[-1]
+    for i in range(len(xs) - 1):
+        if x <= xs[i + 1]:
+            t = (x - xs[i]) / (xs[i + 1] - xs[i])
+            return ys[i] + t * (ys[i + 1] - ys[i])
+    return ys[-1]
+
+
+def merge_compression_table(
+    published: tuple[tuple[float, ...], ...],
+    measured: tuple[tuple[float, ...], ...],
+    ef_max: float,
+    no_ef_max: float,
+) -> tuple[tuple[float, ...], ...]:
+    """The published table with the measured values only up to the measured ratios: EF columns
+    (1-3) from ``measured`` for C_r <= ef_max, no-EF columns (4-6) for C_r <= no_ef_max; rows at the
+    two edges are added (from the measured table) so its values hold exactly up to each edge."""
+    grid = sorted({r[0] for r in published} | {r[0] for r in measured if r[0] <= max(ef_max, no_ef_max)}
+                  | {ef_max, no_ef_max})
+    out = []
+    for cr in grid:
+        row = [cr]
+        for col in range(1, 7):
+            edge = ef_max if col <= 3 else no_ef_max
+            src = measured if cr <= edge * (1 + 1e-12) else published
+            row.append(round(_interp_rows(src, cr, col), 6))
+        out.append(tuple(row))
+    return tuple(out)
+
+
+@dataclasses.dataclass(frozen=True)
+class AppliedCalibration:
+    """What a calibration file changed: the parameters, and which fields it applied or withheld."""
+
+    params: ModelParams
+    applied: tuple[str, ...]
+    withheld: tuple[str, ...]
+    notes: tuple[str, ...]
+    ranges: dict[str, tuple[float, float]]
+
+
+def apply_calibration(data: dict[str, Any], *, extrapolate: bool = False) -> AppliedCalibration:
+    """Apply a read calibration file under the range rule (module docstring)."""
+    full = params_from_mapping(data["params"])  # validates every field first
+    ranges = measured_range(data)
+    if extrapolate or not ranges:
+        note = ("extrapolate: every field applied at every size" if extrapolate else
+                "no measured range declared: applied as an explicit override")
+        return AppliedCalibration(full, tuple(sorted(data["params"])), (), (note,), ranges)
+    applied, withheld, notes = [], [], []
+    changes: dict[str, Any] = {}
+    lo, hi = ranges.get("params", (math.nan, math.nan))
+    for k in sorted(data["params"]):
+        if k == "compression_table":
+            ef = ranges.get("compression_ratio_ef", (1.0, 1.0))[1]
+            no_ef = ranges.get("compression_ratio_no_ef", (1.0, 1.0))[1]
+            changes[k] = merge_compression_table(DEFAULT_PARAMS.compression_table, full.compression_table, ef, no_ef)
+            applied.append(k)
+            notes.append(f"compression_table: measured values used up to C_r {ef:g} (error feedback) and "
+                         f"{no_ef:g} (without); published rows beyond")
+        else:
+            withheld.append(k)
+            notes.append(f"{k}: not applied (a law for every model size; measured at {lo:.3g}-{hi:.3g} "
+                         "parameters): the published value stays; extrapolate=True applies it")
+    params = DEFAULT_PARAMS.replace(**changes) if changes else DEFAULT_PARAMS
+    return AppliedCalibration(params, tuple(applied), tuple(withheld), tuple(notes), ranges)
+
+
+def load_calibration(path: str | Path, *, extrapolate: bool = False) -> ModelParams:
+    """ModelParams with a calibration file's ``[params]`` applied inside its measured range
+    (validated; InputError names the field). See the module docstring for the rule."""
+    return apply_calibration(read_calibration(path), extrapolate=extrapolate).params
+
+
+def calibration_notes(path: str | Path) -> list[str]:
+    """One line per field: applied inside its range, or withheld and why."""
+    return list(apply_calibration(read_calibration(path)).notes)
 
 
 # ---------------------------------------------------------------------------------------- writing

@@ -132,8 +132,8 @@ def calibrate_cmd(
     toml_path = toml or out / "calibration.toml"
     atomic_write_text(toml_path, report.calibration_toml(summary, meta))
     from dispersal.calibration.tomlio import load_calibration
-    cal = load_calibration(toml_path)
-    h_pub, h_cal = report.headline_variants(cal, list(summary["params"])), None
+    cal = load_calibration(toml_path, extrapolate=True)  # what-ifs; in-range is what --calibration applies
+    h_pub, h_cal = report.headline_variants(cal, list(summary["params"]), load_calibration(toml_path)), None
     con.print(report.tables_md(summary))
     for line in report.direction_checks(summary):
         con.print("direction: " + line)
