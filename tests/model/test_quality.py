@@ -126,6 +126,9 @@ def test_efficiency_selects_mapping_per_element() -> None:
     out = efficiency(codes, 8, 100, p, 1, lo, **CH)
     assert out[0] == pytest.approx(float(compute_fraction(8, 100, 1e11)))
     assert out[1] == pytest.approx(float(loss_space_fraction(lo[1], loss_ratio(8, 100, 1e11), **CH)))
+    all_compute = efficiency(np.zeros((3, 1), dtype=int), [2, 8], 100, 1e11, 1, lo[0], **CH)
+    assert all_compute.shape == (3, 2)
+    assert all_compute[2] == pytest.approx(compute_fraction([2, 8], 100, 1e11))
     with pytest.raises(InputError, match="quality_mapping"):
         efficiency(2, 8, 100, 1e11, 1, lo[0], **CH)
 

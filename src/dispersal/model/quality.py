@@ -305,10 +305,13 @@ def efficiency(
     code = np.asarray(mapping)
     if code.size and not np.all(np.isin(code, list(MAPPING_CODES.values()))):
         raise InputError("quality_mapping", "codes must be 0 (compute) or 1 (loss)")
-    r = loss_ratio(replicas, inner_steps, params, fragments, q)
     g = compute_fraction(replicas, inner_steps, params, fragments, q)
+    is_loss = code == MAPPING_CODES[QualityMapping.LOSS]
+    if not np.any(is_loss):  # the Chinchilla inversions are the costly part; skip them when unused
+        return np.asarray(np.broadcast_to(g, np.broadcast_shapes(g.shape, code.shape)), dtype=np.float64)
+    r = loss_ratio(replicas, inner_steps, params, fragments, q)
     ls = loss_space_fraction(loss_nats, r, e, a, b, alpha, beta, tokens_per_param)
-    return np.asarray(np.where(code == MAPPING_CODES[QualityMapping.LOSS], ls, g), dtype=np.float64)
+    return np.asarray(np.where(is_loss, ls, g), dtype=np.float64)
 
 
 @dataclass(frozen=True)
