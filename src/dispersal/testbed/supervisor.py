@@ -2,15 +2,22 @@
 
 Membership protocol (plain torch.distributed, no torchft): the store outlives the workers and holds
 
+    incarnation/<w>               counter: every worker process takes the next number when it starts,
+                                  so a process restarted with the same argv is still a new incarnation
     joinreq/<w> = incarnation     a worker process asks to be in the group
     hb/<w>                        heartbeat, rewritten every 0.3 s by each worker
     failed/<g>/<w>                a worker's collective failed in generation g
     members/<g>, gen              the coordinator's published generations (gen is a counter)
-    killme/<w>, progress/<w>      fault plan hand-shake and progress, finished = the run is over
+    incarnations/<g>              {worker: incarnation} of generation g's members
+    killme/<w>, stopme/<w>        fault plan hand-shakes (SIGKILL; SIGSTOP, SIGCONT, then resumed/<w>)
+    progress/<w>, finished        progress; the run is over
 
 The coordinator publishes generation g+1 when a member is lost (process exit seen by the
-supervisor, or heartbeat older than ``heartbeat_timeout_s``), when a worker asks to join, or when a
-failure is reported. Survivors come first in the member list, so rank 0 always holds the state.
+supervisor, or heartbeat older than ``heartbeat_timeout_s``), when a member registers a new
+incarnation (it was restarted: the process in the group is gone, whatever its argv said), when a
+worker asks to join, or when a failure is reported. Survivors come first in the member list. What a
+member takes at a join is decided by state, not by this list: the member with the newest round is
+the source, and everyone behind it resets its local model and inner optimizer (worker._sync_state).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ class Coordinator:
         self.store, self.worker_ids, self.hb_timeout = store, worker_ids, heartbeat_timeout_s
         self.gen = 0
         self.members: list[str] = []
+        self.member_inc: dict[str, int] = {}  # incarnation of each member when it was published
         self.registered: dict[str, int] = {}
         self.dead: dict[str, int] = {}
         self._hb_seen: dict[str, tuple[bytes, float]] = {}
@@ -79,10 +87,12 @@ class Coordinator:
 
     def publish(self, members: list[str]) -> None:
         g = self.gen + 1
+        incs = {w: self.registered[w] for w in members}
         self.store.set(f"members/{g}", json.dumps(members))
+        self.store.set(f"incarnations/{g}", json.dumps(incs))
         self.gen = self.store.add("gen", 1)
         assert self.gen == g, "only the coordinator bumps gen"
-        self.members = members
+        self.members, self.member_inc = members, incs
         self._failure_since = None
 
     def tick(self, expected_at_start: int, start_grace_s: float = 120.0) -> None:
@@ -92,8 +102,10 @@ class Coordinator:
             if alive and (len(alive) >= expected_at_start or now - self.started > start_grace_s):
                 self.publish(sorted(alive, key=lambda w: int(w[1:])))
             return
-        kept = [w for w in self.members if w in alive]
-        joiners = sorted((w for w in alive if w not in self.members), key=lambda w: int(w[1:]))
+        # A member whose registered incarnation changed was restarted: the process in the group is
+        # gone, so it leaves, and its new incarnation joins in the same generation.
+        kept = [w for w in self.members if w in alive and self.registered[w] == self.member_inc[w]]
+        joiners = sorted((w for w in alive if w not in kept), key=lambda w: int(w[1:]))
         if not kept and not joiners:
             return
         if len(kept) < len(self.members) or joiners:
@@ -171,6 +183,7 @@ def run_local(
     incarnation = dict.fromkeys(cfg.worker_ids, 0)
     exited: set[tuple[str, int]] = set()
     rejoins = list(plan.of("rejoin"))
+    thaw_at: dict[str, float] = {}  # SIGSTOPped worker -> when to SIGCONT it
     deadline = time.monotonic() + cfg.run_timeout_s
     timed_out = True
     while time.monotonic() < deadline:
@@ -180,6 +193,18 @@ def run_local(
                 os.kill(p.pid, signal.SIGKILL)  # a real SIGKILL: no cleanup, sockets reset
                 p.wait()
                 log_event(out, worker=w, event="killed", step=int(store.get(f"killme/{w}")))
+            if store.check([f"stopme/{w}"]) and p.poll() is None and incarnation[w] == 0:
+                at_step = int(store.get(f"stopme/{w}"))
+                store.delete_key(f"stopme/{w}")
+                os.kill(p.pid, signal.SIGSTOP)  # frozen: no exit, no socket reset, heartbeats stop
+                thaw_at[w] = time.monotonic() + plan.pauses(w).get(at_step, 0.0)
+                log_event(out, worker=w, event="stopped", step=at_step, pause_s=plan.pauses(w).get(at_step))
+            if w in thaw_at and time.monotonic() >= thaw_at[w]:
+                del thaw_at[w]
+                store.set(f"resumed/{w}", "1")
+                if p.poll() is None:
+                    os.kill(p.pid, signal.SIGCONT)
+                    log_event(out, worker=w, event="continued")
             if p.poll() is not None and (w, incarnation[w]) not in exited:
                 exited.add((w, incarnation[w]))
                 coord.mark_dead(w, incarnation[w])
@@ -229,11 +254,11 @@ def run_local(
     return summary
 
 
-def serve(cfg: TestbedConfig, port: int) -> None:
-    """Coordinator only, for several machines: workers are started elsewhere (e.g. by torchrun)."""
-    store = dist.TCPStore(
-        "0.0.0.0", port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30)
-    )
+def serve(cfg: TestbedConfig, port: int, host: str = "0.0.0.0") -> None:
+    """Coordinator only, for several machines: workers are started elsewhere (e.g. by torchrun).
+
+    ``host`` is the address the store listens on (all interfaces by default; tests use 127.0.0.1)."""
+    store = dist.TCPStore(host, port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30))
     coord = Coordinator(store, cfg.worker_ids, cfg.heartbeat_timeout_s)
     deadline = time.monotonic() + cfg.run_timeout_s
     while time.monotonic() < deadline and not store.check(["finished"]):
@@ -245,8 +270,9 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="dispersal.testbed.supervisor")
     ap.add_argument("--config", required=True, help="config.json written by `dispersal train` (or by hand)")
     ap.add_argument("--port", type=int, default=29600)
+    ap.add_argument("--host", default="0.0.0.0", help="address to listen on (default: all interfaces)")
     args = ap.parse_args(argv)
-    serve(TestbedConfig.from_dict(json.loads(Path(args.config).read_text())), args.port)
+    serve(TestbedConfig.from_dict(json.loads(Path(args.config).read_text())), args.port, args.host)
 
 
 if __name__ == "__main__":

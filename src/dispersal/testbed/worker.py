@@ -109,6 +109,10 @@ class Worker:
         self.index = int(worker[1:])
         self.plan = FaultPlan.parse(cfg.faults)
         self.store = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=60))
+        # Every process start takes the next incarnation from the store, so a process restarted with
+        # an unchanged argv (torchrun --max-restarts, systemd, Kubernetes) is still a new one; the
+        # ``incarnation`` argument is only a label for logs.
+        self.incarnation = int(self.store.add(f"incarnation/{worker}", 1)) - 1
         self.heartbeat = Heartbeat(host, port, worker)
         torch.manual_seed(cfg.seed)  # same initial weights everywhere (rank 0 broadcasts them anyway)
         self.device = resolve_device(cfg.device, self.index)
@@ -134,6 +138,9 @@ class Worker:
         self.gen, self.members, self.rank = 0, [self.wid], 0
         self.rejected_total = 0
         self.kill_steps = set(self.plan.kill_steps(self.wid))
+        self.kill_sync_steps = self.plan.kill_steps(self.wid, phase="allgather")
+        self.kill_ckpt_steps = self.plan.kill_steps(self.wid, phase="checkpoint")
+        self.pause_steps = self.plan.pauses(self.wid)
         self.straggles = bool(self.plan.of("straggle", self.wid))
         # Store round trips are rate-limited on the hot path (one per step would cost ~5 % with ddp).
         self._gen_seen, self._gen_polled = 0, -1e9
@@ -170,7 +177,7 @@ class Worker:
                     timeout=timedelta(seconds=self.cfg.collective_timeout_s),
                 )
                 self.gen, self.members, self.rank = g, members, members.index(self.wid)
-                self._sync_state(mode)
+                reset = self._sync_state(mode)
             except Exception as exc:
                 log_event(
                     self.out, worker=self.wid, event="reform_failed", generation=g, error=str(exc)[:200]
@@ -179,22 +186,58 @@ class Worker:
                 min_gen = g + 1
                 mode = "join" if mode == "join" else "failure"
                 continue
+            local_crc, global_crc = self._join_check(reset)
             log_event(
                 self.out,
                 worker=self.wid,
                 event="joined",
                 generation=g,
                 members=members,
+                incarnation=self.incarnation,
                 round=self.round,
+                reset_local=reset,
                 state_crc=self._state_crc(),
+                global_crc=global_crc,
+                local_crc=local_crc,
             )
             return True
         raise RuntimeError(f"{self.wid}: no stable group after {MAX_REFORMS} generations")
 
+    def _global_vector(self) -> torch.Tensor:
+        return self.global_flat if self.cfg.algorithm != "ddp" else flat_params(self.params)
+
     def _state_crc(self) -> int:
         """CRC32 of the global weights and the outer momentum: equal on every member after a (re)join."""
-        g = self.global_flat if self.cfg.algorithm != "ddp" else flat_params(self.params)
-        return zlib.crc32(self.outer.buf.numpy(), zlib.crc32(g.numpy()))
+        return _crc32(self.outer.buf, _crc32(self._global_vector()))
+
+    def _join_check(self, reset: bool) -> tuple[int, int]:
+        """Hash this member's local weights against the global ones after a (re)join.
+
+        At a round boundary DiLoCo's local weights are the global weights (and DDP has only one copy),
+        and any member that was reset took them; only Streaming DiLoCo survivors legitimately differ
+        (fragments merge tau steps late). A mismatch where they must be equal is the silent corruption
+        of a stale local model: it is logged as ``join_check_failed`` and repaired from the global."""
+        local_crc, global_crc = _crc32(flat_params(self.params)), _crc32(self._global_vector())
+        if local_crc != global_crc and (reset or self.cfg.algorithm != "streaming"):
+            log_event(
+                self.out,
+                worker=self.wid,
+                event="join_check_failed",
+                generation=self.gen,
+                round=self.round,
+                local_crc=local_crc,
+                global_crc=global_crc,
+            )
+            set_flat_params(self.params, self._global_vector())
+            local_crc = global_crc
+        return local_crc, global_crc
+
+    def _generation(self, g: int) -> tuple[list[str], dict[str, int]]:
+        """Generation g's member list and each member's incarnation (both written before ``gen`` moves)."""
+        members = json.loads(self.store.get(f"members/{g}"))
+        key = f"incarnations/{g}"
+        incs = json.loads(self.store.get(key)) if self.store.check([key]) else {}
+        return members, {w: int(i) for w, i in incs.items()}
 
     def _wait_for_generation(self, min_gen: int) -> tuple[int, list[str]] | None:
         deadline = time.monotonic() + self.cfg.run_timeout_s
@@ -203,22 +246,28 @@ class Worker:
                 return None
             g = self.store.add("gen", 0)
             if g >= min_gen:
-                members = json.loads(self.store.get(f"members/{g}"))
-                if self.wid in members:
+                members, incs = self._generation(g)
+                # A generation that lists this worker under another incarnation was formed for the
+                # previous process (this one was restarted): it is not ours to enter.
+                if self.wid in members and incs.get(self.wid, self.incarnation) == self.incarnation:
                     return g, members
-                # Dropped from the group (e.g. declared dead): ask to join again.
+                # Dropped from the group (e.g. declared dead) or listed as an older process: ask to join.
                 self.store.set(f"joinreq/{self.wid}", str(self.incarnation))
                 min_gen = g + 1
             time.sleep(0.01)
         raise TimeoutError(f"{self.wid}: no generation >= {min_gen} within run_timeout_s")
 
     def _membership_broken(self, gen: int, members: list[str]) -> bool:
-        """A generation newer than ``gen`` that drops one of ``members`` means someone died: stop waiting."""
+        """A generation newer than ``gen`` that drops one of ``members``, or lists one of them as another
+        incarnation (it was restarted), means that member's process is gone: stop waiting."""
         g = self.store.add("gen", 0)
         if g <= gen:
             return False
-        newer = json.loads(self.store.get(f"members/{g}"))
-        return not set(members) <= set(newer)
+        newer, newer_incs = self._generation(g)
+        if not set(members) <= set(newer):
+            return True
+        incs = self._generation(gen)[1]
+        return any(w in incs and newer_incs.get(w, incs[w]) != incs[w] for w in members)
 
     def _barrier(self, key: str, members: list[str], gen: int | None = None) -> bool:
         """Store barrier of ``members`` (of generation ``gen``, default the current one): wait until every
@@ -254,23 +303,39 @@ class Worker:
             "inner": self.opt.state_dict(),
         }
 
-    def _sync_state(self, mode: str) -> None:
-        """Rank 0's global state goes to everyone; joiners and dropped rounds also reset local weights."""
-        reset_local = mode in ("failure", "join")
+    def _sync_state(self, mode: str) -> bool:
+        """The group's state goes to every member; returns whether this member's local state was reset.
+
+        Decided by state, not by how the process was started: the members exchange their rounds, the
+        first member with the newest round is the source (survivors come first, so normally rank 0),
+        and it broadcasts round, global weights, outer momentum and its inner AdamW state. A member
+        whose round differs (a restarted process, whatever its argv; a resume on a host without the
+        checkpoint; a worker thawed after SIGSTOP) takes the local model, inner optimizer state and a
+        fresh codec residual from it too. After a dropped round (``mode`` "failure") local weights go
+        back to the global ones as well. Returns True when local weights were reset."""
+        reset_local = mode == "failure"
         if len(self.members) == 1:
-            return
-        obj: list[Any] = [self._transfer_state() if self.rank == 0 else None]
-        dist.broadcast_object_list(obj, src=0)
+            return reset_local  # alone: the caller already put local weights back to the global ones
+        rounds: list[Any] = [None] * len(self.members)
+        dist.all_gather_object(rounds, self.round)
+        src = rounds.index(max(rounds))
+        obj: list[Any] = [self._transfer_state() if self.rank == src else None]
+        dist.broadcast_object_list(obj, src=src)
         s = obj[0]
+        behind = self.round != s["round"]
         self.round, self.tokens, self.stats = s["round"], s["tokens"], s["stats"]
         self.global_flat = s["global"].clone()
         self.outer.load_state_dict(s["outer"])
-        if self.cfg.algorithm == "ddp" or reset_local:
+        if self.cfg.algorithm == "ddp" or reset_local or behind:
             set_flat_params(self.params, self.global_flat)
             self.pending = None
-        if self.cfg.algorithm == "ddp" or mode == "join":
+        if self.cfg.algorithm == "ddp" or behind:
             self.opt.load_state_dict(s["inner"])
-        if mode == "join":
+        if behind:
+            cfg = self.cfg
+            self.codecs = [
+                make_codec(cfg.codec, block=cfg.block, topk_fraction=cfg.topk_fraction) for _ in self.codecs
+            ]
             state_bytes = 4 * (2 * self.numel) + sum(
                 t.numel() * t.element_size() for st in s["inner"]["state"].values() for t in st.values()
             )
@@ -281,6 +346,7 @@ class Worker:
                 c.bytes_sent, c.bytes_received = int(mine["bytes_sent"]), int(mine["bytes_received"])
                 c.compute_s, c.comm_exposed_s = mine["compute_s"], mine["exposed_s"]
             c.clock_s = max([c.clock_s] + [v["clock_s"] for v in self.stats.values()])
+        return reset_local or behind
 
     # ------------------------------------------------------------------ compute
     def _now(self) -> float:
@@ -316,12 +382,35 @@ class Worker:
         c.clock_s += seconds * factor
 
     def _maybe_get_killed(self, step: int) -> None:
-        """At a planned kill step, tell the supervisor and wait for its SIGKILL (bounded)."""
-        if step in self.kill_steps and self.incarnation == 0:
-            log_event(self.out, worker=self.wid, event="awaiting_kill", step=step)
-            self.store.set(f"killme/{self.wid}", str(step))
-            time.sleep(60.0)
-            sys.exit(3)  # nobody killed us: fail loudly rather than continue
+        """At a planned kill (or pause) step, tell the supervisor and wait for its SIGKILL (bounded)."""
+        if self.incarnation != 0:
+            return
+        if step in self.kill_steps:
+            self._await_kill(step, "step")
+        if step in self.pause_steps:
+            # The supervisor SIGSTOPs this process, SIGCONTs it after the pause, then sets resumed/<w>.
+            pause_s = self.pause_steps.pop(step)
+            log_event(self.out, worker=self.wid, event="awaiting_stop", step=step)
+            self.store.set(f"stopme/{self.wid}", str(step))
+            try:
+                self.store.wait([f"resumed/{self.wid}"], timedelta(seconds=60.0 + pause_s))
+            except Exception:
+                sys.exit(3)  # nobody stopped us: fail loudly rather than continue
+            log_event(self.out, worker=self.wid, event="resumed", step=step)
+
+    def _kill_due(self, steps: list[int], first_step: int) -> int | None:
+        """The planned kill in ``steps`` that falls due at an event covering inner steps from
+        ``first_step`` on (the first sync or checkpoint at or after the planned step), if any."""
+        if self.incarnation != 0:
+            return None
+        due = [s for s in steps if s <= first_step + self.cfg.round_steps - 1]
+        return due[0] if due else None
+
+    def _await_kill(self, step: int, phase: str) -> None:
+        log_event(self.out, worker=self.wid, event="awaiting_kill", step=step, phase=phase)
+        self.store.set(f"killme/{self.wid}", str(step))
+        time.sleep(60.0)
+        sys.exit(3)  # nobody killed us: fail loudly rather than continue
 
     def _merge_pending(self) -> None:
         """Streaming DiLoCo merge: local = alpha * local + (1 - alpha) * global on the synced fragment."""
@@ -392,6 +481,10 @@ class Worker:
         try:
             if not self._barrier(f"bar/{self.gen}/{self.round}", self.members):
                 raise RuntimeError("a member of the group is gone")
+            if self.kill_sync_steps:
+                due = self._kill_due(self.kill_sync_steps, self.round * self.cfg.round_steps)
+                if due is not None:  # fault plan: die while the peers are inside all_gather
+                    self._await_kill(due, "allgather")
             wire = frame.to(self.comm_device)  # no copy with gloo; the GPU with NCCL
             frames = [torch.empty_like(wire) for _ in self.members]
             dist.all_gather(frames, wire)
@@ -607,12 +700,21 @@ class Worker:
 
     def _checkpoint(self) -> None:
         r = self.round  # rounds completed
-        checkpoint.save_worker(self.out, r, self.wid, self._worker_state())
+        # Fault plan: killed half-way through this checkpoint's write (rank 0: global.pt; others:
+        # their own file). The write is atomic, so only a temporary file is left behind.
+        due = [s for s in self.kill_ckpt_steps if s <= r * self.cfg.round_steps and self.incarnation == 0]
+        kill_midway = (lambda: self._await_kill(due[0], "checkpoint")) if due else None
+        checkpoint.save_worker(
+            self.out, r, self.wid, self._worker_state(), midway=None if self.rank == 0 else kill_midway
+        )
         if len(self.members) > 1 and not self._barrier(f"ckpt/{self.gen}/{r}", self.members):
             return
         if self.rank == 0:
             checkpoint.save_global(
-                self.out, r, {"round": r, **{k: v for k, v in self._transfer_state().items() if k != "round"}}
+                self.out,
+                r,
+                {"round": r, **{k: v for k, v in self._transfer_state().items() if k != "round"}},
+                midway=kill_midway,
             )
 
     def _resume(self) -> None:
@@ -807,6 +909,11 @@ class Worker:
             dist.destroy_process_group()
 
 
+def _crc32(t: torch.Tensor, value: int = 0) -> int:
+    """CRC32 of a tensor's bytes (copied to the CPU first if it lives on an accelerator)."""
+    return zlib.crc32(t.detach().cpu().contiguous().numpy(), value)
+
+
 def _util(s: dict[str, float]) -> float:
     """Utilisation = compute / (compute + exposed communication)."""
     total = s["compute_s"] + s["exposed_s"]
@@ -829,7 +936,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--worker", default=None, help="worker id wN; default w$RANK (torchrun)")
     ap.add_argument("--store", required=True, help="HOST:PORT of the coordinator's TCPStore")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--incarnation", type=int, default=0)
+    ap.add_argument(
+        "--incarnation",
+        type=int,
+        default=0,
+        help="ignored (kept for old command lines): each process start takes its incarnation from the store",
+    )
     ap.add_argument("--resume", action="store_true")
     ap.add_argument(
         "--join-at-step", type=int, default=0, help="standby: join once the group reaches this step"
