@@ -306,3 +306,34 @@ def test_real_link_run_gives_the_virtual_runs_bits_and_charges_measured_time(tmp
         measured = sum(s["wall_s"] for s in syncs)
         assert measured >= 4 * 0.004
         assert real["exposed_comm_s_per_worker"][w] >= measured - 1e-9
+
+
+def test_real_link_run_survives_a_kill_and_a_rejoin(tmp_path: Path) -> None:
+    """SIGKILL w2 mid-run: its relay connection closes, the round in flight is dropped, the others go
+    on through the relay; the replacement connects (hello) and rejoins; the run completes."""
+    cfg = TestbedConfig(
+        algorithm="diloco",
+        workers=3,
+        steps=40,
+        inner_steps=5,
+        data=CORPUS,
+        eval_every=10**6,
+        eval_batches=2,
+        link_mode="real",
+        link_up_bits_per_s=1e9,
+        link_down_bits_per_s=1e9,
+        link_latency_s=0.002,
+        faults=("kill w2@step12", "rejoin w2@step25"),
+        run_timeout_s=150,
+    )
+    out = tmp_path / "kill"
+    s = run_local(cfg, out)
+    assert s["completed"], s
+    assert s["final_members"] == ["w0", "w1", "w2"]
+    events = [json.loads(ln) for ln in (out / "events.jsonl").read_text().splitlines()]
+    assert any(e["event"] == "killed" and e["worker"] == "w2" for e in events)
+    rejoined = [e for e in events if e["event"] == "joined" and e["worker"] == "w2" and e["generation"] > 1]
+    assert rejoined and rejoined[0]["round"] == 5  # back at step 25
+    # every sync of the last generation went through the relay with all three members
+    recs = [json.loads(ln) for ln in (out / "relay.jsonl").read_text().splitlines()]
+    assert recs[-1]["members"] == ["w0", "w1", "w2"] and recs[-1]["round"] == 7

@@ -138,7 +138,7 @@ def link_for(cfg: Any, worker: str, store: Any, out: Path) -> Link:
 
     host, port = store.get("relay").decode().rsplit(":", 1)
     (out / "netlink").mkdir(parents=True, exist_ok=True)
-    return RelayLink(
+    link = RelayLink(
         host,
         int(port),
         worker,
@@ -146,6 +146,8 @@ def link_for(cfg: Any, worker: str, store: Any, out: Path) -> Link:
         spec=RelaySpec.from_config(cfg),
         log=out / "netlink" / f"{worker}.jsonl",
     )
+    link.connect()
+    return link
 
 
 def sync_rng(seed: int, worker: str, round_index: int) -> random.Random:

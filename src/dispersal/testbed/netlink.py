@@ -411,6 +411,10 @@ class Relay:
                 if got is None:
                     return
                 meta, body, first_s, worker = got
+                if meta.get("hello"):  # a (re)connected worker: its earlier connection is history
+                    self.writers[worker] = writer
+                    self.closed.discard(worker)
+                    continue
                 self._accept(meta, body, first_s, writer)
         except (ConnectionError, asyncio.IncompleteReadError, OSError):
             return
@@ -435,6 +439,9 @@ class Relay:
         meta_raw = await reader.readexactly(meta_len)  # small: read first to learn the sender
         meta = json.loads(meta_raw)
         worker = str(meta["worker"])
+        if meta.get("hello"):  # connection set-up, like TCP's handshake: not shaped, not counted
+            await reader.readexactly(body_len)
+            return meta, bytearray(), first_s, worker
         up, _ = self._pipes(worker)
         last = up.schedule(PREFIX.size + meta_len, first_s)[-1][0]
         body = bytearray()
@@ -615,11 +622,18 @@ class RelayLink:
         return None  # the measured part already passed; the rest is other workers' compute
 
     def _connect(self) -> socket.socket:
+        """Connect and say who this is, so that the relay stops treating this worker's earlier
+        (closed) connection as a dead member before this one sends its first frame."""
         if self.sock is None:
             s = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
             s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            s.sendall(encode_message({"worker": self.worker, "hello": True}))
             self.sock = s
         return self.sock
+
+    def connect(self) -> None:
+        """Connect now (at worker start), not at the first sync."""
+        self._connect()
 
     def close(self) -> None:
         if self.sock is not None:
@@ -664,6 +678,8 @@ class RelayLink:
                 raise ConnectionError(f"relay aborted the round: {rmeta.get('why')}")
         except BaseException:
             self.close()
+            with contextlib.suppress(OSError):
+                self._connect()  # at once: the next round must not find this worker "closed"
             raise
         wall = time.perf_counter() - t0
         from dispersal.testbed.worker import HEADER_BYTES
