@@ -66,6 +66,21 @@ def test_chunks_cover_the_input_and_bpe_round_trips(small_tok: BPETokenizer, dat
     assert small_tok.decode(ids) == data
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(st.binary(min_size=1, max_size=12), st.integers(1, 20), min_size=1, max_size=30),
+    st.integers(256, 320),
+)
+def test_training_forms_equal_fresh_encodings(counts: dict[bytes, int], vocab: int) -> None:
+    """The trainer seeds its cache with each training word's final form; a tokenizer rebuilt from the
+    merges alone (empty cache) must encode every training word to exactly those ids."""
+    tok = BPETokenizer.train(Counter(counts), vocab)
+    fresh = BPETokenizer(tok.merges)
+    for word in counts:
+        assert fresh._encode_chunk(word) == tok._cache[word]
+        assert fresh.decode(tok._cache[word]) == word
+
+
 def test_bpe_compresses_held_out_code_and_reloads_identically(
     small_tok: BPETokenizer, tmp_path: Path
 ) -> None:
