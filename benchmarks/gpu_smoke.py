@@ -41,6 +41,10 @@ SMOKE_VOCAB = 1024
 """BPE vocabulary of the smoke runs (small, so the tokenizer trains in seconds)."""
 
 
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.4f}"
+
+
 def preset_check(name: str, device: torch.device, steps: int) -> dict:
     p = MODEL_PRESETS[name]
     cfg = GPTConfig(
@@ -173,7 +177,7 @@ def main() -> None:
             )
         ref = runs[1]["final_val_loss"]
         for r in runs:
-            r["val_loss_vs_cpu_fp32"] = r["final_val_loss"] / ref if ref else None
+            r["val_loss_vs_cpu_fp32"] = r["final_val_loss"] / ref if ref and r["final_val_loss"] else None
     result = {"info": info, "presets": presets, "runs": runs, "ok": all(r["ok"] for r in presets + runs)}
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out / "gpu_smoke.json", dumps_json(result) + "\n")
@@ -193,8 +197,8 @@ def main() -> None:
         lines += ["", "| run | completed | final val loss | vs CPU fp32 | wall s |", "|---|---|---|---|---|"]
         for r in runs:
             lines.append(
-                f"| {r['run']} | {r['completed']} | {r['final_val_loss']:.4f} | "
-                f"{r['val_loss_vs_cpu_fp32']:.4f} | {r['wall_s']:.0f} |"
+                f"| {r['run']} | {r['completed']} | {_fmt(r['final_val_loss'])} | "
+                f"{_fmt(r['val_loss_vs_cpu_fp32'])} | {r['wall_s']:.0f} |"
             )
     atomic_write_text(args.out / "gpu_smoke.md", "\n".join(lines) + "\n")
     print("\n".join(lines))
