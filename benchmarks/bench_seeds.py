@@ -1,7 +1,7 @@
 """DiLoCo / DDP final validation loss over several seeds, with a Student-t confidence interval.
 
-Run: ``python benchmarks/bench_seeds.py [--seeds 0 1 2] [--steps 1000]`` (about 4-6 min on 2 shared
-cores with the defaults). For each seed it trains DDP and DiLoCo (M workers, H inner steps) at equal
+Run: ``python benchmarks/bench_seeds.py [--seeds 0 1 2] [--steps 1000]`` (about 3-4 min on an idle
+2-core machine with the defaults; 11 min under a load of 8-14). For each seed it trains DDP and DiLoCo (M workers, H inner steps) at equal
 tokens; the seed sets the initial weights and the training batches, while the validation batches
 are the same for every run. The per-seed ratio ``L_diloco / L_ddp`` is paired (same seed, same
 initial weights), and the interval is ``mean +- t sd / sqrt(n)`` over seeds
