@@ -136,6 +136,21 @@ def test_bpe_shards_hold_exactly_the_encoded_corpus(tmp_path: Path) -> None:
     assert (folder / "meta.json").stat().st_mtime_ns == stamp
 
 
+def _prepare_in_child(out: str) -> str:
+    return str(prepare_tokens(SMALL_SOURCES, Path(out), vocab_size=300, shard_tokens=5_000))
+
+
+def test_two_processes_preparing_one_folder_prepare_it_once(tmp_path: Path) -> None:
+    """Two processes race for the same folder: the file lock makes one train and write, the other reuse."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        folders = pool.map(_prepare_in_child, [str(tmp_path)] * 2, chunksize=1)
+    assert folders[0] == folders[1]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".prepare.lock", Path(folders[0]).name]
+    assert (Path(folders[0]) / "meta.json").exists()
+
+
 def _write(path: Path, values: np.ndarray) -> Path:
     values.astype(np.uint16).tofile(path)
     return path
