@@ -134,6 +134,9 @@ def test_bpe_shards_hold_exactly_the_encoded_corpus(tmp_path: Path) -> None:
     stamp = (folder / "meta.json").stat().st_mtime_ns
     assert prepare_tokens(SMALL_SOURCES, tmp_path, vocab_size=400, shard_tokens=5_000) == folder
     assert (folder / "meta.json").stat().st_mtime_ns == stamp
+    (folder / "meta.json").unlink()  # as if interrupted before the end: rebuilt in place
+    assert prepare_tokens(SMALL_SOURCES, tmp_path, vocab_size=400, shard_tokens=5_000) == folder
+    assert json.loads((folder / "meta.json").read_text()) == meta
 
 
 def _prepare_in_child(out: str) -> str:

@@ -220,6 +220,7 @@ def prepare_tokens(
         from dispersal._io import atomic_write_text
 
         atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=2) + "\n")
+        shutil.rmtree(folder, ignore_errors=True)  # an incomplete folder (no meta.json) is replaced
         tmp.replace(folder)
     return folder
 
