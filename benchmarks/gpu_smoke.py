@@ -26,6 +26,7 @@ import platform
 import sysconfig
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -45,7 +46,7 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.4f}"
 
 
-def preset_check(name: str, device: torch.device, steps: int) -> dict:
+def preset_check(name: str, device: torch.device, steps: int) -> dict[str, Any]:
     p = MODEL_PRESETS[name]
     cfg = GPTConfig(
         n_layer=p["n_layer"],
@@ -77,7 +78,7 @@ def preset_check(name: str, device: torch.device, steps: int) -> dict:
         losses.append(loss.item())
     elapsed = clock.now() - t0
     tokens = steps * p["batch_size"] * p["block_size"]
-    row = {
+    row: dict[str, Any] = {
         "preset": name,
         "params": model.num_params(),
         "params_formula": param_count(cfg.n_layer, cfg.n_embd, cfg.block_size, SMOKE_VOCAB),
@@ -102,7 +103,7 @@ def preset_check(name: str, device: torch.device, steps: int) -> dict:
     return row
 
 
-def testbed_run(name: str, out: Path, **kw: object) -> dict:
+def testbed_run(name: str, out: Path, **kw: object) -> dict[str, Any]:
     std = Path(sysconfig.get_paths()["stdlib"])
     cfg = TestbedConfig(
         algorithm="diloco",
@@ -118,7 +119,7 @@ def testbed_run(name: str, out: Path, **kw: object) -> dict:
     )
     t0 = time.perf_counter()
     s = run_local(cfg, out / name)
-    row = {
+    row: dict[str, Any] = {
         "run": name,
         "completed": bool(s.get("completed")),
         "final_val_loss": s.get("final_val_loss"),
@@ -145,7 +146,7 @@ def main() -> None:
     ap.add_argument("--skip-runs", action="store_true", help="only the single-process preset checks")
     args = ap.parse_args()
     device = resolve_device(args.device)
-    info = {
+    info: dict[str, Any] = {
         "torch": torch.__version__,
         "python": platform.python_version(),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",

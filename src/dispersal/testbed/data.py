@@ -246,7 +246,7 @@ def prepare_data(cfg: TestbedConfig, out_dir: Path) -> dict[str, Any]:
             "val": {"paths": [val], "tokens": val.stat().st_size, "bytes": val.stat().st_size},
         }
     folder = prepare_tokens(cfg.data, out_dir, cfg.vocab_size)
-    meta = json.loads((folder / "meta.json").read_text())
+    meta: dict[str, Any] = json.loads((folder / "meta.json").read_text())
     for split in ("train", "val"):
         meta[split]["paths"] = [folder / s["file"] for s in meta[split]["shards"]]
     return meta

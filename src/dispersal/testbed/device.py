@@ -88,7 +88,7 @@ class ComputeClock:
             self._base_s = 0.0
 
     def _record(self) -> torch.cuda.Event:
-        e = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         e.record()
         e.synchronize()
         return e
@@ -99,7 +99,7 @@ class ComputeClock:
         if self.kind == "wall":
             return time.perf_counter()
         e = self._record()
-        since = self._origin.elapsed_time(e) / 1000.0
+        since = float(self._origin.elapsed_time(e)) / 1000.0
         if since > CUDA_CLOCK_REBASE_S:
             self._origin, self._base_s = e, self._base_s + since
             return self._base_s

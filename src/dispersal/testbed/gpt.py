@@ -54,7 +54,8 @@ class CausalSelfAttention(nn.Module):
         q, k, v = self.qkv(x).split(c, dim=2)
         q, k, v = (z.view(b, t, self.n_head, c // self.n_head).transpose(1, 2) for z in (q, k, v))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
+        out: Tensor = self.proj(y.transpose(1, 2).contiguous().view(b, t, c))
+        return out
 
 
 class Block(nn.Module):
@@ -69,7 +70,8 @@ class Block(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         x = x + self.attn(self.ln1(x))
-        return x + self.mlp(self.ln2(x))
+        out: Tensor = x + self.mlp(self.ln2(x))
+        return out
 
 
 class GPT(nn.Module):

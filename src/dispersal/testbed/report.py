@@ -9,6 +9,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dispersal.model.errors import require
 
@@ -88,7 +89,7 @@ def loss_unit(out: Path) -> str:
     return "nats/byte" if tokenizer == "byte" else "nats/token"
 
 
-def load_metrics(out: Path) -> list[dict]:
+def load_metrics(out: Path) -> list[dict[str, Any]]:
     path = out / "metrics.jsonl"
     if not path.exists():
         raise FileNotFoundError(2, "no metrics", str(path))

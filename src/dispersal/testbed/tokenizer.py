@@ -142,8 +142,8 @@ class BPETokenizer:
             pair_count.pop(pair, None)
         tok = cls(merges)
         # The training words' final forms are their encodings: seed the cache with them.
-        for w, final in zip(counts, words, strict=True):
-            tok._cache[w] = final
+        for chunk, final in zip(counts, words, strict=True):
+            tok._cache[chunk] = final
         return tok
 
     # ------------------------------------------------------------------ encode / decode
