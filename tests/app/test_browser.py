@@ -14,6 +14,7 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM = Path(os.environ.get("DISPERSAL_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = [
@@ -50,9 +51,9 @@ if not CHROMIUM.is_file():
         f"needs Chromium at {CHROMIUM}: apt-get install -y chromium chromium-driver", allow_module_level=True
     )
 
-from dispersal.app import logic  # noqa: E402
+from dispersal.app import logic, views  # noqa: E402
 from dispersal.cli.serve import streamlit_command  # noqa: E402
-from dispersal.model import Estimate, estimate  # noqa: E402
+from dispersal.model import Estimate, estimate, units  # noqa: E402
 
 
 def _free_port() -> int:
@@ -226,6 +227,222 @@ def test_error_and_other_views(page: object, server: str) -> None:
         _shot(page, "uncertainty", docs=True)
     _set_number(page, "Nodes (sites)", "0")
     # Streamlit's markdown shows ">=" as "≥"
-    page.get_by_text(re.compile(r"num_nodes: must be an integer (>=|≥) 1, got 0")).wait_for()
+    page.get_by_text(re.compile(r"Nodes \(sites\): must be an integer (>=|≥) 1, got 0")).first.wait_for()
     assert page.get_by_text("Traceback").count() == 0
     _shot(page, "input_error")
+
+
+# --- issue 14: answers equal to the CLI, state through invalid inputs, baseline, viewports, a11y ----------
+
+
+def _cli_json(*args: str) -> object:
+    """Run the real `dispersal` command line and parse its --json output."""
+    r = subprocess.run(
+        [sys.executable, "-m", "dispersal", *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def _tab(page: object, name: str) -> None:
+    page.get_by_role("tab", name=name).click()
+    _wait_idle(page)
+
+
+def _plan_in_app(page: object) -> str:
+    _tab(page, "Planner")
+    page.get_by_role("button", name="Find the cheapest plan").click()
+    page.get_by_text("Cheapest:").first.wait_for(timeout=120_000)
+    _wait_idle(page)
+    return page.get_by_text("Cheapest:").first.inner_text()
+
+
+def test_10_mbps_planner_answer_equals_the_cli(page: object, server: str) -> None:
+    """Setting the WAN to 10 Mbps drives every link: the app's answer is `dispersal plan --bandwidth 10Mbps`."""
+    _open(page, server)
+    _set_number(page, "WAN upload (Mbps)", "10")
+    _set_number(page, "WAN download (Mbps)", "10")
+    text = _plan_in_app(page)
+    (p,) = _cli_json("plan", "--bandwidth", "10Mbps", "--target", "1e25", "--no-baseline")
+    assert f"{p['nodes']:,} nodes of {p['chips_per_node']}x {p['hardware']} {p['precision']}" in text
+    assert f"{units.format_money(p['cost_usd'])}." in text
+    used = page.get_by_text("Used: default mode, metric").first.inner_text()
+    assert "every link (regional, pipeline) = the WAN" in used and "10 Mbps up / 10 Mbps down" in used
+    assert "The paper's bandwidth sweep row '10 Mbps' quotes $2.75B" in used
+    _shot(page, "planner_10mbps")
+
+
+def test_site_loss_result_equals_the_cli(page: object, server: str) -> None:
+    """The Resilience view's site-loss table is `dispersal resilience` with the same fleet and loss."""
+    ui = logic.default_ui("gpt4_level_gh200")
+    ui.update(res_lose_sites=3, res_lose_at_days=20.0, res_down_for_days=5.0, res_run_days=100.0)
+    _open(page, server, ui)
+    _tab(page, "Resilience")
+    page.get_by_text("Site loss").first.wait_for()
+    est = estimate(logic.build(ui).scenario, mode="default").to_dict()
+    spec, _note = views.resilience_spec(est, ui)
+    d = _cli_json(
+        "resilience",
+        "--chips",
+        str(spec.chips),
+        "--mtbf",
+        f"{spec.chip_mtbf_h!r}h",
+        "--sites",
+        str(spec.sites),
+        "--chips-per-island",
+        str(spec.chips_per_island),
+        "--chips-per-node",
+        str(spec.chips_per_node),
+        "--restart",
+        f"{spec.restart_time_h!r}h",
+        "--round-time",
+        f"{spec.round_time_h!r}h",
+        "--lose-sites",
+        "3",
+        "--lose-at",
+        "20d",
+        "--down-for",
+        "5d",
+        "--days",
+        "100",
+    )
+    want_in = spec.to_dict()
+    for k, v in want_in.items():
+        assert d["inputs"][k] == (pytest.approx(v, rel=1e-12) if isinstance(v, float) else v), k
+    table = page.get_by_test_id("stTable").filter(has_text="time to own target").first
+    body = table.inner_text()
+    for name, o in d["site_loss"]["outcomes"].items():
+        t = o["time_to_target_h"]
+        want = "never" if t is None else f"{t / 24:.4g} d"
+        row = next(line for line in body.splitlines() if name in line.split("\t"))
+        assert want in row, (name, want, row)
+        assert f"{o['lost_useful_fraction']:.1%}" in row
+    _shot(page, "resilience_site_loss", docs=True)
+
+
+def test_invalid_invalid_valid_keeps_every_input(page: object, server: str) -> None:
+    """Two invalid inputs then a valid one: the planner target and resilience inputs survive, and the
+    URL never carries a blank or zeroed value."""
+    ui = logic.default_ui()
+    ui.update(plan_target="3e25", res_chip_mtbf_h=40_000.0, res_restart_h=0.5, res_lose_sites=2)
+    _open(page, server, ui)
+    _set_number(page, "Nodes (sites)", "0")
+    page.get_by_text("Nodes (sites): must be an integer").first.wait_for()
+    _set_number(page, "WAN upload (Mbps)", "-5")
+    _set_number(page, "Nodes (sites)", "4")
+    page.get_by_text("WAN upload: must be > 0 Mbps, got -5 Mbps").first.wait_for()
+    _set_number(page, "WAN upload (Mbps)", "100")
+    page.get_by_test_id("stMetric").first.wait_for()
+    _tab(page, "Planner")
+    assert page.get_by_label("Target compute (FLOP)", exact=True).input_value() == "3e25"
+    _tab(page, "Resilience")
+    assert page.get_by_label("Chip MTBF (h)", exact=True).input_value() == "40000"
+    assert page.get_by_label("Restart time (h)", exact=True).input_value() == "0.5"
+    assert page.get_by_label("Sites that go dark", exact=True).input_value() == "2"
+    for part in (
+        "plan_target=3e25",
+        "res_chip_mtbf_h=40000",
+        "res_restart_h=0.5",
+        "res_lose_sites=2",
+        "num_nodes=4",
+    ):
+        assert part in page.url, (part, page.url)
+    page.reload(wait_until="domcontentloaded")
+    _wait_idle(page)
+    _tab(page, "Planner")
+    assert page.get_by_label("Target compute (FLOP)", exact=True).input_value() == "3e25"
+
+
+def test_pinned_baseline_and_its_chart(page: object, server: str) -> None:
+    _open(page, server)
+    _plan_in_app(page)
+    page.get_by_role("button", name="Pin this plan as the baseline").click()
+    page.get_by_text("Pinned baseline:").first.wait_for(timeout=180_000)
+    _set_number(page, "WAN upload (Mbps)", "30")
+    _set_number(page, "WAN download (Mbps)", "30")
+    _plan_in_app(page)
+    page.get_by_role("button", name="Draw the comparison charts (15 plans, cached)").click()
+    chart = page.locator("svg[aria-label*='pinned baseline']").first
+    chart.wait_for(timeout=180_000)
+    tips = chart.locator("title").all_inner_texts()
+    assert any(t.startswith("pinned baseline: $") for t in tips)
+    assert any(t.startswith("this scenario: $") for t in tips)
+    # values on hover: the baseline's cost at 100 Mbps is the pinned plan's cost
+    (p,) = _cli_json("plan", "--bandwidth", "100Mbps", "--target", "1e25", "--no-baseline")
+    assert any(t.startswith(f"pinned baseline: {units.format_money(p['cost_usd'])} at 100 ") for t in tips), (
+        tips
+    )
+    _shot(page, "planner_baseline", docs=True)
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_no_horizontal_overflow(browser: object, server: str, width: int) -> None:
+    ctx = browser.new_context(viewport={"width": width, "height": 900})
+    pg = ctx.new_page()
+    pg.set_default_timeout(STEP_MS)
+    try:
+        _open(pg, server)
+        for tab in ("Estimate", "Planner", "Resilience"):
+            _tab(pg, tab)
+            over = pg.evaluate(
+                "() => { const d = document.documentElement; return [d.scrollWidth, d.clientWidth]; }"
+            )
+            assert over[0] <= over[1], (tab, width, over)
+            main = pg.locator("section.stMain, [data-testid='stMain']").first
+            wide = main.evaluate(
+                "(m) => [...m.querySelectorAll('svg, img, [data-testid=stTable]')].filter(e => "
+                "e.getBoundingClientRect().right > window.innerWidth + 1 && !e.closest('[data-testid=stTable]') "
+                "?.parentElement?.style?.overflowX).length"
+            )
+            assert wide == 0, (tab, width, wide)
+        _shot(pg, f"viewport_{width}")
+    finally:
+        ctx.close()
+
+
+def _axe_source() -> str | None:
+    for cand in (
+        os.environ.get("DISPERSAL_AXE", ""),
+        str(ROOT / "node_modules/axe-core/axe.min.js"),
+        "/tmp/axe/node_modules/axe-core/axe.min.js",
+        "/usr/lib/node_modules/axe-core/axe.min.js",
+    ):
+        if cand and Path(cand).is_file():
+            return Path(cand).read_text(encoding="utf-8")
+    return None
+
+
+A11Y_RULES = (
+    "color-contrast",
+    "label",
+    "image-alt",
+    "svg-img-alt",
+    "select-name",
+    "button-name",
+    "aria-input-field-name",
+    "input-button-name",
+)
+
+
+def test_axe_no_contrast_or_label_violations(page: object, server: str) -> None:
+    src = _axe_source()
+    if src is None:
+        pytest.skip(
+            "needs axe-core: npm install --prefix /tmp/axe axe-core (or set DISPERSAL_AXE to axe.min.js)"
+        )
+    _open(page, server)
+    found = []
+    for tab in ("Estimate", "Planner", "Resilience"):
+        _tab(page, tab)
+        page.add_script_tag(content=src)
+        res = page.evaluate(
+            "async (rules) => { const r = await axe.run(document, {runOnly: {type: 'rule', values: rules}});"
+            " return r.violations.map(v => [v.id, v.nodes.length, v.nodes.slice(0, 3).map(n => n.target.join(' '))]); }",
+            list(A11Y_RULES),
+        )
+        found += [(tab, *v) for v in res]
+    assert found == [], found

@@ -29,7 +29,7 @@ def test_json_schema(tmp_path: Path) -> None:
 
 
 def test_table_runs() -> None:
-    r = runner.invoke(app, ["counter", "--lever", "whistleblower", "--set", "people_per_site=5"])
+    r = runner.invoke(app, ["counter", "--lever", "whistleblower", "--detection", "people_per_site=5"])
     assert r.exit_code == 0, r.output
     assert "whistleblower" in r.stdout
 
@@ -40,8 +40,8 @@ def test_table_runs() -> None:
         ["--lever", "nope"],
         ["--target", "abc"],
         ["--bundle", "hbm+zzz"],
-        ["--set", "foo=1"],
-        ["--set", "people_per_site"],
+        ["--detection", "foo=1"],
+        ["--detection", "people_per_site"],
         ["--days", "0"],
         ["--mode", "weird"],
         ["--regime", "narnia"],

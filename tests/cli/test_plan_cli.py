@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from dispersal.cli import app
@@ -66,6 +68,7 @@ def test_reproduce_headlines_within_five_percent(tmp_path):
     assert (tmp_path / "reproduction.md").exists() and (tmp_path / "reproduction_cost.png").exists()
 
 
+@pytest.mark.slow
 def test_plan_samples_adds_percentiles_and_is_reproducible():
     """--samples N --seed S adds P10/P50/P90 fields; the same seed gives the same numbers."""
     args = ["plan", "--target", "1e25", "--samples", "40", "--seed", "3", "--json"]
@@ -73,3 +76,26 @@ def test_plan_samples_adds_percentiles_and_is_reproducible():
     b = json.loads(CliRunner().invoke(app, args).stdout)
     assert a["cost_usd_p10"] <= a["cost_usd_p50"] <= a["cost_usd_p90"]
     assert a["cost_usd_p50"] == b["cost_usd_p50"]
+
+
+def test_sweep_defaults_write_into_a_named_folder_and_json(tmp_path, monkeypatch):
+    """No --out: the CSV and PNG go to dispersal-output/sweep/, never the current directory; --json
+    prints the rows and both paths."""
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["sweep", "--x", "target=1e24", "--y", "regime=treaty", "--mode", "paper", "--json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.stdout)
+    folder = Path("dispersal-output") / "sweep"
+    assert d["out"] == str(folder / "sweep.csv") and d["plot"] == str(folder / "sweep.png")
+    assert len(d["rows"]) == 1 and d["rows"][0]["feasible"] is True
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dispersal-output"]
+    assert sorted(p.name for p in (tmp_path / folder).iterdir()) == ["sweep.csv", "sweep.png"]
+
+
+@pytest.mark.slow
+def test_reproduce_default_out_is_not_the_current_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["reproduce"])
+    assert r.exit_code == 0, r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dispersal-output"]
+    assert (tmp_path / "dispersal-output" / "reproduce" / "reproduction.md").is_file()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import base64
+import json
 import re
 from pathlib import Path
 
@@ -17,20 +17,25 @@ def test_report_writes_self_contained_html(tmp_path: Path) -> None:
     assert r.exit_code == 0, r.output
     text = out.read_text(encoding="utf-8")
     assert text.startswith("<!doctype html>") and text.rstrip().endswith("</html>")
-    images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", text)
-    assert len(images) >= 3
-    assert all(base64.b64decode(i).startswith(b"\x89PNG") for i in images)
+    # The app's own figures, inline SVG: an accessible name each and a hover title per mark.
+    svgs = re.findall(r"<svg[^>]*>", text)
+    assert len(svgs) >= 3
+    assert all('role="img"' in s and 'aria-label="' in s for s in svgs)
+    assert text.count("<title>") > 3 * len(svgs)
     # nothing fetched from elsewhere
     assert not re.search(r"(src|href)=['\"]?(https?:|//)", text)
     assert "paper mode" in text and "C_local" in text
     assert list(out.parent.iterdir()) == [out]  # atomic: no temporary file left
 
 
-def test_report_default_out_name(tmp_path: Path, monkeypatch) -> None:
+def test_report_default_out_is_a_named_folder(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    r = CliRunner().invoke(app, ["report", "intellect1", "--set", "num_nodes=4"])
+    r = CliRunner().invoke(app, ["report", "intellect1", "--set", "num_nodes=4", "--json"])
     assert r.exit_code == 0, r.output
-    assert (tmp_path / "intellect1.html").is_file()
+    want = Path("dispersal-output") / "report" / "intellect1.html"
+    assert json.loads(r.stdout) == {"path": str(want), "scenario": "intellect1", "mode": "default"}
+    assert (tmp_path / want).is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dispersal-output"]  # nothing else in the cwd
 
 
 def test_report_bad_scenario_exits_2_one_line(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
@@ -13,6 +14,15 @@ from dispersal._io import atomic_write_bytes, atomic_write_text, dumps_json, pri
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_INPUT_ERROR = 2
+
+#: Where commands write files when no --out is given: a named folder per command under the current
+#: directory (never the current directory itself, so a checkout's root is never written into).
+OUTPUT_ROOT = Path("dispersal-output")
+
+
+def default_out(command: str) -> Path:
+    """The default --out folder of a command: dispersal-output/<command>."""
+    return OUTPUT_ROOT / command
 
 
 def fail(message: str) -> typer.Exit:
@@ -41,11 +51,12 @@ def guarded(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-
 __all__ = [
     "EXIT_INPUT_ERROR",
+    "OUTPUT_ROOT",
     "atomic_write_bytes",
     "atomic_write_text",
+    "default_out",
     "dumps_json",
     "fail",
     "guarded",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 from rich.console import Console
@@ -45,35 +46,25 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
     head = Table(title=f"dispersal estimate: {s['name']} ({d['mode']} mode)", show_header=False)
     head.add_column("", style="bold")
     head.add_column("")
-    status = "[green]feasible[/]" if d["feasible"] else "[red]INFEASIBLE[/]: " + "; ".join(d["reasons"])
-    rows = [
-        ("status", status),
-        ("hardware", f"{d['num_nodes']:,} nodes x {d['chips_per_node']} x {s['hardware']} ({s['precision']}), "
-                     f"{d['node_h100_equivalents']:.2f} H100e/node"),
-        ("links", f"{units.format_bandwidth(s['bandwidth_up_bits_per_s'])} up / "
-                  f"{units.format_bandwidth(s['bandwidth_down_bits_per_s'])} down, "
-                  f"{units.format_duration(s['latency_s'])} latency"),
-        ("algorithm", f"{d['algorithm']}{' (streaming)' if d['streaming'] else ''}, H = {d['inner_steps']}"
-                      + (f" (H_eff {d['inner_steps_effective']:.3g})" if d['algorithm'] == 'hierarchical' else "")
-                      + (f", {d['pipeline_stages']} stages x {d['groups']} groups" if d['algorithm'] == 'pp_diloco' else "")),
-        ("model", f"{units.format_count(d['params'])} parameters, {units.format_count(d['tokens'])} tokens "
-                  f"(overtraining {d['overtraining_ratio']:.3g}x)"),
-        ("memory / node", f"{units.format_bytes(d['memory_required_bytes_per_node'])} of "
-                          f"{units.format_bytes(d['node_memory_bytes'])}"),
-        ("run time", f"{d['days']:.4g} days, {d['num_outer_steps']:.4g} outer steps of "
-                     f"{units.format_duration(d['outer_step_time_s'])}"),
-        ("step / sync", f"{units.format_duration(d['step_time_s'])} per inner step, "
-                        f"{units.format_duration(d['sync_time_s'])} per sync"),
-        ("C_raw", f"{d['c_raw_flop']:.3g} FLOP"),
-        ("C_local", f"{d['c_local_flop']:.3g} FLOP"),
-        ("C_quality", f"{d['c_quality_flop']:.3g} FLOP"),
-        ("global MFU (C_local / peak)", f"{d['mfu_global']:.1%}"),
-        ("cost", f"{units.format_money(d['cost']['total_usd'])} (hardware {units.format_money(d['cost']['hardware_usd'])}, "
-                 f"energy {units.format_money(d['cost']['energy_usd'])}, rental alternative "
-                 f"{units.format_money(d['cost']['rental_usd'])})"),
-        ("WAN traffic / node", f"mean {d['traffic']['mean_mbps']:.3g} Mbps, peak {d['traffic']['peak_mbps']:.3g} Mbps, "
-                               f"duty {d['traffic']['duty_cycle']:.0%}, {units.format_bytes(d['traffic']['bytes_per_day'])}/day"),
-    ]
+    # One presentation layer: the same headline rows as the app's Summary table and the HTML report.
+    from dispersal.app.logic import estimate_provenance, links_of, summary_rows
+    from dispersal.model.scenario import Scenario
+
+    rows = [(r["quantity"], r["value"]) for r in summary_rows(d)]
+    if not d["feasible"]:
+        rows[0] = ("status", "[red]INFEASIBLE[/]: " + "; ".join(d["reasons"]))
+    else:
+        rows[0] = ("status", "[green]feasible[/]")
+    rows.insert(2, ("links", f"{units.format_bandwidth(s['bandwidth_up_bits_per_s'])} up / "
+                             f"{units.format_bandwidth(s['bandwidth_down_bits_per_s'])} down, "
+                             f"{units.format_duration(s['latency_s'])} latency"))
+    rows.append(("cost", f"{units.format_money(d['cost']['total_usd'])} (hardware {units.format_money(d['cost']['hardware_usd'])}, "
+                         f"energy {units.format_money(d['cost']['energy_usd'])}, rental alternative "
+                         f"{units.format_money(d['cost']['rental_usd'])})"))
+    rows.append(("WAN traffic / node", f"mean {d['traffic']['mean_mbps']:.3g} Mbps, peak {d['traffic']['peak_mbps']:.3g} Mbps, "
+                                       f"duty {d['traffic']['duty_cycle']:.0%}, {units.format_bytes(d['traffic']['bytes_per_day'])}/day"))
+    with contextlib.suppress(ValueError):  # a hand-edited dict that is no longer a valid Scenario
+        rows.append(("used", estimate_provenance(d, links_of(Scenario.from_dict(dict(s))))))
     for note in reversed(d.get("notes", [])):
         extra = (" (default mode counts the outer-optimizer state, error-feedback buffer and activations;"
                  " --mode paper counts model + optimizer state only)"

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dispersal.cli._common import guarded, print_json, save_figure
+from dispersal.cli._common import guarded, print_json
 
 _EPILOG = (
     "JSON: a list of rows, the no-lever baseline first. Keys: lever (bundle name), levers, feasible, "
@@ -20,30 +20,12 @@ _EPILOG = (
 
 
 def _plot(rows: list[Any], path: Path, title: str) -> None:
-    import matplotlib
+    """The app's countermeasures figure (numbered points, as in the table's order), as PNG."""
+    from dispersal.app import figures
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for o in rows:
-        if not o.feasible:
-            continue
-        ax.scatter(o.cost_usd / 1e6, o.p_detect, s=30)
-        ax.annotate(
-            o.bundle if len(o.bundle) < 40 else o.bundle[:37] + "...",
-            (o.cost_usd / 1e6, o.p_detect),
-            fontsize=7,
-            xytext=(4, 2),
-            textcoords="offset points",
-        )
-    ax.set_xscale("log")
-    ax.set_ylim(-0.02, 1.05)
-    ax.set_xlabel("evader cost, $M")
-    ax.set_ylabel("P(detected before completion)")
-    ax.set_title(title, fontsize=9)
-    ax.grid(True, which="both", alpha=0.3)
-    save_figure(fig, path)
+    chart = figures.countermeasures_figure([o.to_dict() for o in rows])
+    chart.figure.axes[0].set_title(title, fontsize=figures.FONT - 1)
+    figures.save_png(chart, path)
 
 
 def _fmt_money(v: float) -> str:
@@ -79,12 +61,17 @@ def register(app: typer.Typer) -> None:
         ] = None,
         set_param: Annotated[
             list[str] | None,
-            typer.Option("--set", help="Override a detection default, NAME=VALUE (repeatable)."),
+            typer.Option(
+                "--detection",
+                help="Override a detection default (data/detection.toml), NAME=VALUE (repeatable). "
+                "(--set is kept for scenario fields, as in estimate and report.)",
+            ),
         ] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
         plot: Annotated[Path | None, typer.Option(help="Save evader cost vs P(detect) as PNG.")] = None,
         calibration: Annotated[
-            Path | None, typer.Option(help="Calibration TOML (dispersal calibrate) replacing model parameters.")
+            Path | None,
+            typer.Option(help="Calibration TOML (dispersal calibrate) replacing model parameters."),
         ] = None,
     ) -> None:
         """Each countermeasure lever and bundle: the evader's cheapest adapted run and P(detect)."""
@@ -108,12 +95,12 @@ def register(app: typer.Typer) -> None:
         overrides: dict[str, float] = {}
         for item in set_param or []:
             if "=" not in item:
-                raise InputError("set", f"expected NAME=VALUE, got {item!r}")
+                raise InputError("detection", f"expected NAME=VALUE, got {item!r}")
             k, v = item.split("=", 1)
             try:
                 overrides[k.strip()] = float(v)
             except ValueError:
-                raise InputError("set", f"{k.strip()}: not a number: {v!r}") from None
+                raise InputError("detection", f"{k.strip()}: not a number: {v!r}") from None
         dp = default_detection_params().replace(**overrides)
         wanted: list[str] = []
         for name in lever or []:

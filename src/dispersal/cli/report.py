@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from dispersal.cli._common import atomic_write_text, guarded
+from dispersal.cli._common import atomic_write_text, default_out, guarded, print_json
 
 
 @guarded
@@ -16,7 +16,8 @@ def report_cmd(
         str, typer.Argument(help="Preset name (e.g. paper_threat_model) or a TOML scenario file.")
     ],
     out: Annotated[
-        Path | None, typer.Option(help="HTML file to write (default: <scenario>.html here).")
+        Path | None,
+        typer.Option(help="HTML file to write (default: dispersal-output/report/<scenario>.html)."),
     ] = None,
     mode: Annotated[
         str, typer.Option("--mode", help="paper (the paper's settings exactly) or default.")
@@ -24,6 +25,9 @@ def report_cmd(
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override a scenario field: key=value.")
     ] = None,
+    json_: Annotated[
+        bool, typer.Option("--json", help='Print {"path": ..., "scenario": ..., "mode": ...} as JSON.')
+    ] = False,
 ) -> None:
     """Write one self-contained HTML report (tables, embedded plots, full JSON) for a scenario.
 
@@ -34,8 +38,11 @@ def report_cmd(
 
     m = check_mode(mode)
     s = build_scenario(scenario, set_ or [])
-    path = out if out is not None else Path(f"{Path(scenario).stem}.html")
+    path = out if out is not None else default_out("report") / f"{Path(scenario).stem}.html"
     atomic_write_text(path, render_html(s, m, source=scenario))
+    if json_:
+        print_json({"path": str(path), "scenario": scenario, "mode": m.value})
+        return
     typer.echo(str(path))
 
 

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from dispersal.cli._common import atomic_write_text, guarded, print_json, save_figure
+from dispersal.cli._common import atomic_write_text, default_out, guarded, print_json, save_figure
 from dispersal.model import units
 from dispersal.model.reproduction import (
     EXPLAIN_ABOVE,
@@ -150,7 +150,7 @@ def _plots(rows: list[RowResult], folder: Path) -> None:
 
 @guarded
 def reproduce_cmd(
-    out: Annotated[Path, typer.Option(help="Folder for reproduction.md and the PNG plots.")] = Path("."),
+    out: Annotated[Path | None, typer.Option(help="Folder for reproduction.md and the PNG plots (default: dispersal-output/reproduce; the committed report: --out docs).")] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print the rows and headlines as JSON.")] = False,
     no_files: Annotated[bool, typer.Option("--no-files", help="Do not write the report and plots.")] = False,
 ) -> None:
@@ -160,6 +160,7 @@ def reproduce_cmd(
     hbm = hbm_countermeasure()
     heads = headlines(rows, hbm)
     seconds = time.perf_counter() - t0
+    out = out if out is not None else default_out("reproduce")
     if not no_files:
         atomic_write_text(out / "reproduction.md", build_report(rows, heads, seconds) + "\n")
         _plots(rows, out)

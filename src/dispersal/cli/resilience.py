@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dispersal.cli._common import guarded, print_json, save_figure
+from dispersal.cli._common import guarded, print_json
 from dispersal.model.errors import InputError
 from dispersal.model.units import parse_count, parse_duration
 
@@ -27,27 +27,19 @@ def _hours(text: str, field: str) -> float:
 
 
 def _plot(spec: Any, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """The app's goodput-vs-scale figure (10 to 10M chips), as PNG."""
     import numpy as np
 
-    from dispersal.model.resilience import ALGORITHMS, goodput_vs_scale
+    from dispersal.app import figures
+    from dispersal.model.resilience import goodput_vs_scale
 
-    chips = np.unique(np.round(np.logspace(1, 7, 61)).astype(int))
-    curves = goodput_vs_scale(spec, [int(c) for c in chips])
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for name in ALGORITHMS:
-        ax.plot(chips, curves[name], label=name)
-    ax.set_xscale("log")
-    ax.set_ylim(0, 1.02)
-    ax.set_xlabel("chips")
-    ax.set_ylabel("goodput (useful / provisioned compute)")
-    ax.set_title(f"Goodput vs scale, chip MTBF {spec.chip_mtbf_h:,.0f} h")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    save_figure(fig, path)
+    chips = [int(c) for c in np.unique(np.round(np.logspace(1, 7, 61)).astype(int))]
+    curves = {k: v.tolist() for k, v in goodput_vs_scale(spec, chips).items()}
+    chart = figures.goodput_figure(chips, curves, marker=spec.chips)
+    chart.figure.axes[0].set_title(
+        f"Goodput vs scale, chip MTBF {spec.chip_mtbf_h:,.0f} h", fontsize=figures.TITLE_FONT
+    )
+    figures.save_png(chart, path)
 
 
 def register(app: typer.Typer) -> None:
@@ -65,7 +57,13 @@ def register(app: typer.Typer) -> None:
         chips_per_island: Annotated[
             int, typer.Option(help="Chips per DiLoCo worker / Decoupled DiLoCo learner.")
         ] = 16_384,
+        chips_per_node: Annotated[
+            int, typer.Option(help="Chips per host; a node fails as a unit (default: an 8-GPU HGX host).")
+        ] = 8,
         restart: Annotated[str, typer.Option(help="Restart time of a job or island.")] = "10min",
+        round_time: Annotated[
+            str, typer.Option(help="DiLoCo round (outer step) length, e.g. 30min (default).")
+        ] = "30min",
         lose_sites: Annotated[int, typer.Option(help="Sites lost in the site-loss scenario (0 = none).")] = 1,
         lose_at: Annotated[str, typer.Option(help="When the sites go dark, after the start.")] = "10d",
         down_for: Annotated[
@@ -106,7 +104,9 @@ def register(app: typer.Typer) -> None:
             chip_mtbf_h=_hours(mtbf, "mtbf") if mtbf else LLAMA3_CHIP_MTBI_H,
             sites=sites,
             chips_per_island=chips_per_island,
+            chips_per_node=chips_per_node,
             restart_time_h=_hours(restart, "restart"),
+            round_time_h=_hours(round_time, "round_time"),
         )
         down = (
             None if down_for.strip().lower() in {"forever", "inf", "never"} else _hours(down_for, "down_for")

@@ -10,7 +10,14 @@ from typing import Annotated, Any
 
 import typer
 
-from dispersal.cli._common import atomic_write_bytes, atomic_write_text, guarded, save_figure
+from dispersal.cli._common import (
+    atomic_write_bytes,
+    atomic_write_text,
+    default_out,
+    guarded,
+    print_json,
+    save_figure,
+)
 from dispersal.cli.estimate import check_mode
 from dispersal.model import units
 from dispersal.model.errors import InputError
@@ -67,11 +74,15 @@ def sweep_cmd(
     mode: Annotated[str, typer.Option(help="paper or default.")] = "default",
     search: Annotated[str | None, typer.Option(help="bisect or exact.")] = None,
     metric: Annotated[str | None, typer.Option(help="c_local or c_quality.")] = None,
-    out: Annotated[Path, typer.Option(help="CSV (.csv) or Parquet (.parquet, needs pyarrow) file.")] = Path("sweep.csv"),
-    plot: Annotated[Path | None, typer.Option(help="PNG: cost to evade against the first input, one line per second-input value.")] = Path("sweep.png"),
+    out: Annotated[Path | None, typer.Option(help="CSV (.csv) or Parquet (.parquet, needs pyarrow) file (default: dispersal-output/sweep/sweep.csv).")] = None,
+    plot: Annotated[Path | None, typer.Option(help="PNG: cost to evade against the first input, one line per second-input value (default: beside --out as sweep.png).")] = None,
+    no_plot: Annotated[bool, typer.Option("--no-plot", help="Do not write the PNG.")] = False,
+    json_: Annotated[bool, typer.Option("--json", help='Print {"out": ..., "plot": ..., "rows": [...]} as JSON (non-finite numbers null).')] = False,
 ) -> None:
     """Run the planner over a grid of two inputs (default: target FLOP x regime) and plot cost to evade."""
     m = check_mode(mode)
+    out = out if out is not None else default_out("sweep") / "sweep.csv"
+    plot = None if no_plot else (plot if plot is not None else out.with_name("sweep.png"))
     xn, xv = _parse_axis(x)
     yn, yv = _parse_axis(y)
     if xn == yn:
@@ -81,7 +92,7 @@ def sweep_cmd(
     rows: list[dict[str, Any]] = []
     from rich.progress import Progress
 
-    with Progress(transient=True) as prog:
+    with Progress(transient=True, disable=json_) as prog:
         task = prog.add_task("sweep", total=len(xv) * len(yv))
         for a in xv:
             for b in yv:
@@ -136,6 +147,9 @@ def sweep_cmd(
         if not numeric:
             ax.tick_params(axis="x", rotation=30)
         save_figure(fig, plot)
+    if json_:
+        print_json({"out": str(out), "plot": str(plot) if plot else None, "rows": rows})
+        return
     typer.echo(f"wrote {out}" + (f" and {plot}" if plot else "") + f" ({len(rows)} plans)")
 
 

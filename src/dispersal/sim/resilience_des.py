@@ -34,8 +34,10 @@ from dispersal.model.resilience import ALGORITHMS, ResilienceSpec, checkpoint_pe
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class Estimate:
-    """A Monte Carlo mean with its standard error (sample std / sqrt(replications))."""
+class MeanEstimate:
+    """A Monte Carlo mean with its standard error (sample std / sqrt(replications)).
+
+    (Named apart from `dispersal.model.Estimate`, the analytic model's result.)"""
 
     mean: float
     stderr: float
@@ -49,7 +51,7 @@ class Estimate:
 class SimulationResult:
     """Simulated goodput per algorithm, with the settings that produced it."""
 
-    goodput: dict[str, Estimate]
+    goodput: dict[str, MeanEstimate]
     horizon_h: float
     replications: int
     seed: int
@@ -228,7 +230,7 @@ def simulate(
         if progress is not None:
             progress(1)
     result = {
-        name: Estimate(mean=float(np.mean(vals)), stderr=float(np.std(vals, ddof=1) / math.sqrt(len(vals))))
+        name: MeanEstimate(mean=float(np.mean(vals)), stderr=float(np.std(vals, ddof=1) / math.sqrt(len(vals))))
         for name, vals in samples.items()
     }
     return SimulationResult(

@@ -1,0 +1,123 @@
+"""Time from an input change to updated results in the web app, with every view's results present.
+
+Drives the real Streamlit script headless (``streamlit.testing.v1.AppTest``, no browser): first run,
+then press Find the cheapest plan, Evaluate countermeasures and Run the Monte Carlo (so the Planner,
+Countermeasures and Uncertainty views all hold results and figures), then change the WAN upload
+``--edits`` times and time each full rerun. Reports the median and the worst edit.
+
+``--baseline COMMIT`` also runs the same measurement on the app as it was at COMMIT (its ``src``
+tree exported with ``git archive`` into a temporary folder and put first on PYTHONPATH, in a
+separate process), and prints the ratio: the before/after figure the issue asks for.
+
+    python benchmarks/bench_app.py --baseline 38e72dd        # this tree and the app before issue 14
+    python benchmarks/bench_app.py --edits 3 --json          # this tree only, JSON
+
+Timings depend on the machine's load: compare the two numbers of one run, not runs on different days.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def measure(src: Path, edits: int, views: tuple[str, ...]) -> dict[str, float | int | list[float]]:
+    """Run in this process: the app under ``src`` (a folder holding the ``dispersal`` package)."""
+    from streamlit.testing.v1 import AppTest
+
+    script = src / "dispersal" / "app" / "streamlit_app.py"
+    t0 = time.perf_counter()
+    at = AppTest.from_file(str(script), default_timeout=600)
+    at.query_params["mode"] = "paper"
+    at.query_params["plan_target"] = "1e24"
+    at.run()
+    cold = time.perf_counter() - t0
+    assert not at.exception, at.exception
+    for key in views:
+        at.button(key=key).click().run()
+        assert not at.exception, at.exception
+    times = []
+    for i in range(edits):
+        t = time.perf_counter()
+        at.number_input(key="up_mbps").set_value(100.0 + 10.0 * (i + 1)).run()
+        times.append(time.perf_counter() - t)
+        assert not at.exception and not at.error, (at.exception, [e.value for e in at.error])
+    import dispersal
+
+    return {
+        "package": str(Path(dispersal.__file__).parent),
+        "cold_s": cold,
+        "edit_s": times,
+        "median_edit_s": statistics.median(times),
+        "max_edit_s": max(times),
+        "edits": edits,
+    }
+
+
+def _run_child(src: Path, edits: int, views: str) -> dict[str, object]:
+    env = {**os.environ, "PYTHONPATH": str(src) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, __file__, "--child", str(src), "--edits", str(edits), "--views", views]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
+    if r.returncode != 0:
+        raise SystemExit(f"benchmark child failed for {src}:\n{r.stderr[-3000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def _export(commit: str, dest: Path) -> Path:
+    data = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", commit, "src"], capture_output=True, check=True
+    ).stdout
+    tar_path = dest / "src.tar"
+    tar_path.write_bytes(data)
+    with tarfile.open(tar_path) as tf:
+        tf.extractall(dest, filter="data")
+    return dest / "src"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--edits", type=int, default=5, help="input changes timed (default 5)")
+    ap.add_argument("--views", default="plan_go,cm_go,unc_go", help="buttons pressed before timing")
+    ap.add_argument("--baseline", default=None, help="also time the app at this git commit")
+    ap.add_argument("--json", action="store_true", help="print JSON")
+    ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.edits < 1:
+        ap.error("--edits must be >= 1")
+    views = tuple(v for v in a.views.split(",") if v)
+    if a.child:
+        print(json.dumps(measure(Path(a.child), a.edits, views)))
+        return
+    out: dict[str, object] = {"this_tree": _run_child(ROOT / "src", a.edits, a.views)}
+    if a.baseline:
+        with tempfile.TemporaryDirectory() as tmp:
+            out["baseline"] = _run_child(_export(a.baseline, Path(tmp)), a.edits, a.views)
+            out["baseline_commit"] = a.baseline
+        base, now = out["baseline"], out["this_tree"]
+        out["ratio_median_edit"] = float(base["median_edit_s"]) / float(now["median_edit_s"])  # type: ignore[index]
+    if a.json:
+        print(json.dumps(out, indent=2))
+        return
+    for name in ("this_tree", "baseline"):
+        if name in out:
+            r = out[name]
+            print(
+                f"{name:10s} cold {r['cold_s']:.2f} s, edit median {r['median_edit_s']:.3f} s, "  # type: ignore[index]
+                f"max {r['max_edit_s']:.3f} s over {r['edits']} edits"
+            )  # type: ignore[index]
+    if "ratio_median_edit" in out:
+        print(f"baseline / this tree (median edit): {out['ratio_median_edit']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
