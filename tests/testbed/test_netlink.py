@@ -254,6 +254,19 @@ def test_a_member_that_disconnects_aborts_the_round_at_once() -> None:
         relay.stop()
 
 
+def test_a_malformed_frame_fails_the_round_not_the_relay() -> None:
+    relay = Relay(RelaySpec(), Aggregator("none", 64, 0.01))
+    host, port = relay.start()
+    try:
+        link = RelayLink(host, port, "w0", 10.0)
+        with pytest.raises(ConnectionError, match="could not average"):
+            link.exchange(b"short", gen=1, round_index=0, part=0, numel=4, members=["w0"])
+        good = link.exchange(_frame(0, torch.ones(4)), gen=1, round_index=1, part=0, numel=4, members=["w0"])
+        assert good.ok == [True]
+    finally:
+        relay.stop()
+
+
 # ---------------------------------------------------------------------- whole runs
 def _run(tmp_path: Path, mode: str) -> tuple[dict, Path]:
     cfg = TestbedConfig(

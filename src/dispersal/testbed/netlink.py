@@ -492,7 +492,12 @@ class Relay:
 
     async def _complete(self, key: tuple[int, int, int], rnd: _Round) -> None:
         loop = asyncio.get_running_loop()
-        headers, oks, whys, agg = self.aggregate([rnd.frames[m][0] for m in rnd.members], rnd.numel)
+        try:
+            headers, oks, whys, agg = self.aggregate([rnd.frames[m][0] for m in rnd.members], rnd.numel)
+        except Exception as exc:  # e.g. a frame too short to hold a header: fail the round, not the relay
+            self.rounds[key] = rnd
+            self._abort(key, f"relay could not average: {exc}"[:200])
+            return
         meta = {"gen": key[0], "round": key[1], "part": key[2], "status": "ok", "ok": oks, "why": whys}
         body = headers + agg + struct.pack("!I", zlib.crc32(agg))
         msg = encode_message(meta, body)
