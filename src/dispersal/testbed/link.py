@@ -136,6 +136,10 @@ def link_for(cfg: Any, worker: str, store: Any, out: Path) -> Link:
         )
     from dispersal.testbed.netlink import RelayLink, RelaySpec
 
+    if not store.check(["relay"]):
+        raise RuntimeError(
+            "link_mode 'real' needs the relay that run_local starts (the serve coordinator has none)"
+        )
     host, port = store.get("relay").decode().rsplit(":", 1)
     (out / "netlink").mkdir(parents=True, exist_ok=True)
     link = RelayLink(
