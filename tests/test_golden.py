@@ -36,7 +36,8 @@ def _path(name: str, mode: str) -> Path:
 
 
 def _current(name: str, mode: str) -> dict[str, Any]:
-    return json.loads(dumps_json(estimate(load_scenario(name), mode=mode).to_dict()))
+    out: dict[str, Any] = json.loads(dumps_json(estimate(load_scenario(name), mode=mode).to_dict()))
+    return out
 
 
 def update() -> list[Path]:

@@ -31,7 +31,7 @@ def test_app_script_exists_and_command_binds_localhost() -> None:
 def test_app_runs_streamlit_with_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     from dispersal.cli import serve
 
-    seen = {}
+    seen: dict[str, list[str]] = {}
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object())
     monkeypatch.setattr(serve, "run_server", lambda cmd: seen.setdefault("cmd", cmd) and 0)
     r = CliRunner().invoke(root, ["app", "--port", "8599"])
@@ -63,7 +63,7 @@ def _free_port() -> int:
 def _healthy(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=1) as r:
-            return r.read().strip() == b"ok"
+            return bool(r.read().strip() == b"ok")
     except OSError:
         return False
 

@@ -10,12 +10,32 @@ from typer.testing import CliRunner
 
 from dispersal.cli import app
 
-REQUIRED = ("feasible", "target_flop", "hardware", "chips_per_node", "nodes", "params", "tokens", "days", "cost_usd",
-            "c_local_flop", "c_quality_flop", "mean_wan_mbps_per_node", "algorithm", "inner_steps",
-            "compression_ratio", "eta_h", "eta_comp", "eta_act", "eta_rep", "eta", "chi")
+REQUIRED = (
+    "feasible",
+    "target_flop",
+    "hardware",
+    "chips_per_node",
+    "nodes",
+    "params",
+    "tokens",
+    "days",
+    "cost_usd",
+    "c_local_flop",
+    "c_quality_flop",
+    "mean_wan_mbps_per_node",
+    "algorithm",
+    "inner_steps",
+    "compression_ratio",
+    "eta_h",
+    "eta_comp",
+    "eta_act",
+    "eta_rep",
+    "eta",
+    "chi",
+)
 
 
-def test_plan_json_one_target_has_the_issue_keys():
+def test_plan_json_one_target_has_the_issue_keys() -> None:
     """--json is always a list (one shape for the command); one target gives a list of one plan object
     with every key issue #3 names."""
     r = CliRunner().invoke(app, ["plan", "--target", "1e25", "--mode", "paper", "--json"])
@@ -28,7 +48,7 @@ def test_plan_json_one_target_has_the_issue_keys():
     assert d["nodes"] == 34 and d["hardware"] == "gh200"
 
 
-def test_plan_defaults_prints_three_targets_and_asymmetric_bandwidth():
+def test_plan_defaults_prints_three_targets_and_asymmetric_bandwidth() -> None:
     """With no target: 1e24, 1e25, 1e26; UP/DOWN bandwidth is accepted; --json gives a list."""
     r = CliRunner().invoke(app, ["plan", "--mode", "paper", "--bandwidth", "57Mbps/310Mbps", "--json"])
     assert r.exit_code == 0, r.output
@@ -36,7 +56,7 @@ def test_plan_defaults_prints_three_targets_and_asymmetric_bandwidth():
     assert [p["target_flop"] for p in d] == [1e24, 1e25, 1e26]
 
 
-def test_plan_bad_input_is_one_line_exit_2():
+def test_plan_bad_input_is_one_line_exit_2() -> None:
     """Unparseable bandwidth: exit 2, one line naming the field, no traceback."""
     r = CliRunner().invoke(app, ["plan", "--bandwidth", "fast"])
     assert r.exit_code == 2
@@ -44,32 +64,51 @@ def test_plan_bad_input_is_one_line_exit_2():
     assert len(lines) == 1 and "bandwidth" in lines[0] and "Traceback" not in r.output
 
 
-def test_sweep_writes_csv_and_png(tmp_path):
+def test_sweep_writes_csv_and_png(tmp_path: Path) -> None:
     """A 2 x 2 sweep writes a CSV with four plans and a PNG."""
     out, png = tmp_path / "s.csv", tmp_path / "s.png"
-    r = CliRunner().invoke(app, ["sweep", "--x", "target=1e24,1e25", "--y", "bandwidth=30Mbps,100Mbps",
-                                 "--mode", "paper", "--out", str(out), "--plot", str(png)])
+    r = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            "--x",
+            "target=1e24,1e25",
+            "--y",
+            "bandwidth=30Mbps,100Mbps",
+            "--mode",
+            "paper",
+            "--out",
+            str(out),
+            "--plot",
+            str(png),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert len(out.read_text().strip().splitlines()) == 5
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_reproduce_headlines_within_five_percent(tmp_path):
+def test_reproduce_headlines_within_five_percent(tmp_path: Path) -> None:
     """Paper mode reproduces the headline costs (1e24 / 1e25 / 1e26), the GPT-4 and Llama-405B node counts
     and the datacenter cost ratio within 5% of the published values; reproduction.md is written."""
     r = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path), "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     heads = {h["name"]: h for h in d["headlines"]}
-    for name in ("cost to reach C_local 1e24", "cost to reach C_local 1e25", "cost to reach C_local 1e26",
-                 "nodes, GPT-4 level (C_local 2.1e25)", "nodes, Llama 3.1 405B level (C_local 3.8e25)",
-                 "cost ratio 100 Mbps / datacenter (1e25)"):
+    for name in (
+        "cost to reach C_local 1e24",
+        "cost to reach C_local 1e25",
+        "cost to reach C_local 1e26",
+        "nodes, GPT-4 level (C_local 2.1e25)",
+        "nodes, Llama 3.1 405B level (C_local 3.8e25)",
+        "cost ratio 100 Mbps / datacenter (1e25)",
+    ):
         assert abs(heads[name]["ratio"] - 1) <= 0.05, (name, heads[name])
     assert (tmp_path / "reproduction.md").exists() and (tmp_path / "reproduction_cost.png").exists()
 
 
 @pytest.mark.slow
-def test_plan_samples_adds_percentiles_and_is_reproducible():
+def test_plan_samples_adds_percentiles_and_is_reproducible() -> None:
     """--samples N --seed S adds P10/P50/P90 fields; the same seed gives the same numbers."""
     args = ["plan", "--target", "1e25", "--samples", "40", "--seed", "3", "--json"]
     a = json.loads(CliRunner().invoke(app, args).stdout)
@@ -78,11 +117,15 @@ def test_plan_samples_adds_percentiles_and_is_reproducible():
     assert a["cost_usd_p50"] == b["cost_usd_p50"]
 
 
-def test_sweep_defaults_write_into_a_named_folder_and_json(tmp_path, monkeypatch):
+def test_sweep_defaults_write_into_a_named_folder_and_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No --out: the CSV and PNG go to dispersal-output/sweep/, never the current directory; --json
     prints the rows and both paths."""
     monkeypatch.chdir(tmp_path)
-    r = CliRunner().invoke(app, ["sweep", "--x", "target=1e24", "--y", "regime=treaty", "--mode", "paper", "--json"])
+    r = CliRunner().invoke(
+        app, ["sweep", "--x", "target=1e24", "--y", "regime=treaty", "--mode", "paper", "--json"]
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     folder = Path("dispersal-output") / "sweep"
@@ -93,7 +136,9 @@ def test_sweep_defaults_write_into_a_named_folder_and_json(tmp_path, monkeypatch
 
 
 @pytest.mark.slow
-def test_reproduce_default_out_is_not_the_current_directory(tmp_path, monkeypatch):
+def test_reproduce_default_out_is_not_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(app, ["reproduce"])
     assert r.exit_code == 0, r.output

@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from dispersal.cli import app
@@ -28,7 +29,7 @@ def test_report_writes_self_contained_html(tmp_path: Path) -> None:
     assert list(out.parent.iterdir()) == [out]  # atomic: no temporary file left
 
 
-def test_report_default_out_is_a_named_folder(tmp_path: Path, monkeypatch) -> None:
+def test_report_default_out_is_a_named_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(app, ["report", "intellect1", "--set", "num_nodes=4", "--json"])
     assert r.exit_code == 0, r.output

@@ -17,7 +17,7 @@ import dataclasses
 import io
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -783,7 +783,10 @@ def links_of(s: Scenario) -> str:
 
 def ui_from_scenario(s: Scenario) -> dict[str, Any]:
     """The scenario part of the UI state, in friendly units."""
-    opt = lambda v, scale: None if v is None else _nice(v / scale)  # noqa: E731
+
+    def opt(v: float | None, scale: float) -> float | None:
+        return None if v is None else _nice(v / scale)
+
     return {
         "name": s.name,
         "hardware": s.hardware,
@@ -869,7 +872,10 @@ def _int(ui: Mapping[str, Any], key: str) -> int:
 
 def scenario_dict(ui: Mapping[str, Any]) -> dict[str, Any]:
     """UI state -> the SI dict `Scenario.from_dict` takes (only unit conversion; the model validates)."""
-    opt = lambda key, scale: None if ui[key] is None else _num(ui, key) * scale  # noqa: E731
+
+    def opt(key: str, scale: float) -> float | None:
+        return None if ui[key] is None else _num(ui, key) * scale
+
     moe = bool(ui["moe"])
     one = ui.get("links", "one") == "one"
     wan_min = min(_num(ui, "up_mbps"), _num(ui, "down_mbps")) * 1e6
@@ -1429,7 +1435,10 @@ def paper_row(target_flop: float, up: float, down: float, latency_s: float, days
     if not math.isclose(days, 740.0, rel_tol=1e-9):
         return None
     data = tomllib.loads(resources.files("dispersal.data").joinpath("paper_tables.toml").read_text("utf-8"))
-    close = lambda a, b: math.isclose(float(a), float(b), rel_tol=1e-9)  # noqa: E731
+
+    def close(a: Any, b: Any) -> bool:
+        return math.isclose(float(a), float(b), rel_tol=1e-9)
+
     std = close(up, 100e6) and close(down, 100e6)
     if std and close(latency_s, 0.1):
         for r in data.get("table1", []):

@@ -123,7 +123,9 @@ _CSS = """
 <style>
 [data-testid="stCaptionContainer"], [data-testid="stCaptionContainer"] p,
 [data-testid="stWidgetLabel"] p, [data-testid="stTooltipIcon"], [data-testid="stTooltipHoverTarget"] svg,
-.stTooltipIcon, [data-testid="stMarkdownContainer"] small { color: #3d3d3d !important; }
+.stTooltipIcon, [data-testid="stMarkdownContainer"] small, [data-testid="stCaptionContainer"] code
+{ color: #3d3d3d !important; }
+[data-testid="stCaptionContainer"] { opacity: 1 !important; }
 input::placeholder, textarea::placeholder { color: #5c5c5c !important; opacity: 1 !important; }
 .block-container { max-width: 100%; overflow-x: hidden; }
 [data-testid="stTable"] { overflow-x: auto; }
@@ -424,8 +426,8 @@ def _resilience_tab(est: dict[str, Any] | None, built: logic.Built) -> None:
     for col, k in zip(c, RES_KEYS, strict=True):
         widget(k, col)
     st.markdown("**Site loss**: which sites go dark, when, and for how long")
-    c = st.columns(4)
-    for col, k in zip(c, LOSS_KEYS, strict=True):
+    c4 = st.columns(4)
+    for col, k in zip(c4, LOSS_KEYS, strict=True):
         widget(k, col)
     if est is None:
         _blocked()
@@ -463,7 +465,7 @@ def _glossary() -> None:
 def main() -> None:
     """Render the whole app once (Streamlit reruns the script on every interaction)."""
     st.set_page_config(page_title="dispersal: distributed-training simulator", layout="wide")
-    st.markdown(_CSS, unsafe_allow_html=True)
+    st.html(_CSS)
     _init_state()
     _sidebar()
     ui = _ui()

@@ -55,32 +55,71 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
         rows[0] = ("status", "[red]INFEASIBLE[/]: " + "; ".join(d["reasons"]))
     else:
         rows[0] = ("status", "[green]feasible[/]")
-    rows.insert(2, ("links", f"{units.format_bandwidth(s['bandwidth_up_bits_per_s'])} up / "
-                             f"{units.format_bandwidth(s['bandwidth_down_bits_per_s'])} down, "
-                             f"{units.format_duration(s['latency_s'])} latency"))
-    rows.append(("cost", f"{units.format_money(d['cost']['total_usd'])} (hardware {units.format_money(d['cost']['hardware_usd'])}, "
-                         f"energy {units.format_money(d['cost']['energy_usd'])}, rental alternative "
-                         f"{units.format_money(d['cost']['rental_usd'])})"))
-    rows.append(("WAN traffic / node", f"mean {d['traffic']['mean_mbps']:.3g} Mbps, peak {d['traffic']['peak_mbps']:.3g} Mbps, "
-                                       f"duty {d['traffic']['duty_cycle']:.0%}, {units.format_bytes(d['traffic']['bytes_per_day'])}/day"))
+    rows.insert(
+        2,
+        (
+            "links",
+            f"{units.format_bandwidth(s['bandwidth_up_bits_per_s'])} up / "
+            f"{units.format_bandwidth(s['bandwidth_down_bits_per_s'])} down, "
+            f"{units.format_duration(s['latency_s'])} latency",
+        ),
+    )
+    rows.append(
+        (
+            "cost",
+            f"{units.format_money(d['cost']['total_usd'])} (hardware {units.format_money(d['cost']['hardware_usd'])}, "
+            f"energy {units.format_money(d['cost']['energy_usd'])}, rental alternative "
+            f"{units.format_money(d['cost']['rental_usd'])})",
+        )
+    )
+    rows.append(
+        (
+            "WAN traffic / node",
+            f"mean {d['traffic']['mean_mbps']:.3g} Mbps, peak {d['traffic']['peak_mbps']:.3g} Mbps, "
+            f"duty {d['traffic']['duty_cycle']:.0%}, {units.format_bytes(d['traffic']['bytes_per_day'])}/day",
+        )
+    )
     with contextlib.suppress(ValueError):  # a hand-edited dict that is no longer a valid Scenario
         rows.append(("used", estimate_provenance(d, links_of(Scenario.from_dict(dict(s))))))
     for note in reversed(d.get("notes", [])):
-        extra = (" (default mode counts the outer-optimizer state, error-feedback buffer and activations;"
-                 " --mode paper counts model + optimizer state only)"
-                 if "does not fit" in note and d["mode"] == "default" else "")
+        extra = (
+            " (default mode counts the outer-optimizer state, error-feedback buffer and activations;"
+            " --mode paper counts model + optimizer state only)"
+            if "does not fit" in note and d["mode"] == "default"
+            else ""
+        )
         rows.insert(4, ("note", note + extra))
     for k, v in rows:
         head.add_row(k, v)
     eff = Table(title="efficiency factors")
     for k in ("eta_h", "eta_comp", "eta_act", "eta_rep", "eta", "chi"):
         eff.add_column(k, justify="right")
-    eff.add_row(*(f"{d['efficiency'][k]:.4f}" for k in ("eta_h", "eta_comp", "eta_act", "eta_rep", "eta", "chi")))
+    eff.add_row(
+        *(f"{d['efficiency'][k]:.4f}" for k in ("eta_h", "eta_comp", "eta_act", "eta_rep", "eta", "chi"))
+    )
     bd = Table(title="where the time goes")
     b = d["breakdown"]
     total = d["run_time_s"] or 1.0
-    for k in ("compute_s", "bubble_s", "pipeline_comm_s", "expert_parallel_s", "exposed_comm_s", "straggler_s"):
+    for k in (
+        "compute_s",
+        "bubble_s",
+        "pipeline_comm_s",
+        "expert_parallel_s",
+        "exposed_comm_s",
+        "straggler_s",
+    ):
         bd.add_column(k.removesuffix("_s"), justify="right")
-    bd.add_row(*(f"{b[k] / total:.1%}" for k in ("compute_s", "bubble_s", "pipeline_comm_s", "expert_parallel_s",
-                                                   "exposed_comm_s", "straggler_s")))
+    bd.add_row(
+        *(
+            f"{b[k] / total:.1%}"
+            for k in (
+                "compute_s",
+                "bubble_s",
+                "pipeline_comm_s",
+                "expert_parallel_s",
+                "exposed_comm_s",
+                "straggler_s",
+            )
+        )
+    )
     return [head, eff, bd]

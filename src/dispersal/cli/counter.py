@@ -82,6 +82,7 @@ def register(app: typer.Typer) -> None:
         from dispersal.model.errors import InputError
 
         tgt = units.parse_flop(target, "target")
+        conv_kw: dict[str, Any] = {"params": load_calibration(calibration)} if calibration is not None else {}
         conv = Convention(
             mode=mode,
             metric=metric,
@@ -90,7 +91,7 @@ def register(app: typer.Typer) -> None:
             latency_s=units.parse_duration(latency, "latency"),
             chip_only=not capex,
             base_regime=regime,
-            **({"params": load_calibration(calibration)} if calibration is not None else {}),
+            **conv_kw,
         )
         overrides: dict[str, float] = {}
         for item in set_param or []:
