@@ -18,8 +18,8 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import pytest
