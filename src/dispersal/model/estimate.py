@@ -54,6 +54,8 @@ class TimeBreakdown:
     """Extra exposed wait caused by the slowest participant."""
     hidden_comm_s: float
     """Sync communication overlapped with compute (not counted in the sum)."""
+    offload_s: float = 0.0
+    """Host-link transfers of an offloaded inner optimizer (default mode)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -72,16 +74,30 @@ class Cost:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Traffic:
-    """WAN traffic of one node (mean over nodes), each direction."""
+    """WAN traffic of one node. Default mode: the busiest node (a hierarchical leader, a middle
+    pipeline stage), with everything that crosses its WAN link; paper mode: the mean over nodes of
+    the upload."""
 
     bytes_per_sync: float
+    """Upload per outer step."""
     syncs_per_day: float
     mean_mbps: float
+    """Mean upload rate."""
     peak_mbps: float
     duty_cycle: float
     """Fraction of time the uplink is busy."""
     bytes_per_day: float
     """Up + down."""
+    down_bytes_per_sync: float = 0.0
+    """Download per outer step."""
+    mean_down_mbps: float = 0.0
+    link_utilisation_up: float = 0.0
+    """Busy time of the uplink / wall time (> 1 would be an overcommitted link)."""
+    link_utilisation_down: float = 0.0
+    sync_upload_bytes: float = 0.0
+    """One worker's upload in one sync of the pseudo-gradient (or gradient, for DDP)."""
+    sync_download_bytes: float = 0.0
+    """One worker's download in one sync (an all-gather downloads the other M - 1 payloads)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -121,6 +137,16 @@ class Estimate:
     c_quality_flop: float
     loss: float
     overtraining_ratio: float
+    utilisation: float
+    """Compute utilisation: pure compute time / wall time of a worker (what Streaming DiLoCo,
+    INTELLECT-1 and OpenDiLoCo report): idle time for syncs, pipeline bubbles and transfers,
+    expert-parallel latency and offload all count against it."""
+    max_params_flat: float
+    """Largest model (parameters) that fits one node without pipeline parallelism."""
+    host_memory_required_bytes_per_node: float
+    optimizer_offloaded: bool
+    mfu: float
+    """The hardware MFU used (6 P FLOP/token convention)."""
     mfu_global: float
     """Global MFU: C_local / (N x node peak FLOP/s x run time): useful, quality-adjusted compute per
     peak compute (hardware MFU x every efficiency factor and idle time)."""
@@ -185,7 +211,7 @@ def estimate(scenario: Scenario | None = None, *, mode: Mode | str = Mode.DEFAUL
     """
     s = scenario if scenario is not None else Scenario()
     m = Mode(mode)
-    x = kernel_inputs(s, m)
+    x = kernel_inputs(s, m, params)
     r = {k: float(np.asarray(v)) for k, v in evaluate(as_arrays(x), params).items()}
     return _to_estimate(s, m, x, r)
 
@@ -198,6 +224,14 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
             f"model does not fit: needs {units.format_bytes(r['memory_required_bytes_per_node'])} per node, "
             f"node has {units.format_bytes(x['node_memory_bytes'])}"
             + (" (use pp_diloco or auto)" if algo != "pp_diloco" else "")
+        )
+    if not r["fits"] and algo != "pp_diloco" and np.isfinite(r["max_params_flat"]):
+        reasons.append(f"the largest model that fits one node flat is {units.format_count(r['max_params_flat'])} "
+                       "parameters")
+    if r["host_memory_required_bytes_per_node"] > x["host_memory_bytes"]:
+        reasons.append(
+            f"host memory: needs {units.format_bytes(r['host_memory_required_bytes_per_node'])} per node, "
+            f"node has {units.format_bytes(x['host_memory_bytes'])}"
         )
     if algo == "pp_diloco" and r["groups"] < 1:
         reasons.append(f"{s.num_nodes} nodes cannot hold one pipeline of {int(r['pipeline_stages'])} stages")
@@ -224,6 +258,8 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
         notes.append(f"fewer than 2 groups of {s.group_size}: ran flat DiLoCo instead of hierarchical")
     if algo == "pp_diloco" and asked != "pp_diloco":
         notes.append(f"the model does not fit one node: {int(r['pipeline_stages'])}-stage pipeline parallelism forced")
+    if r["offload"]:
+        notes.append(f"inner optimizer offloaded to host DRAM: +{r['offload_time_s']:.3g} s host-link time per step")
     if algo == "pp_diloco" and int(r["groups"]) == 1:
         notes.append("a single pipeline group: no DiLoCo replicas, so no sync across groups")
     payload_bits = r["payload_bits"]
@@ -261,6 +297,11 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
         c_quality_flop=r["c_quality_flop"],
         loss=r["loss"],
         overtraining_ratio=r["overtraining_ratio"],
+        utilisation=r["utilisation"],
+        max_params_flat=r["max_params_flat"],
+        host_memory_required_bytes_per_node=r["host_memory_required_bytes_per_node"],
+        optimizer_offloaded=bool(r["offload"]),
+        mfu=float(x["mfu"]),
         mfu_global=r["mfu_global"],
         efficiency=Efficiency(eta_h=r["eta_h"], eta_comp=r["eta_comp"], eta_act=r["eta_act"],
                               eta_rep=r["eta_rep"], eta=r["eta"], chi=r["chi"]),
@@ -268,6 +309,7 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
             compute_s=r["time_compute_s"], bubble_s=r["time_bubble_s"], pipeline_comm_s=r["time_pipeline_comm_s"],
             expert_parallel_s=r["time_expert_parallel_s"], exposed_comm_s=r["time_exposed_comm_s"],
             straggler_s=r["time_straggler_s"], hidden_comm_s=r["time_hidden_comm_s"],
+            offload_s=r["time_offload_s"],
         ),
         cost=Cost(hardware_usd=r["hardware_usd"], rental_usd=r["rental_usd"], energy_kwh=r["energy_kwh"],
                   energy_usd=r["energy_usd"], total_usd=r["cost_usd"]),
@@ -278,6 +320,12 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
             peak_mbps=r["peak_up_bits_per_s"] / 1e6,
             duty_cycle=min(1.0, r["duty_cycle"]),
             bytes_per_day=r["bytes_per_day_per_node"],
+            down_bytes_per_sync=r["down_bits_per_outer_step"] / 8.0,
+            mean_down_mbps=r["mean_down_bits_per_s"] / 1e6,
+            link_utilisation_up=r["link_utilisation_up"],
+            link_utilisation_down=r["link_utilisation_down"],
+            sync_upload_bytes=r["sync_up_bits"] / 8.0,
+            sync_download_bytes=r["sync_down_bits"] / 8.0,
         ) if up > 0 else Traffic(bytes_per_sync=0, syncs_per_day=0, mean_mbps=0, peak_mbps=0, duty_cycle=0,
                                  bytes_per_day=0),
         notes=tuple(notes),

@@ -28,6 +28,10 @@ Arr = npt.NDArray[np.float64]
 MODE_DDP, MODE_FLAT, MODE_HIER, MODE_PP, MODE_AUTO = 0, 1, 2, 3, 4
 MODE_NAMES = {MODE_DDP: "ddp", MODE_FLAT: "diloco", MODE_HIER: "hierarchical", MODE_PP: "pp_diloco"}
 
+#: Inner-optimizer offload moves bf16 gradients to the host and bf16 weights back every inner step:
+#: 2 bytes per parameter each way (ZeRO-Offload, Ren et al. 2021, arXiv 2101.06840, sec. 4).
+OFFLOAD_TRANSFER_BYTES_PER_PARAM = 2.0
+
 #: Every input `evaluate` reads, with its unit. Scenario.to_kernel_inputs() produces exactly these.
 INPUTS: dict[str, str] = {
     "mode": "algorithm code (0 ddp, 1 flat DiLoCo, 2 hierarchical, 3 PP-group DiLoCo, 4 auto: flat if it fits, else PP)",
@@ -76,7 +80,31 @@ INPUTS: dict[str, str] = {
     "node_counted_memory_bytes": "node memory that a memory rule counts (HBM; GDDR excluded)",
     "cap_flop_per_s": "covered-cluster compute threshold; 0 = none",
     "cap_memory_bytes": "covered-cluster memory threshold; 0 = none",
+    # --- the grounded time model (default mode; paper mode sets each to its paper value) ---------
+    "wire_bits_per_param": "bits per parameter of one worker's sync payload on the wire (codec)",
+    "ddp_wire_bits_per_param": "bits per parameter of a DDP gradient all-reduce",
+    "aggregation": "sync topology code: 0 paper relay (V/up + V/down + latency), 1 ring all-reduce, "
+    "2 relay / parameter server, 3 all-gather of sparse payloads, 4 relay returning a dense aggregate, "
+    "5 all-gather until the M - 1 payloads outweigh a dense aggregate, then relay_dense",
+    "dense_aggregate_bits_per_param": "bits per parameter of the dense aggregate a relay returns (aggregation 4)",
+    "outer_state_bytes_per_param": "outer-optimizer state + error-feedback buffer, bytes/param",
+    "outer_state_in_hbm": "bool: the outer state lives in accelerator memory (else host DRAM)",
+    "offload": "inner-optimizer offload to host DRAM: 0 never, 1 always, 2 only when it does not fit otherwise",
+    "offload_hbm_bytes_per_param": "bytes/param left in HBM when the inner optimizer is offloaded",
+    "host_memory_bytes": "host DRAM of one node, bytes (inf = not modelled)",
+    "host_link_bytes_per_s": "host <-> accelerator bandwidth per chip and direction, bytes/s",
+    "hbm_usable_fraction": "fraction of accelerator memory a training job can use",
+    "auto_policy": "auto algorithm: 0 paper (flat if it fits, else PP), 1 grounded (flat, flat + offload, "
+    "PP with >= 2 groups, else infeasible)",
+    "link_shared": "bool: pipeline and regional traffic share the node's WAN link with the syncs",
+    "fragments": "Streaming DiLoCo fragments P (1 = whole model at once)",
+    "overlap_depth": "inner steps a fragment's sync may overlap, tau; 0 = the whole interval H / P",
+    "ddp_overlap_fraction": "fraction of a step that can hide the DDP all-reduce (paper 1: the whole step)",
 }
+
+AGG_PAPER, AGG_RING, AGG_RELAY, AGG_ALL_GATHER, AGG_RELAY_DENSE, AGG_GATHER_OR_DENSE = 0, 1, 2, 3, 4, 5
+AGGREGATION_CODES = {"paper": AGG_PAPER, "ring": AGG_RING, "relay": AGG_RELAY, "all_gather": AGG_ALL_GATHER,
+                     "relay_dense": AGG_RELAY_DENSE, "gather_or_dense": AGG_GATHER_OR_DENSE}
 
 
 def _f(x: npt.ArrayLike) -> Arr:
@@ -142,80 +170,199 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
     F_eff = g("node_peak_flop_per_s") * g("mfu")
     T_comp = 6.0 * Pa * B / F_eff
     T_ep = 2.0 * lat * g("moe_layers")
-    T_step = T_comp + T_ep
 
-    # --- 2. memory and pipeline stages ---------------------------------------------------------
+    # --- 2. memory: where each state lives, and pipeline stages ---------------------------------
     hidden = p.hidden_size_coeff * np.sqrt(P)
     act_val_bytes = g("activation_bytes_per_value")
     # With full activation checkpointing a layer keeps its input (tokens x h values); the layer
     # count is ~P / (12 h^2), so a micro-batch's stored activations are tokens x bytes x P / (12 h).
     act_per_token = np.where(g("activation_memory") > 0, act_val_bytes * P / (12.0 * hidden), 0.0)
-    state_bytes = P * (g("bytes_per_param") + g("extra_bytes_per_param"))
     mem = g("node_memory_bytes")
+    usable = mem * g("hbm_usable_fraction")
+    inner_b = g("bytes_per_param")
+    outer_b = g("outer_state_bytes_per_param")
+    outer_hbm = g("outer_state_in_hbm") > 0
+    outer_hbm_b = np.where(outer_hbm, outer_b, 0.0)
+    outer_host_b = np.where(outer_hbm, 0.0, outer_b)
+    host_mem = g("host_memory_bytes")
+    ofl_b = g("offload_hbm_bytes_per_param")
+    offload = g("offload")
     act_flat = act_per_token * B / Mmb
-    need_flat = state_bytes + act_flat
-    fits = need_flat <= mem
-    # GPipe keeps all micro-batches of its 1/S of the layers: B tokens x act_per_token / S.
-    stages_needed = np.ceil((state_bytes + act_per_token * B) / mem)
+    # Flat: the whole model and its state on one node; optionally the inner optimizer (FP32 master,
+    # Adam m and v) offloaded to host DRAM, leaving ofl_b bytes/param (bf16 weights + gradients).
+    hbm_plain = P * (inner_b + outer_hbm_b) + act_flat
+    hbm_ofl = P * (ofl_b + outer_hbm_b) + act_flat
+    host_plain = P * outer_host_b
+    host_ofl = P * (outer_host_b + inner_b - ofl_b)
+    fits_plain = (hbm_plain <= usable) & (host_plain <= host_mem)
+    fits_ofl = (hbm_ofl <= usable) & (host_ofl <= host_mem)
+    use_ofl = (offload == 1) | ((offload == 2) & ~fits_plain & fits_ofl)
+    fits = np.where(use_ofl, fits_ofl, fits_plain)
+    need_flat = np.where(use_ofl, hbm_ofl, hbm_plain)
+    host_need_flat = np.where(use_ofl, host_ofl, host_plain)
+    # GPipe keeps all micro-batches of its 1/S of the layers: B tokens x act_per_token / S; each
+    # stage node holds 1/S of the state (no offload in a pipeline).
+    pp_hbm_total = P * (inner_b + outer_hbm_b) + act_per_token * B
+    stages_needed = np.maximum(np.ceil(pp_hbm_total / usable), np.ceil(host_plain / host_mem))
     S = np.where(fits, 1.0, np.maximum(2.0, stages_needed))
-    # Auto (the paper's rule): flat DiLoCo when the model fits one node, else PP-group DiLoCo.
-    mode = np.where(mode == MODE_AUTO, np.where(fits, MODE_FLAT, MODE_PP), mode)
-    need_per_node = np.where(fits, need_flat, (state_bytes + act_per_token * B) / S)
+    G_pp = np.floor(N / S)
+    # Auto: paper rule = flat DiLoCo when the model fits one node, else PP-group DiLoCo. Grounded
+    # rule: PP only when it gives >= 2 DiLoCo groups; otherwise flat, reported as not fitting (a
+    # 1-group WAN pipeline is not a DiLoCo run).
+    auto_pp = np.where(g("auto_policy") > 0, ~fits & (G_pp >= 2), ~fits)
+    mode = np.where(mode == MODE_AUTO, np.where(auto_pp, MODE_PP, MODE_FLAT), mode)
+    use_ofl = use_ofl & (mode != MODE_PP)
+    need_per_node = np.where(mode == MODE_PP, pp_hbm_total / S, need_flat)
+    host_per_node = np.where(mode == MODE_PP, host_plain / S, host_need_flat)
+    # Largest model that fits one node flat (with offload when allowed): need(P) = b P + c sqrt(P)
+    # <= usable, with c sqrt(P) the activations (act_per_token is linear in sqrt(P)).
+    c_act = np.where(g("activation_memory") > 0, act_val_bytes * B / Mmb / (12.0 * p.hidden_size_coeff), 0.0)
+
+    def largest(b: Arr, host_b: Arr) -> Arr:
+        root = (-c_act + np.sqrt(c_act**2 + 4.0 * b * usable)) / (2.0 * b)
+        return np.minimum(root**2, np.where(host_b > 0, host_mem / host_b, np.inf))
+
+    p_max_plain = largest(inner_b + outer_hbm_b, outer_host_b)
+    p_max_ofl = largest(ofl_b + outer_hbm_b, outer_host_b + inner_b - ofl_b)
+    max_params_flat = np.where(offload > 0, np.maximum(p_max_plain, p_max_ofl), p_max_plain)
+    # Offloading costs host-link time every inner step: bf16 gradients down and bf16 weights up,
+    # 2 bytes/param each way, each chip moving its 1/chips share (ZeRO-Offload, Ren et al. 2021,
+    # arXiv 2101.06840 sec. 4); counted as not overlapped with compute (conservative).
+    T_ofl = np.where(use_ofl, OFFLOAD_TRANSFER_BYTES_PER_PARAM * P / chips / g("host_link_bytes_per_s"), 0.0)
+    T_step = T_comp + T_ep + T_ofl
 
     # --- 3. communication and step time ---------------------------------------------------------
-    V = P * g("bits_per_value") / g("compression_ratio")
+    wire = g("wire_bits_per_param")
+    agg = g("aggregation")
+    dense_bits = g("dense_aggregate_bits_per_param")
+    shared = g("link_shared") > 0
+    Pf = np.maximum(g("fragments"), 1.0)
+    tau = g("overlap_depth")
+    tiny = 1e-12
 
-    def sync_time(payload: Arr, n: Arr) -> Arr:
-        t = (payload / up + payload / down + lat) * straggler_factor(n, strag, p)
-        return np.where(n > 1, t, 0.0)
+    is_ring = agg == AGG_RING
+    is_paper_agg = agg == AGG_PAPER
+    is_gather = agg == AGG_ALL_GATHER
+    is_dense = agg == AGG_RELAY_DENSE
+    is_god = agg == AGG_GATHER_OR_DENSE
 
-    def choose_h(t_sync: Arr, t_step: Arr) -> Arr:
-        auto = np.maximum(1.0, np.ceil(t_sync / t_step))
+    def sync(n_params: Arr, n: Arr, f: Arr, bw_up: Arr, bw_down: Arr, latency: Arr) -> tuple[Arr, Arr, Arr]:
+        """One sync of n_params values among n workers: (wall time, upload bits, download bits) of
+        one worker. Paper relay: V/up + V/down + latency. Ring all-reduce: 2(n-1) hops of V/n at
+        min(up, down) plus a latency each, 2 V (n-1)/n each way. Relay-based (relay, all-gather,
+        dense relay): upload then download plus two one-way latencies (worker -> relay -> worker);
+        an all-gather downloads the n-1 other payloads, a dense relay n_params x dense bits.
+        Times the straggler factor f(n)."""
+        v = n_params * wire
+        m = np.maximum(n, 1.0)
+        ring = 2.0 * (m - 1.0) / m * v
+        gathered = (m - 1.0) * v
+        dense = n_params * dense_bits
+        up_b = np.where(is_ring, ring, v)
+        down_b = np.where(is_ring, ring, np.where(is_gather, gathered, np.where(
+            is_dense, dense, np.where(is_god, np.minimum(gathered, dense), v))))
+        t = np.where(is_paper_agg, v / bw_up + v / bw_down + latency,
+                     np.where(is_ring, 2.0 * (m - 1.0) * (v / m / np.minimum(bw_up, bw_down) + latency),
+                              up_b / bw_up + down_b / bw_down + 2.0 * latency))
+        live_n = n > 1
+        return np.where(live_n, t * f, 0.0), np.where(live_n, up_b, 0.0), np.where(live_n, down_b, 0.0)
+
+    def stream_h(t_frag: Arr, t_step: Arr, link_busy_per_step: Arr) -> Arr:
+        """H_min: the smallest H whose steps hide the P fragment syncs (and leave the link room for
+        the per-step traffic that shares it); at P = 1 with nothing sharing, ceil(T_sync / T_step)."""
+        free = np.maximum(t_step - link_busy_per_step, tiny * t_step)
+        auto = np.maximum(np.maximum(1.0, np.ceil(Pf * t_frag / free)), Pf)
         return np.where(h_req > 0, h_req, auto)
 
-    def cycle(h: Arr, t_step: Arr, t_sync: Arr) -> Arr:
-        return np.where(streaming, np.maximum(h * t_step, t_sync), h * t_step + t_sync)
+    def cycle(h: Arr, t_step: Arr, t_full: Arr, t_frag: Arr, link_busy_per_step: Arr) -> Arr:
+        """Outer-step wall time. Without overlap: H T_step + T_sync. With overlap (Streaming DiLoCo,
+        Douillard et al. 2025): each of P fragments syncs once per H steps and may hide behind
+        tau inner steps (tau = 0: the whole interval H / P); what does not fit is exposed, and the
+        link can carry no more than its time: max(H T_step + exposed, P t_frag + H x per-step link use)."""
+        # The paper's form exactly (no rounding detour) when nothing of the above applies.
+        simple = (Pf == 1.0) & (tau <= 0) & (link_busy_per_step <= 0)
+        stream = np.maximum(h * t_step, t_frag)
+        if not simple.all():
+            tau_eff = np.where(tau > 0, np.minimum(tau, h / Pf), h / Pf)
+            exposed = Pf * np.maximum(0.0, t_frag - tau_eff * t_step)
+            general = np.maximum(h * t_step + exposed, Pf * t_frag + h * link_busy_per_step)
+            stream = np.where(simple, stream, general)
+        return np.where(streaming, stream, h * t_step + t_full)
 
+    zero = np.zeros(shape)
     # Flat DiLoCo: every node is a replica.
-    T_sync_flat = sync_time(V, N)
-    H_flat = np.where(N > 1, choose_h(T_sync_flat, T_step), np.where(h_req > 0, h_req, 1.0))
-    cyc_flat = cycle(H_flat, T_step, T_sync_flat)
+    f_N = straggler_factor(N, strag, p)
+    T_sync_flat, u_flat, d_flat = sync(P, N, f_N, up, down, lat)
+    # (Skipped when no configuration splits the model: the common case, and the planner's.)
+    one_fragment = bool(np.all(Pf == 1.0))
+    T_frag_flat = T_sync_flat if one_fragment else sync(P / Pf, N, f_N, up, down, lat)[0]
+    H_flat = np.where(N > 1, stream_h(np.where(streaming, T_frag_flat, T_sync_flat / Pf), T_step, zero),
+                      np.where(h_req > 0, h_req, 1.0))
+    cyc_flat = cycle(H_flat, T_step, T_sync_flat, T_frag_flat, zero)
 
     # Hierarchical DiLoCo: groups of n_g on regional links, leaders sync over the WAN.
     n_g = g("group_size")
     G_h = np.floor(N / n_g)
     hier_ok = (mode == MODE_HIER) & (G_h >= 2)
-    reg_bw, reg_lat = g("regional_bits_per_s"), g("regional_latency_s")
-    T_reg = (2.0 * V / reg_bw + reg_lat) * straggler_factor(n_g, strag, p)
-    H_in = choose_h(T_reg, T_step)
-    T_rc = cycle(H_in, T_step, T_reg)
-    T_glob = sync_time(V, G_h)
-    H_reg = np.maximum(1.0, np.ceil(T_glob / T_rc))
-    cyc_hier = np.where(streaming, np.maximum(H_reg * T_rc, T_glob), H_reg * T_rc + T_glob)
-    H_eff_hier = H_in * H_reg**p.hierarchical_h_exponent
+    # (Skipped when no configuration is hierarchical.)
+    if hier_ok.any():
+        reg_bw, reg_lat = g("regional_bits_per_s"), g("regional_latency_s")
+        f_ng = straggler_factor(n_g, strag, p)
+        T_reg_g, u_reg, d_reg = sync(P, n_g, f_ng, reg_bw, reg_bw, reg_lat)
+        T_reg = np.where(is_paper_agg, (2.0 * P * wire / reg_bw + reg_lat) * f_ng, T_reg_g)
+        # On a shared link the leader's regional and global syncs take turns: give each half the
+        # regional cycle (H_in covers twice the regional sync), then H_reg rounds hide one global sync.
+        H_in_auto = np.maximum(1.0, np.ceil(np.where(shared & streaming, 2.0, 1.0) * T_reg / T_step))
+        H_in = np.where(h_req > 0, h_req, H_in_auto)
+        T_rc = np.where(streaming, np.maximum(H_in * T_step, T_reg), H_in * T_step + T_reg)
+        f_Gh = straggler_factor(G_h, strag, p)
+        T_glob, u_glob, d_glob = sync(P, G_h, f_Gh, up, down, lat)
+        slack = np.where(shared & streaming, H_in * T_step - T_reg, T_rc)
+        H_reg = np.maximum(1.0, np.ceil(T_glob / np.maximum(slack, tiny * T_rc)))
+        cyc_hier = np.where(streaming, np.maximum(H_reg * T_rc, T_glob + np.where(shared, H_reg * T_reg, 0.0)),
+                            H_reg * T_rc + T_glob)
+        H_eff_hier = H_in * H_reg**p.hierarchical_h_exponent
+    else:
+        T_reg = u_reg = d_reg = T_glob = u_glob = d_glob = np.zeros(shape)
+        H_in = H_reg = H_eff_hier = np.ones(shape)
+        cyc_hier = np.full(shape, np.nan)
+        f_Gh = np.ones(shape)
 
     # PP-group DiLoCo: S stages per group, G = floor(N / S) groups.
-    G_pp = np.floor(N / S)
     t_c = 6.0 * Pa * B / (F_eff * S * Mmb)
     A_bits = np.where(S > 1, B * hidden * act_val_bytes * 8.0 / g("activation_compression"), 0.0)
-    t_m = (2.0 * A_bits / Mmb) / g("pp_bits_per_s")
+    pp_bw = g("pp_bits_per_s")
+    t_m = (2.0 * A_bits / Mmb) / pp_bw
     pp_link = np.where(S > 1, (t_m + g("pp_latency_s")) * straggler_factor(S, strag, p), 0.0)
     T_pp = (Mmb + S - 1.0) * (t_c + pp_link) + T_ep
-    V_pp = np.where(g("pp_shard_sync") > 0, V / S, V)
-    T_sync_pp = sync_time(V_pp, G_pp)
-    H_pp = np.where(G_pp > 1, choose_h(T_sync_pp, T_pp), np.where(h_req > 0, h_req, 1.0))
-    cyc_pp = cycle(H_pp, T_pp, T_sync_pp)
+    P_pp = np.where(g("pp_shard_sync") > 0, P / S, P)
+    f_Gpp = straggler_factor(G_pp, strag, p)
+    T_sync_pp, u_pp, d_pp = sync(P_pp, G_pp, f_Gpp, up, down, lat)
+    T_frag_pp = T_sync_pp if one_fragment else sync(P_pp / Pf, G_pp, f_Gpp, up, down, lat)[0]
+    # The busiest stage (a middle one) sends activations forward and gradients back every step:
+    # 2A bits each way (A for a 2-stage pipeline's end stages).
+    act_node_bits = np.where(S > 2, 2.0, 1.0) * A_bits * (S > 1)
+    act_busy = np.where(shared, act_node_bits / np.minimum(up, down), 0.0)
+    H_pp = np.where(G_pp > 1, stream_h(np.where(streaming, T_frag_pp, T_sync_pp / Pf), T_pp, act_busy),
+                    np.where(h_req > 0, h_req, 1.0))
+    cyc_pp = cycle(H_pp, T_pp, T_sync_pp, T_frag_pp, act_busy)
 
     # Synchronous data parallel: ring all-reduce of uncompressed gradients every step
-    # (Charles et al. 2025 App. A: 2 V (1 - 1/N) / BW plus 2 (N - 1) latency hops).
-    V_ddp = P * g("bits_per_value")
+    # (Charles et al. 2025 App. A: 2 V (1 - 1/N) / BW plus 2 (N - 1) latency hops). With overlap
+    # it hides behind a fraction of the step (paper: all of it; grounded: the backward pass).
+    ddp_bits = g("ddp_wire_bits_per_param")
+    V_ddp = P * ddp_bits
     bw_min = np.minimum(up, down)
     T_ar = np.where(
         N > 1,
-        (2.0 * V_ddp * (1.0 - 1.0 / N) / bw_min + 2.0 * (N - 1.0) * lat) * straggler_factor(N, strag, p),
+        (2.0 * V_ddp * (1.0 - 1.0 / N) / bw_min + 2.0 * (N - 1.0) * lat) * f_N,
         0.0,
     )
-    cyc_ddp = np.where(streaming, np.maximum(T_step, T_ar), T_step + T_ar)
+    hide = g("ddp_overlap_fraction") * T_step
+    hidden_ddp = np.where(g("ddp_overlap_fraction") >= 1.0, np.maximum(T_step, T_ar),
+                          T_step + np.maximum(0.0, T_ar - hide))
+    cyc_ddp = np.where(streaming, hidden_ddp, T_step + T_ar)
+    u_ddp = 2.0 * V_ddp * (1.0 - 1.0 / np.maximum(N, 1.0)) * (N > 1)
 
     is_flat = (mode == MODE_FLAT) | ((mode == MODE_HIER) & ~hier_ok)
     is_hier = hier_ok
@@ -235,14 +382,9 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
     h_pen = sel(ones, H_flat, H_eff_hier, H_pp)
     replicas = sel(ones, N, N, G_pp)
     stages = np.where(is_pp, S, 1.0)
-    f_sync = sel(
-        straggler_factor(N, strag, p),
-        straggler_factor(N, strag, p),
-        straggler_factor(G_h, strag, p),
-        straggler_factor(G_pp, strag, p),
-    )
+    f_sync = sel(f_N, f_N, f_Gh, f_Gpp)
     # A mode that needs the model in one node is infeasible when it does not fit.
-    fits_mode = np.where(is_pp, need_per_node <= mem, fits)
+    fits_mode = np.where(is_pp, (need_per_node <= usable) & (host_per_node <= host_mem), fits)
     enough_workers = np.where(is_pp, G_pp >= 1, N >= 1)
 
     # Backup workers buy a smaller straggler factor with spare nodes: only N / 1.1 do useful work.
@@ -321,18 +463,32 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
     energy_usd = np.where(renting | (price_kwh <= 0), 0.0, energy_kwh * price_kwh)
     total_usd = np.where(renting, rental_usd, hardware_usd) + energy_usd
 
-    # --- traffic per node (bits per outer cycle, mean over nodes) -------------------------------
+    # --- traffic per node and direction, per outer cycle ----------------------------------------
+    # Paper: mean over nodes of the upload (regional rounds of every node plus the leaders' share).
     per_step_pp = 2.0 * A_bits * (S - 1.0) / S
-    up_bits_cycle = sel(
+    up_paper = sel(
         2.0 * V_ddp * (1.0 - 1.0 / np.maximum(N, 1.0)) * (N > 1),
-        V * (N > 1),
-        H_reg * V + V / n_g,
-        V_pp * (G_pp > 1) + H_pp * per_step_pp,
+        P * wire * (N > 1),
+        H_reg * P * wire + P * wire / n_g,
+        P_pp * wire * (G_pp > 1) + H_pp * per_step_pp,
     )
+    # Grounded: the busiest node (a hierarchical leader, a middle pipeline stage), on its WAN link;
+    # regional and pipeline traffic count only when they share that link.
+    act_wan = np.where(shared, act_node_bits, 0.0)
+    up_busiest = sel(u_ddp, u_flat, u_glob + np.where(shared, H_reg * u_reg, 0.0), u_pp + H_pp * act_wan)
+    down_busiest = sel(u_ddp, d_flat, d_glob + np.where(shared, H_reg * d_reg, 0.0), d_pp + H_pp * act_wan)
+    grounded_traffic = agg != AGG_PAPER
+    up_bits_cycle = np.where(grounded_traffic, up_busiest, up_paper)
+    down_bits_cycle = np.where(grounded_traffic, down_busiest, up_paper)
     mean_up = up_bits_cycle / cyc
-    duty = np.minimum(1.0, (up_bits_cycle / up) / cyc)
+    mean_down = down_bits_cycle / cyc
+    link_use_up = (up_bits_cycle / up) / cyc
+    link_use_down = (down_bits_cycle / down) / cyc
+    duty = np.minimum(1.0, link_use_up)
     # Bursts run at the link rate; a PP node's activations use the (possibly faster) stage link.
     peak_up = np.where(up_bits_cycle > 0, np.where(is_pp & (A_bits > 0), np.maximum(up, g("pp_bits_per_s")), up), 0.0)
+    sync_up = sel(u_ddp, u_flat, u_glob, u_pp)
+    sync_down = sel(u_ddp, d_flat, d_glob, d_pp)
 
     # --- where the time goes (seconds over the run, one worker's timeline) ---------------------
     busy_step = steps_per_cycle * step_time
@@ -341,6 +497,7 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
     bubble = np.where(is_pp, steps_per_cycle * (S - 1.0) * t_c, 0.0) * n_cycles
     pp_comm = np.where(is_pp, steps_per_cycle * (Mmb + S - 1.0) * pp_link, 0.0) * n_cycles
     ep_s = steps_per_cycle * T_ep * n_cycles
+    offload_s = np.where(is_pp, 0.0, steps_per_cycle * T_ofl) * n_cycles
     straggler_s = exposed * (1.0 - 1.0 / f_sync)
     hidden_comm = np.minimum(t_sync, busy_step) * np.where(streaming, 1.0, 0.0) * n_cycles
 
@@ -376,7 +533,7 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
         "inner_steps_effective": h_pen,
         "outer_step_time_s": cyc,
         "num_outer_steps": n_cycles,
-        "payload_bits": sel(V_ddp, V, V, V_pp),
+        "payload_bits": sel(V_ddp, P * wire, P * wire, P_pp * wire),
         "activation_bits_per_boundary": A_bits,
         "tokens": D,
         "tokens_per_s": tokens_per_s,
@@ -404,7 +561,18 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
         "mean_up_bits_per_s": mean_up,
         "peak_up_bits_per_s": peak_up,
         "duty_cycle": duty,
-        "bytes_per_day_per_node": 2.0 * mean_up / 8.0 * 86400.0,
+        "bytes_per_day_per_node": (mean_up + mean_down) / 8.0 * 86400.0,
+        "down_bits_per_outer_step": down_bits_cycle,
+        "mean_down_bits_per_s": mean_down,
+        "link_utilisation_up": link_use_up,
+        "link_utilisation_down": link_use_down,
+        "sync_up_bits": sync_up,
+        "sync_down_bits": sync_down,
+        "utilisation": np.where(is_pp, steps_per_cycle * Mmb * t_c, steps_per_cycle * T_comp) / cyc,
+        "max_params_flat": max_params_flat,
+        "host_memory_required_bytes_per_node": host_per_node,
+        "offload": use_ofl.astype(np.float64),
+        "offload_time_s": T_ofl,
         "time_compute_s": compute_pure,
         "time_bubble_s": bubble,
         "time_pipeline_comm_s": pp_comm,
@@ -412,6 +580,7 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
         "time_exposed_comm_s": exposed - straggler_s,
         "time_straggler_s": straggler_s,
         "time_hidden_comm_s": hidden_comm,
+        "time_offload_s": offload_s,
     }
 
 
@@ -469,6 +638,17 @@ OUTPUTS: tuple[str, ...] = (
     "peak_up_bits_per_s",
     "duty_cycle",
     "bytes_per_day_per_node",
+    "down_bits_per_outer_step",
+    "mean_down_bits_per_s",
+    "link_utilisation_up",
+    "link_utilisation_down",
+    "sync_up_bits",
+    "sync_down_bits",
+    "utilisation",
+    "max_params_flat",
+    "host_memory_required_bytes_per_node",
+    "offload",
+    "offload_time_s",
     "time_compute_s",
     "time_bubble_s",
     "time_pipeline_comm_s",
@@ -476,4 +656,5 @@ OUTPUTS: tuple[str, ...] = (
     "time_exposed_comm_s",
     "time_straggler_s",
     "time_hidden_comm_s",
+    "time_offload_s",
 )

@@ -73,6 +73,15 @@ class ModelParams:
     """Heuristic: hidden size h ~ 0.03 sqrt(P) for the activation payload (Rahman 2026 sec. 3;
     Llama 3 405B: 0.03 * sqrt(405e9) = 19,092 vs 16,384 actual)."""
 
+    hbm_usable_fraction: float = 0.90
+    """Heuristic: fraction of accelerator memory a training job can fill with state and activations;
+    the rest goes to the CUDA context, communication buffers and allocator fragmentation (default
+    mode; range 0.80-0.95). Paper mode uses all of it."""
+    ddp_overlap_fraction: float = 2.0 / 3.0
+    """Fraction of a training step that can hide a DDP gradient all-reduce: the backward pass, 4 of
+    the 6 P FLOP per token (Kaplan et al. 2020, arXiv 2001.08361, sec. 2.1; gradients become ready
+    during backward). Paper mode hides it behind the whole step (1)."""
+
     compression_table: tuple[tuple[float, ...], ...] = field(
         default=(
             (1, 1.00, 1.00, 1.00, 1.00, 1.00, 1.00),
@@ -103,6 +112,9 @@ class ModelParams:
             value = getattr(self, f.name)
             if isinstance(value, float | int) and not value > 0:
                 raise InputError(f.name, f"must be > 0, got {value}")
+        for name in ("hbm_usable_fraction", "ddp_overlap_fraction"):
+            if not getattr(self, name) <= 1:
+                raise InputError(name, f"must be in (0, 1], got {getattr(self, name)}")
         if not self.eta_h_floor < 1:
             raise InputError("eta_h_floor", f"must be in (0, 1), got {self.eta_h_floor}")
 

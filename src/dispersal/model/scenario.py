@@ -26,10 +26,14 @@ from typing import Any
 import numpy as np
 
 from dispersal.model import units
-from dispersal.model.catalog import Accelerator, Regime, accelerator, regime
+from dispersal.model.catalog import Accelerator, Regime, accelerator, codec, regime
 from dispersal.model.efficiency import STRAGGLER_CODES, Straggler, quality_code
 from dispersal.model.errors import InputError, require
-from dispersal.model.kernel import MODE_AUTO, MODE_DDP, MODE_FLAT, MODE_HIER, MODE_PP
+from dispersal.model.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.kernel import AGGREGATION_CODES, MODE_AUTO, MODE_DDP, MODE_FLAT, MODE_HIER, MODE_PP
+
+#: Aggregations a user may ask for (the paper's relay formula is paper mode's own).
+AGGREGATIONS: tuple[str, ...] = tuple(a for a in AGGREGATION_CODES if a != "paper")
 
 SCHEMA_VERSION = 1
 
@@ -67,6 +71,24 @@ class Precision(StrEnum):
     FP4 = "fp4"
 
 
+class OuterState(StrEnum):
+    """Where the outer optimizer's state (FP32 global weights, Nesterov momentum, error feedback) lives."""
+
+    HOST = "host"
+    """Host DRAM, as OpenDiLoCo, prime (INTELLECT-1), torchft and Templar do (default)."""
+    HBM = "hbm"
+    """Accelerator memory."""
+
+
+class Offload(StrEnum):
+    """Inner-optimizer offload to host DRAM (ZeRO-Offload style)."""
+
+    AUTO = "auto"
+    """Only when the model does not fit the node otherwise."""
+    NEVER = "never"
+    ALWAYS = "always"
+
+
 class Pricing(StrEnum):
     """How the hardware is paid for."""
 
@@ -91,6 +113,19 @@ DEFAULT_REGIONAL_LATENCY_S = 0.020
 OUTER_STATE_BYTES_PER_PARAM = 8.0
 #: Default-mode error-feedback residual, FP32 (one more model copy).
 ERROR_FEEDBACK_BYTES_PER_PARAM = 4.0
+#: Compression ratios in the literature are relative to FP32 pseudo-gradients (Covenant-72B's >146x,
+#: SparseLoCo, DeMo): default mode puts 32 / C_r bits per parameter on the wire for codec "auto".
+RATIO_REFERENCE_BITS = 32.0
+#: Codec "auto" above this ratio (more than quantisation alone gives: FP32 -> FP4 is 8x) is sparse
+#: (top-k), so payloads from different workers cannot be summed in transit.
+SPARSE_RATIO_THRESHOLD = 8.0
+#: A dense aggregate returned by a relay, and DDP gradients, go at bf16 (16 bits/param).
+DENSE_WIRE_BITS = 16.0
+#: Paper-mode MFU (Rahman 2026 sec. 1: PaLM 46.2%, Llama 3.1 405B 38-43%, INTELLECT-1 36-41%).
+PAPER_MFU = 0.40
+#: Inner-optimizer offload keeps bf16 weights and bf16 gradients in HBM: 4 bytes/param
+#: (ZeRO-Offload, Ren et al. 2021, arXiv 2101.06840, sec. 4).
+OFFLOAD_HBM_BYTES_PER_PARAM = 4.0
 #: Fibre: light travels ~204,000 km/s in glass, i.e. ~4.9 us per km one way (anchors.md).
 FIBRE_S_PER_M = 4.9e-9
 
@@ -114,8 +149,10 @@ class Scenario:
     chips_per_node: int = 0
     """Chips per node (site); 0 = the most the regime's covered-cluster rule allows (8 with no rule)."""
     precision: Precision = Precision.FP8
-    mfu: float = 0.40
-    """Model FLOP utilisation. Paper 0.40 (PaLM 46.2%, Llama 3.1 405B 38-43%, INTELLECT-1 36-41%)."""
+    mfu: float | None = None
+    """Model FLOP utilisation on the 6 P FLOP/token convention; None = paper 0.40 (PaLM 46.2%, Llama 3.1
+    405B 38-43%, INTELLECT-1 36-41%) in paper mode, the catalogue's figure for the accelerator and
+    precision in default mode."""
     num_nodes: int = 2
     params: float = 91e9
     """Total parameters P."""
@@ -132,6 +169,25 @@ class Scenario:
     """Overlap syncs with compute (Streaming DiLoCo) for the hierarchical, PP, auto and DDP algorithms."""
     inner_steps: int = 0
     """H, inner steps per outer step; 0 = the smallest compute-bound H (H_min)."""
+    codec: str = "auto"
+    """Wire codec of the pseudo-gradient (``dispersal/data/codecs.toml``): explicit bits per parameter,
+    independent of the training precision. "auto" = 32 / compression_ratio bits (ratios are relative
+    to FP32), sparse above 8x. Paper mode ignores it (precision bits / compression_ratio)."""
+    aggregation: str = "auto"
+    """How syncs are aggregated (default mode): ring, relay, all_gather, relay_dense; "auto" = what
+    the codec's cited systems do (dense: ring all-reduce; sparse: all-gather)."""
+    outer_state: OuterState = OuterState.HOST
+    """Where outer-optimizer and error-feedback state live (default mode)."""
+    optimizer_offload: Offload = Offload.AUTO
+    """Inner-optimizer offload to host DRAM (default mode), with its host-link time per step."""
+    fragments: int = 1
+    """Streaming DiLoCo fragments P (default mode; 1 = the whole model at once)."""
+    overlap_depth: int = 0
+    """Inner steps a fragment's sync may overlap, tau (default mode); 0 = the whole interval H / P."""
+    split_links: bool | None = None
+    """Default mode: False = one WAN link per node carries everything (pipeline, regional and global
+    syncs share it); True = regional / pipeline links are separate links (default 1 Gbps / 20 ms,
+    co-located); None = True exactly when a regional or pipeline link is given."""
     compression_ratio: float = 150.0
     """Extra compression C_r of the pseudo-gradient (Covenant-72B / SparseLoCo: >146x, arXiv 2603.08163)."""
     error_feedback: bool = True
@@ -169,7 +225,7 @@ class Scenario:
         require(self.schema_version == SCHEMA_VERSION, "schema_version",
                 f"must be {SCHEMA_VERSION}, got {self.schema_version!r}")
         for name, enum in (("precision", Precision), ("algorithm", Algorithm), ("straggler", Straggler),
-                           ("pricing", Pricing)):
+                           ("pricing", Pricing), ("outer_state", OuterState), ("optimizer_offload", Offload)):
             value = getattr(self, name)
             try:
                 object.__setattr__(self, name, enum(value))
@@ -203,7 +259,21 @@ class Scenario:
         if self.tokens is not None:
             pos("tokens", self.tokens)
         pos("local_batch_tokens", self.local_batch_tokens, " tokens")
-        require(isinstance(self.mfu, int | float) and 0 < self.mfu <= 1, "mfu", f"must be in (0, 1], got {self.mfu!r}")
+        if self.mfu is not None:
+            require(isinstance(self.mfu, int | float) and 0 < self.mfu <= 1, "mfu",
+                    f"must be in (0, 1], got {self.mfu!r}")
+        for name in ("fragments", "overlap_depth"):
+            v = getattr(self, name)
+            lo = 1 if name == "fragments" else 0
+            require(isinstance(v, int) and not isinstance(v, bool) and lo <= v <= 10_000, name,
+                    f"must be an integer in [{lo}, 10000], got {v!r}")
+        if self.codec != "auto":
+            codec(self.codec)
+        require(self.aggregation in ("auto", *AGGREGATIONS), "aggregation",
+                f"must be one of auto, {', '.join(AGGREGATIONS)}, got {self.aggregation!r}")
+        if self.aggregation == "ring" and self.codec_is_sparse:
+            raise InputError("aggregation", f"a ring all-reduce cannot sum sparse payloads (codec {self.codec!r}, "
+                             "supports differ between workers); use all_gather or relay_dense")
         pos("compression_ratio", self.compression_ratio)
         require(self.compression_ratio >= 1, "compression_ratio", f"must be >= 1, got {self.compression_ratio}")
         pos("activation_compression", self.activation_compression)
@@ -248,6 +318,45 @@ class Scenario:
         if self.chip_tdp_w is not None:
             changes["tdp_w"] = self.chip_tdp_w
         return dataclasses.replace(acc, **changes) if changes else acc
+
+    @property
+    def codec_is_sparse(self) -> bool:
+        """Whether the wire payload is sparse (top-k), so it cannot be summed in transit."""
+        if self.codec == "auto":
+            return self.compression_ratio > SPARSE_RATIO_THRESHOLD
+        return codec(self.codec).sparse
+
+    def wire(self) -> tuple[float, str, bool, float]:
+        """Default mode's wire format: (bits/param, aggregation, error feedback, dense aggregate bits).
+
+        Codec "auto": 32 / compression_ratio bits (published ratios are relative to FP32), sparse
+        above 8x, error feedback as `error_feedback`. A named codec: its catalogue entry.
+        Aggregation "auto": the codec's default (what its cited systems do).
+        """
+        if self.codec == "auto":
+            bits = RATIO_REFERENCE_BITS / self.compression_ratio
+            default_agg = "all_gather" if self.codec_is_sparse else "ring"
+            ef, dense = self.error_feedback, DENSE_WIRE_BITS
+        else:
+            c = codec(self.codec)
+            bits, default_agg, ef, dense = c.wire_bits_per_param, c.default_aggregation, c.error_feedback, \
+                c.dense_aggregate_bits
+        if self.aggregation != "auto":
+            agg = self.aggregation
+        elif default_agg == "all_gather":
+            # Sparse payloads are gathered (as Covenant-72B / Templar do) until the M - 1 others'
+            # payloads outweigh a dense aggregate, when a relay returning the dense sum is cheaper.
+            agg = "gather_or_dense"
+        else:
+            agg = default_agg
+        return bits, agg, ef, dense
+
+    def links_split(self) -> bool:
+        """Default mode: whether regional / pipeline links are separate from the WAN (see split_links)."""
+        if self.split_links is not None:
+            return self.split_links
+        return any(v is not None for v in (self.regional_bandwidth_bits_per_s, self.regional_latency_s,
+                                           self.pp_bandwidth_bits_per_s, self.pp_latency_s))
 
     @property
     def regime_entry(self) -> Regime:
@@ -370,8 +479,13 @@ def latency_from_distance(distance_m: float, routing_overhead: float = 1.5) -> f
     return distance_m * FIBRE_S_PER_M * routing_overhead
 
 
-def kernel_inputs(s: Scenario, mode: Mode | str) -> dict[str, Any]:
-    """Resolve a Scenario under a mode into the scalar inputs of `kernel.evaluate` (SI units)."""
+def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_PARAMS) -> dict[str, Any]:
+    """Resolve a Scenario under a mode into the scalar inputs of `kernel.evaluate` (SI units).
+
+    Paper mode keeps Rahman 2026's settings (module docstring); default mode resolves the grounded
+    time model: codec wire bits and aggregation, where the outer state lives, offload, HBM
+    headroom, host DRAM, shared links, fragments and overlap, MFU per accelerator and precision.
+    """
     mode = Mode(mode)
     acc = s.accelerator
     reg = s.regime_entry
@@ -380,9 +494,13 @@ def kernel_inputs(s: Scenario, mode: Mode | str) -> dict[str, Any]:
     peak = acc.dense_fp8_flop_per_s if prec in (Precision.FP8, Precision.FP4) else acc.dense_fp16_flop_per_s
     paper = mode is Mode.PAPER
     wan_min = min(s.bandwidth_up_bits_per_s, s.bandwidth_down_bits_per_s)
-    side_bw = wan_min if paper else DEFAULT_REGIONAL_BITS_PER_S
-    side_lat = s.latency_s if paper else DEFAULT_REGIONAL_LATENCY_S
-    extra = 0.0 if paper else OUTER_STATE_BYTES_PER_PARAM + (ERROR_FEEDBACK_BYTES_PER_PARAM if s.error_feedback else 0.0)
+    split = s.links_split()
+    if paper:
+        side_bw, side_lat = wan_min, s.latency_s
+    elif split:
+        side_bw, side_lat = DEFAULT_REGIONAL_BITS_PER_S, DEFAULT_REGIONAL_LATENCY_S
+    else:
+        side_bw, side_lat = wan_min, s.latency_s
     mode_code = {
         Algorithm.DDP: MODE_DDP, Algorithm.DILOCO: MODE_FLAT, Algorithm.STREAMING: MODE_FLAT,
         Algorithm.HIERARCHICAL: MODE_HIER, Algorithm.PP_DILOCO: MODE_PP, Algorithm.AUTO: MODE_AUTO,
@@ -392,6 +510,23 @@ def kernel_inputs(s: Scenario, mode: Mode | str) -> dict[str, Any]:
         streaming = False
     elif s.algorithm is Algorithm.STREAMING:
         streaming = True
+    if paper:
+        wire_bits = BITS_PER_VALUE[prec] / s.compression_ratio
+        agg, ef, dense_bits, ddp_bits = "paper", s.error_feedback, BITS_PER_VALUE[prec], BITS_PER_VALUE[prec]
+        comp_ratio = s.compression_ratio
+        outer_bytes, outer_in_hbm = 0.0, True
+        mfu = PAPER_MFU if s.mfu is None else s.mfu
+    else:
+        wire_bits, agg, ef, dense_bits = s.wire()
+        ddp_bits = DENSE_WIRE_BITS if (s.codec == "auto" or s.codec_is_sparse) else wire_bits
+        # The heuristic compression-quality table is keyed on the ratio to FP32.
+        comp_ratio = max(1.0, RATIO_REFERENCE_BITS / wire_bits)
+        outer_bytes = OUTER_STATE_BYTES_PER_PARAM + (ERROR_FEEDBACK_BYTES_PER_PARAM if ef else 0.0)
+        outer_in_hbm = s.outer_state is OuterState.HBM
+        if s.mfu is not None:
+            mfu = s.mfu
+        else:
+            mfu = acc.mfu_fp8 if prec in (Precision.FP8, Precision.FP4) else acc.mfu_bf16
     x: dict[str, Any] = {
         "mode": mode_code,
         "streaming": streaming,
@@ -400,26 +535,27 @@ def kernel_inputs(s: Scenario, mode: Mode | str) -> dict[str, Any]:
         "params": s.params,
         "active_params": s.active_params if s.active_params is not None else s.params,
         "node_peak_flop_per_s": chips * peak,
-        "mfu": s.mfu,
+        "mfu": mfu,
         "node_memory_bytes": chips * acc.hbm_bytes,
         "bytes_per_param": STATE_BYTES_PER_PARAM[prec],
-        "extra_bytes_per_param": extra,
+        # State beyond the inner optimizer's that sits in HBM (the planner's quick fit filter).
+        "extra_bytes_per_param": outer_bytes if outer_in_hbm else 0.0,
         "activation_memory": not paper,
-        "bits_per_value": BITS_PER_VALUE[prec],
         "activation_bytes_per_value": ACT_BYTES_PER_VALUE[prec],
-        "compression_ratio": s.compression_ratio,
-        "error_feedback": s.error_feedback,
+        "compression_ratio": comp_ratio,
+        "error_feedback": ef,
         "compression_quality": quality_code(s.compression_quality, "compression_quality"),
         "activation_compression": s.activation_compression,
         "activation_quality": quality_code(s.activation_quality, "activation_quality"),
         "up_bits_per_s": s.bandwidth_up_bits_per_s,
         "down_bits_per_s": s.bandwidth_down_bits_per_s,
         "latency_s": s.latency_s,
-        "regional_bits_per_s": s.regional_bandwidth_bits_per_s or side_bw,
-        "regional_latency_s": side_lat if s.regional_latency_s is None else s.regional_latency_s,
+        "regional_bits_per_s": (s.regional_bandwidth_bits_per_s or side_bw) if (paper or split) else side_bw,
+        "regional_latency_s": (side_lat if s.regional_latency_s is None else s.regional_latency_s)
+        if (paper or split) else side_lat,
         "group_size": s.group_size,
-        "pp_bits_per_s": s.pp_bandwidth_bits_per_s or side_bw,
-        "pp_latency_s": side_lat if s.pp_latency_s is None else s.pp_latency_s,
+        "pp_bits_per_s": (s.pp_bandwidth_bits_per_s or side_bw) if (paper or split) else side_bw,
+        "pp_latency_s": (side_lat if s.pp_latency_s is None else s.pp_latency_s) if (paper or split) else side_lat,
         "straggler": STRAGGLER_CODES[s.straggler],
         "local_batch_tokens": s.local_batch_tokens,
         "micro_batches": s.micro_batches,
@@ -439,6 +575,22 @@ def kernel_inputs(s: Scenario, mode: Mode | str) -> dict[str, Any]:
         "node_counted_memory_bytes": chips * acc.hbm_bytes if acc.memory_counted_by_hbm_rule else 0.0,
         "cap_flop_per_s": reg.cluster_flop_per_s,
         "cap_memory_bytes": reg.cluster_memory_bytes,
+        "wire_bits_per_param": wire_bits,
+        "ddp_wire_bits_per_param": ddp_bits,
+        "aggregation": AGGREGATION_CODES[agg],
+        "dense_aggregate_bits_per_param": dense_bits,
+        "outer_state_bytes_per_param": outer_bytes,
+        "outer_state_in_hbm": outer_in_hbm,
+        "offload": 0 if paper else {Offload.NEVER: 0, Offload.ALWAYS: 1, Offload.AUTO: 2}[s.optimizer_offload],
+        "offload_hbm_bytes_per_param": OFFLOAD_HBM_BYTES_PER_PARAM,
+        "host_memory_bytes": math.inf if paper else chips * acc.host_memory_bytes,
+        "host_link_bytes_per_s": acc.host_link_bytes_per_s,
+        "hbm_usable_fraction": 1.0 if paper else params.hbm_usable_fraction,
+        "auto_policy": 0 if paper else 1,
+        "link_shared": (not paper) and not split,
+        "fragments": 1 if paper else s.fragments,
+        "overlap_depth": 0 if paper else s.overlap_depth,
+        "ddp_overlap_fraction": 1.0 if paper else params.ddp_overlap_fraction,
     }
     return x
 
