@@ -30,6 +30,7 @@ import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -54,7 +55,7 @@ def _config_json(cfg: TestbedConfig) -> str:
 
 def run_cluster(
     name: str, cfg: TestbedConfig, out: Path, data: Path, kill: str | None, src: Path | None
-) -> dict:
+) -> dict[str, Any]:
     """Supervisor + one process per worker on 127.0.0.1; ``kill``: SIGKILL that worker when it asks
     (killme/<w>) and start it again with the same argv. ``src``: import dispersal from there."""
     out.mkdir(parents=True)
@@ -131,7 +132,7 @@ def _export(rev: str, into: Path) -> Path:
     return into / "src"
 
 
-def _val_at(metrics: list[dict], rnd: int) -> float | None:
+def _val_at(metrics: list[dict[str, Any]], rnd: int) -> float | None:
     return next((r["val_loss"] for r in metrics if r["round"] == rnd), None)
 
 
@@ -160,8 +161,8 @@ def main() -> None:
     }
     rejoin_step = args.kill_step + h  # the next round boundary after the dropped round
     faults = (f"kill w1@step{args.kill_step}", f"rejoin w1@step{rejoin_step}")
-    clean_cfg = TestbedConfig(**base)  # type: ignore[arg-type]
-    fault_cfg = TestbedConfig(**base, faults=faults)  # type: ignore[arg-type]
+    clean_cfg = TestbedConfig(**base)
+    fault_cfg = TestbedConfig(**base, faults=faults)
     data = out / "data-cache"
     prepare_data(clean_cfg, data)  # once; every run maps the same files
     t_all = time.perf_counter()

@@ -16,8 +16,10 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,11 +37,11 @@ CORPUS = (str(Path(sysconfig.get_paths()["stdlib"]) / "email"),)
 ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
 
 
-def _events(out: Path) -> list[dict]:
+def _events(out: Path) -> list[dict[str, Any]]:
     return [json.loads(ln) for ln in (out / "events.jsonl").read_text().splitlines()]
 
 
-def _metrics(out: Path) -> list[dict]:
+def _metrics(out: Path) -> list[dict[str, Any]]:
     return [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
 
 
@@ -71,7 +73,7 @@ class Cluster:
         self.procs.append(p)
         return p
 
-    def _connect(self) -> torch.distributed.TCPStore:
+    def _connect(self) -> Any:  # a torch.distributed.TCPStore client
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -103,7 +105,7 @@ class Cluster:
 
     def wait_for_key(self, key: str, timeout_s: float) -> str:
         self.store.wait([key], timedelta(seconds=timeout_s))
-        return self.store.get(key).decode()
+        return str(self.store.get(key).decode())
 
     def finish(self, timeout_s: float) -> None:
         """Wait (bounded) for every process to exit; kill whatever is left and fail if anything was."""
@@ -125,7 +127,7 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster_factory(tmp_path: Path):
+def cluster_factory(tmp_path: Path) -> Iterator[Callable[[TestbedConfig], Cluster]]:
     made: list[Cluster] = []
 
     def make(cfg: TestbedConfig) -> Cluster:
@@ -144,7 +146,7 @@ def cluster_factory(tmp_path: Path):
     [3.0, pytest.param(60.0, marks=pytest.mark.slow, id="restart-before-the-heartbeat-times-out")],
 )
 def test_restart_with_identical_argv_takes_the_groups_local_state(
-    tmp_path: Path, cluster_factory, heartbeat_timeout_s: float
+    tmp_path: Path, cluster_factory: Callable[[TestbedConfig], Cluster], heartbeat_timeout_s: float
 ) -> None:
     """The issue's reproduction, scaled down: supervisor + two standalone workers, SIGKILL w1 when it
     reaches step 20, start it again with exactly the same command line. The group holds the boundary
@@ -190,11 +192,11 @@ def test_restart_with_identical_argv_takes_the_groups_local_state(
     assert not [e for e in ev if e["event"] == "join_check_failed"]
 
 
-def _joined(ev: list[dict], worker: str) -> list[dict]:
+def _joined(ev: list[dict[str, Any]], worker: str) -> list[dict[str, Any]]:
     return [e for e in ev if e["event"] == "joined" and e["worker"] == worker]
 
 
-def _assert_consistent_generations(ev: list[dict]) -> None:
+def _assert_consistent_generations(ev: list[dict[str, Any]]) -> None:
     """Every member of a generation holds the same global state; no member failed the join check."""
     by_gen: dict[int, set[int]] = {}
     for e in ev:
@@ -205,13 +207,15 @@ def _assert_consistent_generations(ev: list[dict]) -> None:
 
 
 @pytest.mark.slow
-def test_resume_on_a_host_without_the_checkpoint(tmp_path: Path, cluster_factory) -> None:
+def test_resume_on_a_host_without_the_checkpoint(
+    tmp_path: Path, cluster_factory: Callable[[TestbedConfig], Cluster]
+) -> None:
     """Resume where w0 (rank 0) runs on a host that has no copy of the checkpoint (no shared
     filesystem) and w1 on the host that has it. The member with the newest round is the source: the
     group goes on from round 4, not from w0's round 0, and w0 takes w1's local model and inner state."""
     from dispersal.testbed.supervisor import run_local
 
-    kw = {
+    kw: dict[str, Any] = {
         "algorithm": "diloco",
         "workers": 2,
         "steps": 40,
@@ -380,3 +384,35 @@ def test_fault_plan_kill_phases_and_pause() -> None:
         with pytest.raises(InputError) as err:
             FaultPlan.parse([bad])
         assert err.value.field == "fault" and len(str(err.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize(("algorithm", "repaired"), [("diloco", True), ("streaming", False)])
+def test_join_check_catches_a_stale_local_model(tmp_path: Path, algorithm: str, repaired: bool) -> None:
+    """The check behind the ``joined`` event: under DiLoCo local weights that differ from the global
+    ones at a boundary are the silent corruption, logged and repaired; a Streaming DiLoCo survivor's
+    local weights legitimately differ (fragments merge late) unless it was reset."""
+    from types import SimpleNamespace
+
+    from dispersal.testbed.outer import flat_params
+    from dispersal.testbed.worker import Worker
+
+    model = torch.nn.Linear(4, 3)
+    params = list(model.parameters())
+    global_flat = flat_params(params).clone() + 1.0  # the group's weights; the local copy is stale
+    me = SimpleNamespace(
+        cfg=SimpleNamespace(algorithm=algorithm),
+        params=params,
+        out=tmp_path,
+        wid="w1",
+        gen=2,
+        round=5,
+        _global_vector=lambda: global_flat,
+    )
+    local_crc, global_crc = Worker._join_check(me, reset=False)  # type: ignore[arg-type]
+    failed = _events(tmp_path) if (tmp_path / "events.jsonl").exists() else []
+    assert (local_crc == global_crc) is repaired
+    assert torch.equal(flat_params(params), global_flat) is repaired
+    assert [e["event"] for e in failed] == (["join_check_failed"] if repaired else [])
+    if not repaired:  # a reset streaming member must match: now it is checked (and repaired)
+        local_crc, global_crc = Worker._join_check(me, reset=True)  # type: ignore[arg-type]
+        assert local_crc == global_crc and torch.equal(flat_params(params), global_flat)
