@@ -180,7 +180,7 @@ def test_more_nodes_never_lower_tokens_flat(s: Scenario, mode: str, extra: int) 
 @SETTINGS
 @given(
     s=scenarios(),
-    mode=MODES,
+    mode=st.just("paper"),
     extra=st.integers(1, 500),
     h=st.sampled_from([1, 10, 30, 100, 500]),
     algo=st.sampled_from(["diloco", "streaming"]),
@@ -188,9 +188,12 @@ def test_more_nodes_never_lower_tokens_flat(s: Scenario, mode: str, extra: int) 
 def test_more_nodes_never_lower_c_local_at_fixed_h(
     s: Scenario, mode: str, extra: int, h: int, algo: str
 ) -> None:
-    """Flat DiLoCo, N >= 2, a FIXED H, both feasible: more nodes never lower C_local.
+    """Paper mode, flat DiLoCo, N >= 2, a FIXED H, both feasible: more nodes never lower C_local.
 
     Restricted (see `test_more_nodes_c_local_counterexamples`): with H = H_min, or from N = 1, it fails.
+    Not a property of the default mode, by design: an all-gather downloads N - 1 payloads (a
+    saturated link makes every node slower), and the fitted quality multiplier g falls with M faster
+    than 1 / M far outside its evidence (docs/assumptions.md).
     """
     s = s.replace(algorithm=algo, inner_steps=h, tokens=None, num_nodes=max(2, s.num_nodes))
     a = estimate(s, mode=mode)

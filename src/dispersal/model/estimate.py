@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dispersal.model import units
+from dispersal.model import quality, units
 from dispersal.model.kernel import MODE_NAMES, evaluate
 from dispersal.model.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.scenario import Mode, Scenario, as_arrays, kernel_inputs
@@ -156,6 +156,10 @@ class Estimate:
     traffic: Traffic
     notes: tuple[str, ...] = ()
     """What the model did that the scenario did not ask for (a fallback, a forced pipeline)."""
+    extrapolation: tuple[str, ...] = ()
+    """Where the run lies outside the evidence the quality penalties are fitted on (replicas M,
+    inner steps H, model size P, fragments, compression), each with the fitted range
+    (`dispersal.model.quality.FIT_RANGES`). Empty for a run with no DiLoCo replicas."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the `--json` output and the web app's schema)."""
@@ -178,14 +182,14 @@ class Estimate:
         nested = {"efficiency": Efficiency, "breakdown": TimeBreakdown, "cost": Cost, "traffic": Traffic}
         kwargs: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
-            if f.name == "notes" and f.name not in data:
+            if f.name in ("notes", "extrapolation") and f.name not in data:
                 continue
             v = data[f.name]
             if f.name == "scenario":
                 kwargs[f.name] = Scenario.from_dict(v)
             elif f.name in nested:
                 kwargs[f.name] = nested[f.name](**{k: float("inf") if x is None else x for k, x in v.items()})
-            elif f.name in ("reasons", "notes"):
+            elif f.name in ("reasons", "notes", "extrapolation"):
                 kwargs[f.name] = tuple(v)
             elif v is None and f.type == "float":
                 # JSON has no infinity: the CLI writes an undefined figure (e.g. the loss of a run that
@@ -329,4 +333,18 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
         ) if up > 0 else Traffic(bytes_per_sync=0, syncs_per_day=0, mean_mbps=0, peak_mbps=0, duty_cycle=0,
                                  bytes_per_day=0),
         notes=tuple(notes),
+        extrapolation=tuple(extrapolation_messages(r, x)),
     )
+
+
+def extrapolation_messages(r: dict[str, float], x: dict[str, Any]) -> list[str]:
+    """Flags for a run outside the quality fit's ranges (replicas, H, P, fragments, compression vs a
+    16-bit payload); none for a run without DiLoCo replicas."""
+    if r["replicas"] <= 1 or int(r["mode_resolved"]) == 0:
+        return []
+    streaming = bool(x["streaming"])
+    flags = quality.extrapolation_flags(
+        r["replicas"], r["inner_steps_effective"], x["params"], x["fragments"] if streaming else 1.0,
+        max(1.0, 16.0 / x["wire_bits_per_param"]),
+    )
+    return flags.messages()

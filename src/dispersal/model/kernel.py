@@ -18,7 +18,7 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
-from dispersal.model import chinchilla
+from dispersal.model import chinchilla, quality
 from dispersal.model.efficiency import STRAGGLER_CODES, Straggler, eta_act, eta_comp, eta_h, straggler_factor
 from dispersal.model.params import ModelParams
 from dispersal.model.units import H100E_FLOP_PER_S
@@ -100,6 +100,8 @@ INPUTS: dict[str, str] = {
     "fragments": "Streaming DiLoCo fragments P (1 = whole model at once)",
     "overlap_depth": "inner steps a fragment's sync may overlap, tau; 0 = the whole interval H / P",
     "ddp_overlap_fraction": "fraction of a step that can hide the DDP all-reduce (paper 1: the whole step)",
+    "quality_mapping": "replica/H penalty: -1 paper (loss multiplier M^beta, eta_H), 0 fitted compute-space "
+    "multiplier g (dispersal.model.quality), 1 its loss-space conservative bound",
 }
 
 AGG_PAPER, AGG_RING, AGG_RELAY, AGG_ALL_GATHER, AGG_RELAY_DENSE, AGG_GATHER_OR_DENSE = 0, 1, 2, 3, 4, 5
@@ -115,6 +117,7 @@ def evaluate(
     x: Mapping[str, npt.ArrayLike],
     p: ModelParams,
     overrides: Mapping[str, npt.ArrayLike] | None = None,
+    quality_params: quality.QualityLike | None = None,
 ) -> dict[str, Arr]:
     """Evaluate the analytic model on arrays of configurations.
 
@@ -122,6 +125,8 @@ def evaluate(
         x: every key of `INPUTS`, each an array (or scalar) broadcastable to a common shape.
         p: published fits and heuristics (`ModelParams`).
         overrides: arrays replacing scalar fields of `p` (Monte Carlo draws), same names.
+        quality_params: the compute-space quality fit (`dispersal.model.quality`; None = the
+            shipped fit); Monte Carlo passes `QualitySamples` that broadcast against the inputs.
 
     Returns:
         A dict of float arrays of the common shape; keys listed in `OUTPUTS`. Feasibility flags
@@ -139,10 +144,11 @@ def evaluate(
       7. cost = chips x price x multiplier (+ energy, or rental, outside paper mode).
     """
     with np.errstate(all="ignore"):
-        return _evaluate(x, p, overrides or {})
+        return _evaluate(x, p, overrides or {}, quality_params)
 
 
-def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, npt.ArrayLike]) -> dict[str, Arr]:
+def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, npt.ArrayLike],
+              quality_params: quality.QualityLike | None) -> dict[str, Arr]:
 
     def k(name: str) -> Arr:
         return _f(ov[name]) if name in ov else _f(getattr(p, name))
@@ -399,7 +405,12 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
 
     # --- 4-5. efficiency factors ----------------------------------------------------------------
     distributed = (mode != MODE_DDP) & (replicas > 1)
-    e_h = np.where(distributed, eta_h(P, h_pen, p), 1.0)
+    # Quality mapping: < 0 the paper's (eta_H x a replica loss multiplier on the whole Chinchilla
+    # loss); 0 the fitted compute-space multiplier g(M, H, P, fragments) (dispersal.model.quality,
+    # which carries the H effect, so eta_H is 1); 1 its conservative loss-space bound.
+    qmap = g("quality_mapping")
+    legacy_q = qmap < 0
+    e_h = np.where(distributed & legacy_q, eta_h(P, h_pen, p), 1.0)
     e_c = np.where(
         distributed, eta_comp(g("compression_ratio"), g("error_feedback"), g("compression_quality"), p), 1.0
     )
@@ -418,6 +429,7 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
     live &= np.isfinite(D) & (D > 0)
     L = np.full(shape, np.nan)
     L_rep = np.full(shape, np.nan)
+    q_eff = np.full(shape, np.nan)
     C_opt = np.full(shape, np.nan)
     C_opt_rep = np.full(shape, np.nan)
     if live.any():
@@ -426,16 +438,31 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
             return np.broadcast_to(a, shape)[live]
 
         Ll = chinchilla.loss(lv(Pa), lv(D), lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe))
-        beta0 = lv(k("replica_beta_coeff")) * lv(P) ** -lv(k("replica_beta_exponent"))
-        beta_rep = beta0 * np.log(np.maximum(lv(h_pen), 1.0)) / np.log(lv(k("replica_reference_h")))
-        Lrep = np.where(lv(distributed), np.maximum(lv(replicas), 1.0) ** beta_rep, 1.0)
         L[live] = Ll
-        L_rep[live] = Lrep
         C_opt[live] = chinchilla.optimal_compute_for_loss(Ll, lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe), lv(kopt))
-        C_opt_rep[live] = chinchilla.optimal_compute_for_loss(
-            Ll * Lrep, lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe), lv(kopt)
+        leg = lv(legacy_q)
+        if leg.any():
+            beta0 = lv(k("replica_beta_coeff")) * lv(P) ** -lv(k("replica_beta_exponent"))
+            beta_rep = beta0 * np.log(np.maximum(lv(h_pen), 1.0)) / np.log(lv(k("replica_reference_h")))
+            Lrep = np.where(lv(distributed) & leg, np.maximum(lv(replicas), 1.0) ** beta_rep, 1.0)
+            L_rep[live] = Lrep
+            C_opt_rep[live] = chinchilla.optimal_compute_for_loss(
+                Ll * Lrep, lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe), lv(kopt)
+            )
+    gmask = live & distributed & ~legacy_q
+    if gmask.any():
+
+        def gl(a: Arr) -> Arr:
+            return np.broadcast_to(a, shape)[gmask]
+
+        frag_q = np.maximum(gl(np.where(streaming, Pf, 1.0)), 1.0)
+        m_q, h_q = np.maximum(gl(replicas), 1.0), np.maximum(gl(h_pen), 1.0)
+        q_eff[gmask] = quality.efficiency(
+            np.maximum(gl(qmap), 0.0).astype(np.int64), m_q, h_q, gl(P), frag_q, L[gmask],
+            gl(ce), gl(ca), gl(cb), gl(cal), gl(cbe), gl(kopt), quality_params,
         )
-    e_r = np.where(distributed, np.minimum(1.0, C_opt_rep / C_opt), 1.0)
+        L_rep[gmask] = quality.loss_ratio(m_q, h_q, gl(P), frag_q, quality_params)
+    e_r = np.where(distributed, np.where(legacy_q, np.minimum(1.0, C_opt_rep / C_opt), q_eff), 1.0)
     e_r = np.where(live, e_r, np.nan)
     chi = np.minimum(1.0, C_opt / C_thr)
     # A run that trains no tokens (no throughput: e.g. fewer nodes than pipeline stages) has no

@@ -184,6 +184,11 @@ class Scenario:
     """Streaming DiLoCo fragments P (default mode; 1 = the whole model at once)."""
     overlap_depth: int = 0
     """Inner steps a fragment's sync may overlap, tau (default mode); 0 = the whole interval H / P."""
+    quality_mapping: str = "compute"
+    """Default mode's replica and sync-interval penalty: "compute" = the multiplier g(M, H, P,
+    fragments) fitted in compute space to Charles et al. 2025 and Streaming DiLoCo
+    (`dispersal.model.quality`); "loss" = the conservative loss-space bound of the same fit.
+    Paper mode always uses the paper's form."""
     split_links: bool | None = None
     """Default mode: False = one WAN link per node carries everything (pipeline, regional and global
     syncs share it); True = regional / pipeline links are separate links (default 1 Gbps / 20 ms,
@@ -267,6 +272,8 @@ class Scenario:
             lo = 1 if name == "fragments" else 0
             require(isinstance(v, int) and not isinstance(v, bool) and lo <= v <= 10_000, name,
                     f"must be an integer in [{lo}, 10000], got {v!r}")
+        require(self.quality_mapping in ("compute", "loss"), "quality_mapping",
+                f"must be compute or loss, got {self.quality_mapping!r}")
         if self.codec != "auto":
             codec(self.codec)
         require(self.aggregation in ("auto", *AGGREGATIONS), "aggregation",
@@ -591,6 +598,7 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         "fragments": 1 if paper else s.fragments,
         "overlap_depth": 0 if paper else s.overlap_depth,
         "ddp_overlap_fraction": 1.0 if paper else params.ddp_overlap_fraction,
+        "quality_mapping": -1 if paper else {"compute": 0, "loss": 1}[s.quality_mapping],
     }
     return x
 

@@ -1,0 +1,224 @@
+"""`dispersal validate`: the model's predictions against published runs and simulator figures.
+
+Cases live in ``data/published_runs.toml`` (one per reported figure: source, status published /
+reconstructed, inputs, the reported value, a tolerance) and, for the quality model, in
+``data/quality_points.toml`` (Charles et al. 2025 Table 4 cells). Each time case is predicted in both
+modes; the default mode is the one judged against the tolerance (paper mode keeps the paper's
+formulas and is shown for comparison). Nothing here is fitted: a miss is reported with its ratio.
+
+How a case is evaluated:
+- ``[case.mfu_convention]``: the reported MFU counts attention FLOPs; it is converted to the model's
+  6 P FLOP/token convention with `flops.mfu_to_6p`.
+- ``[case.given] sync_time_s``: a measured median sync time; the WAN bandwidth is solved so the
+  model's sync takes that long, then the metric is evaluated (checks the composition of compute,
+  sync and overlap, not the link).
+- ``[case.given] compute_step_time_s``: the published pure-compute step time the inputs were
+  reconstructed from; checked (the case is flagged when the model's step time differs by > 2%).
+- ``[case.solve]``: a threshold case: ``for = "bandwidth"``, ``where = "utilisation=0.9"``; the
+  predicted value is the solved bandwidth.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from dispersal.model import flops, quality, solve
+from dispersal.model.errors import InputError
+from dispersal.model.estimate import Estimate, estimate
+from dispersal.model.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.scenario import Mode, Scenario
+
+#: Metrics a case may report, and how to read each from an Estimate.
+METRICS = ("utilisation", "run_time_s", "compute_time_s", "sync_time_s", "step_time_s", "bandwidth_bits_per_s")
+#: A reconstructed case whose model step time differs from the published one by more than this is flagged.
+STEP_TIME_CHECK_REL = 0.02
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CaseResult:
+    """One published figure against the model, in both modes."""
+
+    id: str
+    title: str
+    source: str
+    status: str
+    metric: str
+    reported: float
+    tolerance: float
+    tolerance_kind: str
+    predicted_default: float
+    predicted_paper: float
+    within: bool
+    """Default mode within tolerance."""
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ratio_default(self) -> float:
+        """predicted / reported (default mode)."""
+        return self.predicted_default / self.reported if self.reported else math.nan
+
+    @property
+    def ratio_paper(self) -> float:
+        """predicted / reported (paper mode)."""
+        return self.predicted_paper / self.reported if self.reported else math.nan
+
+    @property
+    def error(self) -> float:
+        """Default-mode error in the tolerance's own terms: points (absolute) or a relative error."""
+        if self.tolerance_kind == "absolute":
+            return self.predicted_default - self.reported
+        return self.ratio_default - 1.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {
+            "id": self.id, "title": self.title, "source": self.source, "status": self.status,
+            "metric": self.metric, "reported": self.reported, "tolerance": self.tolerance,
+            "tolerance_kind": self.tolerance_kind, "predicted_default": _finite(self.predicted_default),
+            "predicted_paper": _finite(self.predicted_paper), "ratio_default": _finite(self.ratio_default),
+            "ratio_paper": _finite(self.ratio_paper), "within": self.within, "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class QualityCase:
+    """One published DiLoCo-vs-DP loss ratio against the quality model's two forms."""
+
+    set: str
+    role: str
+    params: float
+    replicas: int
+    inner_steps: float
+    reported_ratio: float
+    fitted_ratio: float
+    """The compute-space fit's r = L_DiLoCo / L_DP (`dispersal.model.quality`), default mode."""
+    paper_ratio: float
+    """The paper's replica loss multiplier M^beta(P, H) (Rahman 2026 sec. 4)."""
+    source: str
+
+    @property
+    def residual_points(self) -> float:
+        """(fitted - reported) in ratio points (0.003 = 0.3 points)."""
+        return self.fitted_ratio - self.reported_ratio
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict."""
+        return {"set": self.set, "role": self.role, "params": self.params, "replicas": self.replicas,
+                "inner_steps": self.inner_steps, "reported_ratio": self.reported_ratio,
+                "fitted_ratio": self.fitted_ratio, "paper_ratio": self.paper_ratio,
+                "residual_points": self.residual_points, "source": self.source}
+
+
+def _finite(v: float) -> float | None:
+    return v if math.isfinite(v) else None
+
+
+@cache
+def load_cases() -> tuple[dict[str, Any], ...]:
+    """The cases of ``data/published_runs.toml`` (read-only, cached)."""
+    text = resources.files("dispersal.data").joinpath("published_runs.toml").read_text(encoding="utf-8")
+    data = tomllib.loads(text)
+    cases = tuple(data["case"])
+    for c in cases:
+        if c["metric"] not in METRICS:
+            raise InputError(f"case {c['id']}: metric", f"must be one of {', '.join(METRICS)}, got {c['metric']!r}")
+    return cases
+
+
+def case_scenario(case: dict[str, Any]) -> Scenario:
+    """The case's Scenario, with a reported attention-counting MFU converted to 6 P FLOP/token."""
+    s = Scenario.from_dict({"name": case["id"], **case["scenario"]})
+    conv = case.get("mfu_convention")
+    if conv and s.mfu is not None:
+        mfu = float(flops.mfu_to_6p(s.mfu, s.params, conv["layers"], conv["hidden"], conv["seq_len"],
+                                    reported_params=conv.get("reported_params")))
+        s = s.replace(mfu=mfu)
+    return s
+
+
+def _metric(e: Estimate, metric: str) -> float:
+    if metric == "compute_time_s":
+        return e.step_compute_time_s * e.inner_steps
+    return float(getattr(e, metric))
+
+
+def _parse_where(where: str) -> tuple[str, float]:
+    name, _, value = where.partition("=")
+    return name.strip(), float(value)
+
+
+def _predict(case: dict[str, Any], s: Scenario, mode: Mode, p: ModelParams, notes: list[str]) -> float:
+    given = case.get("given", {})
+    if "sync_time_s" in given:
+        sol = solve.solve(s, vary="bandwidth", output="sync_time_s", target=float(given["sync_time_s"]),
+                          mode=mode, params=p)
+        if not sol.reached:
+            notes.append(f"{mode.value}: sync time {given['sync_time_s']} s not reachable: {sol.reason}")
+            return math.nan
+        s = s.replace(bandwidth_up_bits_per_s=sol.value, bandwidth_down_bits_per_s=sol.value)
+    if "solve" in case:
+        out, target = _parse_where(case["solve"]["where"])
+        sol = solve.solve(s, vary=case["solve"]["for"], output=out, target=target, mode=mode, params=p)
+        if not sol.reached:
+            notes.append(f"{mode.value}: {sol.reason}")
+            return math.nan
+        return float(sol.value)
+    e = estimate(s, mode=mode, params=p)
+    return _metric(e, case["metric"])
+
+
+def run_case(case: dict[str, Any], p: ModelParams = DEFAULT_PARAMS) -> CaseResult:
+    """Predict one case in both modes and judge the default mode against its tolerance."""
+    s = case_scenario(case)
+    notes: list[str] = []
+    step = case.get("given", {}).get("compute_step_time_s")
+    if step is not None:
+        model_step = estimate(s, mode=Mode.DEFAULT, params=p).step_compute_time_s
+        if abs(model_step / float(step) - 1.0) > STEP_TIME_CHECK_REL:
+            notes.append(f"reconstructed step time {model_step:.4g} s vs published {float(step):.4g} s")
+    pred_d = _predict(case, s, Mode.DEFAULT, p, notes)
+    pred_p = _predict(case, s, Mode.PAPER, p, notes)
+    reported, tol, kind = float(case["reported"]), float(case["tolerance"]), case["tolerance_kind"]
+    if not math.isfinite(pred_d):
+        within = False
+    elif kind == "absolute":
+        within = abs(pred_d - reported) <= tol + 1e-12
+    else:
+        within = abs(pred_d / reported - 1.0) <= tol + 1e-12
+    return CaseResult(id=case["id"], title=case["title"], source=case["source"], status=case["status"],
+                      metric=case["metric"], reported=reported, tolerance=tol, tolerance_kind=kind,
+                      predicted_default=pred_d, predicted_paper=pred_p, within=within, notes=tuple(notes))
+
+
+def run_cases(ids: Sequence[str] | None = None, p: ModelParams = DEFAULT_PARAMS) -> list[CaseResult]:
+    """Every case (or those whose id starts with one of `ids`), in file order."""
+    chosen = [c for c in load_cases() if not ids or any(c["id"].startswith(i) for i in ids)]
+    if ids and not chosen:
+        raise InputError("case", f"no case id starts with {', '.join(ids)}")
+    return [run_case(c, p) for c in chosen]
+
+
+def quality_cases(p: ModelParams = DEFAULT_PARAMS) -> list[QualityCase]:
+    """Charles et al. 2025 Table 4 cells (and the other point sets of ``quality_points.toml``):
+    published DiLoCo/DP loss ratio vs the fitted compute-space model and the paper's M^beta form."""
+    text = resources.files("dispersal.data").joinpath("quality_points.toml").read_text(encoding="utf-8")
+    out = []
+    for pt in tomllib.loads(text)["point"]:
+        if "loss_dp" not in pt or pt["replicas"] < 1:
+            continue
+        P, M, H = float(pt["params"]), float(pt["replicas"]), float(pt["inner_steps"])
+        fitted = float(quality.loss_ratio(M, max(H, 1.0), P, float(pt.get("fragments", 1))))
+        beta = p.replica_beta_coeff * P ** -p.replica_beta_exponent * math.log(max(H, 1.0)) / math.log(
+            p.replica_reference_h)
+        out.append(QualityCase(set=pt["set"], role=pt["role"], params=P, replicas=int(M), inner_steps=H,
+                               reported_ratio=float(pt["loss"]) / float(pt["loss_dp"]), fitted_ratio=fitted,
+                               paper_ratio=float(np.power(M, beta)), source=pt["source"]))
+    return out
