@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -16,7 +16,9 @@ from rich.table import Table
 
 from dispersal.cli._common import atomic_write_text, default_out, guarded, print_json
 from dispersal.model import units
-from dispersal.model.validation import CaseResult, QualityCase, load_cases, quality_cases, run_case
+
+if TYPE_CHECKING:
+    from dispersal.model.validation import CaseResult, QualityCase
 
 
 def _fmt(v: float, metric: str) -> str:
@@ -108,6 +110,8 @@ def register(app: typer.Typer) -> None:
         no_files: Annotated[bool, typer.Option("--no-files", help="Do not write validation.md.")] = False,
     ) -> None:
         """Predicted vs reported for every published run and simulator figure, in both modes."""
+        from dispersal.model.validation import load_cases, quality_cases, run_case
+
         t0 = time.perf_counter()
         chosen = [c for c in load_cases() if not case or any(c["id"].startswith(i) for i in case)]
         if case and not chosen:
