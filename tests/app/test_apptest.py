@@ -105,6 +105,7 @@ def test_optional_tabs_never_fail() -> None:
     assert all("Traceback" not in t for t in texts)
 
 
+@pytest.mark.slow
 def test_countermeasures_and_uncertainty_tabs() -> None:
     from dispersal.app import views
 

@@ -374,15 +374,15 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any) -> None:
     """Cost vs bandwidth / distance / target for the last plan, with a pinned baseline beside it."""
     st.subheader("Compare: cost vs bandwidth, distance and target")
     if pin_col.button("Pin this plan as the baseline", key="pin_go"):
-        st.session_state["_baseline"] = {
-            "args": p_args,
-            "label": "baseline: " + _args_label(p_args),
-            "sweeps": _sweeps(p_args),
-        }
+        # Only the arguments are kept; the baseline's curves are planned (and cached) when drawn.
+        st.session_state["_baseline"] = {"args": p_args, "label": "baseline: " + _args_label(p_args)}
     if st.session_state.get("_baseline") and clear_col.button("Clear the baseline", key="pin_clear"):
         st.session_state.pop("_baseline", None)
     if st.button("Draw the comparison charts (15 plans, cached)", key="cmp_go"):
         st.session_state["_cmp"] = (json.dumps(p_args, sort_keys=True), _sweeps(p_args))
+        base = st.session_state.get("_baseline")
+        if base and "sweeps" not in base:
+            base["sweeps"] = _sweeps(base["args"])
     cmp = st.session_state.get("_cmp")
     base = st.session_state.get("_baseline")
     if base:
@@ -390,9 +390,11 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any) -> None:
     if cmp is None or cmp[0] != json.dumps(p_args, sort_keys=True):
         st.info(
             "Press 'Draw the comparison charts' to plan this scenario at 5 bandwidths, 5 distances and 5 "
-            "targets; 'Pin' keeps it as the baseline the next scenario is drawn against."
+            "targets; 'Pin' keeps a plan as the baseline the next scenario is drawn against."
         )
         return
+    if base and "sweeps" not in base:
+        base["sweeps"] = _sweeps(base["args"])
     axis = st.radio("Chart cost against", list(views.SWEEPS), horizontal=True, key="cmp_axis")
     data: dict[str, Any] = {"axis": axis, "current": cmp[1][axis], "current_label": "this scenario"}
     if base:
