@@ -7,8 +7,8 @@ Streamlit sessions cannot draw into each other's axes. Every plotted number come
 Each builder returns a `Chart`: the figure, its alt text and the hover text of its marks. The app and
 the report embed `svg_markup(chart)`: inline SVG with a ``<title>`` per mark, which browsers show as a
 tooltip (values on hover), ``role="img"`` and the alt text as its accessible name. The CLI writes the
-same figure as PNG (`save_png`). Text is at least 10 pt on a 6-inch-wide figure, so it stays
-readable when the SVG is scaled to a phone's width.
+same figure as PNG (`save_png`). Text is at least 10 pt on a 5.2-inch-wide figure, so it stays
+readable when the SVG is scaled to a half-page column or a phone.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from dispersal.app.logic import BREAKDOWN_PARTS, waterfall_steps
 from dispersal.model import units
 
-WIDTH_IN = 6.4
+WIDTH_IN = 5.2
 FONT = 10.5
 TITLE_FONT = 11.5
 #: Colour-blind-safe (Okabe-Ito) colours, each at least 3:1 against white; line styles and markers
@@ -395,4 +395,5 @@ def svg_markup(chart: Chart) -> str:
     text = re.sub(r"(<svg[^>]*>)", lambda m: m.group(1) + f"<title>{alt}</title>", text, count=1)
     for gid, tip in chart.tips.items():
         text = text.replace(f'<g id="{gid}">', f'<g id="{gid}"><title>{html.escape(tip)}</title>', 1)
-    return text
+    # One line: markdown renderers (Streamlit's) end a raw HTML block at a blank line.
+    return re.sub(r">\s+<", "><", text).replace("\n", " ").strip()

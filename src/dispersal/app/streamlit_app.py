@@ -241,7 +241,9 @@ def _figure_svg(kind: str, payload: str) -> str:
 
 def show_figure(kind: str, data: Any) -> None:
     """Draw a figure (SVG with hover values and alt text) from its JSON-able input."""
-    st.html(_figure_svg(kind, json.dumps(data, sort_keys=True, default=str)))
+    # Inline (not an <img>), so the <title> of each mark shows as a tooltip; one line, so markdown keeps it
+    # as one raw HTML block.
+    st.markdown(_figure_svg(kind, json.dumps(data, sort_keys=True, default=str)), unsafe_allow_html=True)
 
 
 def _blocked() -> None:
