@@ -229,8 +229,11 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
         return np.minimum(root**2, np.where(host_b > 0, host_mem / host_b, np.inf))
 
     p_max_plain = largest(inner_b + outer_hbm_b, outer_host_b)
-    p_max_ofl = largest(ofl_b + outer_hbm_b, outer_host_b + inner_b - ofl_b)
-    max_params_flat = np.where(offload > 0, np.maximum(p_max_plain, p_max_ofl), p_max_plain)
+    if (offload > 0).any():
+        p_max_ofl = largest(ofl_b + outer_hbm_b, outer_host_b + inner_b - ofl_b)
+        max_params_flat = np.where(offload > 0, np.maximum(p_max_plain, p_max_ofl), p_max_plain)
+    else:
+        max_params_flat = p_max_plain
     # Offloading costs host-link time every inner step: bf16 gradients down and bf16 weights up,
     # 2 bytes/param each way, each chip moving its 1/chips share (ZeRO-Offload, Ren et al. 2021,
     # arXiv 2101.06840 sec. 4); counted as not overlapped with compute (conservative).
@@ -492,21 +495,25 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
 
     # --- traffic per node and direction, per outer cycle ----------------------------------------
     # Paper: mean over nodes of the upload (regional rounds of every node plus the leaders' share).
-    per_step_pp = 2.0 * A_bits * (S - 1.0) / S
-    up_paper = sel(
-        2.0 * V_ddp * (1.0 - 1.0 / np.maximum(N, 1.0)) * (N > 1),
-        P * wire * (N > 1),
-        H_reg * P * wire + P * wire / n_g,
-        P_pp * wire * (G_pp > 1) + H_pp * per_step_pp,
-    )
-    # Grounded: the busiest node (a hierarchical leader, a middle pipeline stage), on its WAN link;
-    # regional and pipeline traffic count only when they share that link.
-    act_wan = np.where(shared, act_node_bits, 0.0)
-    up_busiest = sel(u_ddp, u_flat, u_glob + np.where(shared, H_reg * u_reg, 0.0), u_pp + H_pp * act_wan)
-    down_busiest = sel(u_ddp, d_flat, d_glob + np.where(shared, H_reg * d_reg, 0.0), d_pp + H_pp * act_wan)
     grounded_traffic = agg != AGG_PAPER
-    up_bits_cycle = np.where(grounded_traffic, up_busiest, up_paper)
-    down_bits_cycle = np.where(grounded_traffic, down_busiest, up_paper)
+    up_bits_cycle = down_bits_cycle = np.zeros(shape)
+    if (~grounded_traffic).any():
+        per_step_pp = 2.0 * A_bits * (S - 1.0) / S
+        up_paper = sel(
+            2.0 * V_ddp * (1.0 - 1.0 / np.maximum(N, 1.0)) * (N > 1),
+            P * wire * (N > 1),
+            H_reg * P * wire + P * wire / n_g,
+            P_pp * wire * (G_pp > 1) + H_pp * per_step_pp,
+        )
+        up_bits_cycle = down_bits_cycle = up_paper
+    if grounded_traffic.any():
+        # Grounded: the busiest node (a hierarchical leader, a middle pipeline stage), on its WAN
+        # link; regional and pipeline traffic count only when they share that link.
+        act_wan = np.where(shared, act_node_bits, 0.0)
+        up_busiest = sel(u_ddp, u_flat, u_glob + np.where(shared, H_reg * u_reg, 0.0), u_pp + H_pp * act_wan)
+        down_busiest = sel(u_ddp, d_flat, d_glob + np.where(shared, H_reg * d_reg, 0.0), d_pp + H_pp * act_wan)
+        up_bits_cycle = np.where(grounded_traffic, up_busiest, up_bits_cycle)
+        down_bits_cycle = np.where(grounded_traffic, down_busiest, down_bits_cycle)
     mean_up = up_bits_cycle / cyc
     mean_down = down_bits_cycle / cyc
     link_use_up = (up_bits_cycle / up) / cyc
