@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
 
 from dispersal.app.logic import BREAKDOWN_PARTS, waterfall_steps
 from dispersal.model import units
@@ -53,10 +53,24 @@ class Chart:
     tips: dict[str, str] = field(default_factory=dict)
 
 
-def _money_axis(axis: Any) -> None:
-    axis.set_major_locator(LogLocator(base=10, numticks=6))
-    axis.set_minor_formatter(NullFormatter())
-    axis.set_major_formatter(FuncFormatter(lambda v, _pos: units.format_money(v) if v > 0 else ""))
+def _money_axis(ax: Any, which: str, values: Sequence[float]) -> None:
+    """A readable money axis: log with 1-2-5 ticks when the values span more than 30x, else linear
+    with at most 6 ticks; labels like $31M. Either way the tick labels cannot crowd each other."""
+    vals = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0]
+    axis = ax.yaxis if which == "y" else ax.xaxis
+    money = FuncFormatter(lambda v, _pos: units.format_money(v) if v > 0 else "$0")
+    if vals and max(vals) / min(vals) > 30:
+        (ax.set_yscale if which == "y" else ax.set_xscale)("log")
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=8))
+        axis.set_minor_formatter(NullFormatter())
+    else:
+        (ax.set_yscale if which == "y" else ax.set_xscale)("linear")
+        axis.set_major_locator(MaxNLocator(nbins=5, min_n_ticks=3))
+        if vals:
+            lo, hi = min(vals), max(vals)
+            pad = (hi - lo) * 0.15 or hi * 0.1
+            (ax.set_ylim if which == "y" else ax.set_xlim)(max(0.0, lo - pad), hi + pad)
+    axis.set_major_formatter(money)
 
 
 def _style(ax: Any, title: str) -> None:
@@ -204,8 +218,7 @@ def plan_figure(plan_dict: Mapping[str, Any]) -> Chart:
         )
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
-    ax.set_xscale("log")
-    _money_axis(ax.xaxis)
+    _money_axis(ax, "x", costs)
     ax.set_xlabel("cost (USD)")
     _style(ax, f"Cheapest per hardware, {plan_dict.get('target_flop', 0):.3g} FLOP {plan_dict.get('metric')}")
     ax.grid(axis="x", alpha=0.3, which="major")
@@ -263,8 +276,7 @@ def cost_curve_figure(
                 ax.axvline(float(r["x"]), color=colour, ls=":", lw=1, alpha=0.6)
     if logx:
         ax.set_xscale("log")
-    ax.set_yscale("log")
-    _money_axis(ax.yaxis)
+    _money_axis(ax, "y", [r.get("cost_usd") for rows, *_ in series for r in rows])
     ax.set_xlabel(xlabel)
     ax.set_ylabel("cheapest plan cost")
     _style(ax, f"Cost vs {axis} (dotted: no plan reaches the target)")
@@ -340,8 +352,7 @@ def uncertainty_figure(res: Mapping[str, Any]) -> Chart:
                 f"P90 {units.format_money(b)}",
             )
     ax.set_xscale("log")
-    ax.set_yscale("log")
-    _money_axis(ax.yaxis)
+    _money_axis(ax, "y", [*lo, *mid, *hi, *nom])
     ax.set_xlabel(f"target ({pts[0]['metric'] if pts else ''}, FLOP)")
     ax.set_ylabel("cheapest plan cost")
     _style(ax, "Uncertainty of the planner's cost")
