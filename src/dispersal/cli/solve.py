@@ -139,9 +139,15 @@ def solve_cmd(
 ) -> None:
     """Find the value of one input at which an output reaches a target (vectorised bisection).
 
-    The scenario is the one `dispersal estimate` would run (--scenario, --set). The output's direction
-    along the input is detected, not assumed; integer inputs give the first integer that reaches the
-    target. premium costs one plan per bisection step. Exit status: 0 solved or not reached, 2 bad input.
+    The scenario is what `dispersal estimate` would run (--scenario, --set, --mode).
+
+    Whether the output rises or falls along the input is detected, not assumed.
+
+    Integer inputs give the first integer (from LO up) at which the target is reached.
+
+    premium (the planner's cost premium over a centralized cluster) costs one plan per step.
+
+    Exit status: 0 solved or not reached (reason given), 2 bad input.
     """
     m = check_mode(mode)
     variable = resolve_variable(for_).name
