@@ -98,7 +98,9 @@ INPUTS: dict[str, str] = {
     "PP with >= 2 groups, else infeasible)",
     "link_shared": "bool: pipeline and regional traffic share the node's WAN link with the syncs",
     "fragments": "Streaming DiLoCo fragments P (1 = whole model at once)",
-    "overlap_depth": "inner steps a fragment's sync may overlap, tau; 0 = the whole interval H / P",
+    "overlap_depth": "inner steps a fragment's sync may overlap, tau; -1 = the whole interval H / P, 0 = none",
+    "sync_backward_overlap": "fraction of a step over which a DiLoCo sync can start while the backward pass "
+    "still runs (layer by layer); paper 0",
     "ddp_overlap_fraction": "fraction of a step that can hide the DDP all-reduce (paper 1: the whole step)",
     "quality_mapping": "replica/H penalty: -1 paper (loss multiplier M^beta, eta_H), 0 fitted compute-space "
     "multiplier g (dispersal.model.quality), 1 its loss-space conservative bound",
@@ -247,6 +249,7 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
     shared = g("link_shared") > 0
     Pf = np.maximum(g("fragments"), 1.0)
     tau = g("overlap_depth")
+    bwd = g("sync_backward_overlap")
     tiny = 1e-12
 
     is_ring = agg == AGG_RING
@@ -284,19 +287,22 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
         return np.where(h_req > 0, h_req, auto)
 
     def cycle(h: Arr, t_step: Arr, t_full: Arr, t_frag: Arr, link_busy_per_step: Arr) -> Arr:
-        """Outer-step wall time. Without overlap: H T_step + T_sync. With overlap (Streaming DiLoCo,
-        Douillard et al. 2025): each of P fragments syncs once per H steps and may hide behind
-        tau inner steps (tau = 0: the whole interval H / P); what does not fit is exposed, and the
-        link can carry no more than its time: max(H T_step + exposed, P t_frag + H x per-step link use)."""
+        """Outer-step wall time. Without overlap: H T_step + T_sync, less what the last backward
+        pass hides (grounded: a layer's sync starts once its last update is done). With overlap
+        (Streaming DiLoCo, Douillard et al. 2025): each of P fragments syncs once per H steps and
+        may hide behind tau inner steps (tau = -1: the whole interval H / P; 0: none) plus that
+        backward share; what does not fit is exposed, and the link can carry no more than its time:
+        max(H T_step + exposed, P t_frag + H x per-step link use)."""
         # The paper's form exactly (no rounding detour) when nothing of the above applies.
-        simple = (Pf == 1.0) & (tau <= 0) & (link_busy_per_step <= 0)
+        simple = (Pf == 1.0) & (tau < 0) & (link_busy_per_step <= 0)
         stream = np.maximum(h * t_step, t_frag)
         if not simple.all():
-            tau_eff = np.where(tau > 0, np.minimum(tau, h / Pf), h / Pf)
+            tau_eff = np.where(tau < 0, h / Pf, tau) + bwd
             exposed = Pf * np.maximum(0.0, t_frag - tau_eff * t_step)
             general = np.maximum(h * t_step + exposed, Pf * t_frag + h * link_busy_per_step)
             stream = np.where(simple, stream, general)
-        return np.where(streaming, stream, h * t_step + t_full)
+        blocking = h * t_step + np.maximum(0.0, t_full - bwd * t_step)
+        return np.where(streaming, stream, blocking)
 
     zero = np.zeros(shape)
     # Flat DiLoCo: every node is a replica.

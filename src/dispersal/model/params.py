@@ -78,9 +78,12 @@ class ModelParams:
     the rest goes to the CUDA context, communication buffers and allocator fragmentation (default
     mode; range 0.80-0.95). Paper mode uses all of it."""
     ddp_overlap_fraction: float = 2.0 / 3.0
-    """Fraction of a training step that can hide a DDP gradient all-reduce: the backward pass, 4 of
-    the 6 P FLOP per token (Kaplan et al. 2020, arXiv 2001.08361, sec. 2.1; gradients become ready
-    during backward). Paper mode hides it behind the whole step (1)."""
+    """Fraction of a training step that can hide a reduction that starts layer by layer as the
+    backward pass produces each layer's gradient (DDP) or last inner update (a DiLoCo outer sync):
+    the backward pass, 4 of the 6 P FLOP per token (Kaplan et al. 2020, arXiv 2001.08361, sec. 2.1).
+    Streaming DiLoCo's simulator overlaps every method's reduction with the backward pass this way
+    (Douillard et al. 2025, Figure 3). Paper mode hides DDP behind the whole step (1) and DiLoCo
+    syncs behind none of it (0)."""
 
     compression_table: tuple[tuple[float, ...], ...] = field(
         default=(

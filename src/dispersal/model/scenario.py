@@ -182,8 +182,9 @@ class Scenario:
     """Inner-optimizer offload to host DRAM (default mode), with its host-link time per step."""
     fragments: int = 1
     """Streaming DiLoCo fragments P (default mode; 1 = the whole model at once)."""
-    overlap_depth: int = 0
-    """Inner steps a fragment's sync may overlap, tau (default mode); 0 = the whole interval H / P."""
+    overlap_depth: int | None = None
+    """Inner steps a fragment's sync may overlap, tau (default mode); None = the whole interval H / P,
+    0 = none (each fragment's sync blocks)."""
     quality_mapping: str = "compute"
     """Default mode's replica and sync-interval penalty: "compute" = the multiplier g(M, H, P,
     fragments) fitted in compute space to Charles et al. 2025 and Streaming DiLoCo
@@ -269,6 +270,8 @@ class Scenario:
                     f"must be in (0, 1], got {self.mfu!r}")
         for name in ("fragments", "overlap_depth"):
             v = getattr(self, name)
+            if v is None and name == "overlap_depth":
+                continue
             lo = 1 if name == "fragments" else 0
             require(isinstance(v, int) and not isinstance(v, bool) and lo <= v <= 10_000, name,
                     f"must be an integer in [{lo}, 10000], got {v!r}")
@@ -596,7 +599,8 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         "auto_policy": 0 if paper else 1,
         "link_shared": (not paper) and not split,
         "fragments": 1 if paper else s.fragments,
-        "overlap_depth": 0 if paper else s.overlap_depth,
+        "overlap_depth": -1 if (paper or s.overlap_depth is None) else s.overlap_depth,
+        "sync_backward_overlap": 0.0 if paper else params.ddp_overlap_fraction,
         "ddp_overlap_fraction": 1.0 if paper else params.ddp_overlap_fraction,
         "quality_mapping": -1 if paper else {"compute": 0, "loss": 1}[s.quality_mapping],
     }

@@ -146,6 +146,9 @@ def case_scenario(case: dict[str, Any]) -> Scenario:
 
 def _metric(e: Estimate, metric: str) -> float:
     if metric == "compute_time_s":
+        # A run with a token budget: its whole compute time; otherwise one outer step's compute.
+        if e.scenario.tokens is not None:
+            return e.breakdown.compute_s
         return e.step_compute_time_s * e.inner_steps
     return float(getattr(e, metric))
 
