@@ -44,6 +44,8 @@ def _family(case_id: str) -> str:
 
 def build_report(results: list[CaseResult], quality: list[QualityCase], seconds: float) -> str:
     """validation.md as text."""
+    from dispersal.model.validation import miss_reason
+
     n_in = sum(r.within for r in results)
     out = [
         "# Validation against published runs and simulator figures",
@@ -77,8 +79,15 @@ def build_report(results: list[CaseResult], quality: list[QualityCase], seconds:
                        f"{'yes' if r.within else '**no**'} | {note} |")
     misses = [r for r in results if not r.within]
     out += ["", "## Misses", ""]
-    out += [f"- {r.id}: reported {_fmt(r.reported, r.metric)}, default {_fmt(r.predicted_default, r.metric)} "
-            f"(ratio {r.ratio_default:.3f}). {'; '.join(r.notes)}" for r in misses] or ["None."]
+    reasons: dict[str, list[CaseResult]] = defaultdict(list)
+    for r in misses:
+        reasons[miss_reason(r.id) or "no reason recorded"].append(r)
+    for why, rs in reasons.items():
+        worst = max(rs, key=lambda r: abs(r.error))
+        out.append(f"- {len(rs)} case(s) ({', '.join(r.id for r in rs[:6])}{', ...' if len(rs) > 6 else ''}); "
+                   f"worst ratio {worst.ratio_default:.3f}: {why}.")
+    if not misses:
+        out.append("None.")
     out += ["", "## Quality model: DiLoCo / DP loss ratio (Charles et al. 2025 Table 4 and other sets)", "",
             "Fitted = the compute-space fit of `dispersal.model.quality` (default mode); paper = the replica loss "
             "multiplier M^beta(P) ln H / ln 30 of Rahman 2026. Residual in ratio points (fitted - reported); the "
