@@ -71,12 +71,12 @@ def test_units_in_where_and_range_and_set(case: Path) -> None:
 
 
 def test_not_reached_is_a_result_with_a_reason(case: Path) -> None:
-    r = runner.invoke(app, ["solve", "--for", "bandwidth", "--where", "utilisation=0.99999", "--range",
-                            "1Mbps:1Gbps", "--scenario", str(case), "--json"])
+    r = runner.invoke(app, ["solve", "--for", "bandwidth", "--where", "utilisation=0.9", "--range",
+                            "1Mbps:100Mbps", "--scenario", str(case), "--json"])
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["reached"] is False and d["value"] is None and d["scenario"] is None
-    assert d["reason"].startswith("utilisation stays below 0.99999 up to 1 Gbps")
+    assert d["reason"].startswith("utilisation stays below 0.9 up to 100 Mbps")
 
 
 def test_integer_answer_for_sites(case: Path) -> None:

@@ -17,7 +17,7 @@ from dispersal.model.errors import InputError
 from dispersal.model.estimate import estimate
 from dispersal.model.params import DEFAULT_PARAMS
 from dispersal.model.planner import Constraints, centralized_baseline, plan
-from dispersal.model.scenario import FIBRE_S_PER_M, Algorithm, Precision, Scenario
+from dispersal.model.scenario import FIBRE_S_PER_M, Algorithm, Precision, Scenario, kernel_inputs
 from dispersal.model.solve import Solution, premium_constraints, solve
 
 RTOL = 1e-6
@@ -69,11 +69,18 @@ def apply_bw(s: Scenario, b: float) -> Scenario:
     return s.replace(bandwidth_up_bits_per_s=b, bandwidth_down_bits_per_s=b)
 
 
+def backward_overlap(s: Scenario) -> float:
+    """The share of a step over which a blocking DiLoCo sync may start during the last backward
+    pass (default mode), as the scenario resolves it."""
+    return float(kernel_inputs(s, "default")["sync_backward_overlap"])
+
+
 def test_bandwidth_for_utilisation_matches_the_closed_form() -> None:
     s = flat()
-    # u = H T_comp / (H T_comp + T_sync)  =>  T_sync = H T_comp (1 - u) / u.
+    # Blocking sync, partly hidden by the last backward pass (w of a step):
+    # u = H T_comp / (H T_comp + T_sync - w T_comp)  =>  T_sync = H T_comp (1 - u) / u + w T_comp.
     u = 0.9
-    sync = s.inner_steps * t_comp(s) * (1 - u) / u
+    sync = s.inner_steps * t_comp(s) * (1 - u) / u + backward_overlap(s) * t_comp(s)
     sol = solve(s, vary="bandwidth", output="utilisation", target=u)
     assert sol.reached and sol.direction == "rises"
     assert sol.value == pytest.approx(ring_bandwidth_for(sync, s), rel=2 * RTOL)
@@ -119,8 +126,9 @@ def test_latency_is_solved_on_a_linear_grid_from_zero_and_distance_follows_fibre
 def test_inner_steps_answer_is_the_exact_smallest_integer() -> None:
     s = flat(bandwidth_up_bits_per_s=300e6, bandwidth_down_bits_per_s=300e6)
     u = 0.9
-    sync = estimate(s).sync_time_s
-    h_star = math.ceil(u * sync / ((1 - u) * t_comp(s)))
+    exposed = estimate(s).sync_time_s - backward_overlap(s) * t_comp(s)
+    assert exposed > 0
+    h_star = math.ceil(u * exposed / ((1 - u) * t_comp(s)))
     sol = solve(s, vary="H", output="utilisation", target=u)
     assert sol.integer and sol.variable == "inner_steps" and sol.unit == "steps"
     assert sol.value == h_star and sol.bracket == (h_star - 1, h_star)
@@ -166,9 +174,11 @@ def test_any_reachable_utilisation_is_bracketed(u: float) -> None:
 
 def test_unreachable_targets_say_why() -> None:
     s = flat()
-    sol = solve(s, vary="bandwidth", output="utilisation", target=0.99999)
+    sol = solve(s, vary="bandwidth", output="utilisation", target=0.9, hi=100e6)
     assert not sol.reached and math.isnan(sol.value) and sol.scenario is None
-    assert sol.reason.startswith("utilisation stays below 0.99999 up to 10 Tbps")
+    assert sol.reason.startswith("utilisation stays below 0.9 up to 100 Mbps")
+    assert solve(s, vary="bandwidth", output="utilisation", target=1.01).reason.startswith(
+        "utilisation stays below 1.01 up to 10 Tbps")
     low = solve(s, vary="latency", output="sync_time", target=1.0, hi=0.5)
     assert not low.reached and "sync_time stays above 1 s up to 500 ms" in low.reason
     assert low.direction == "rises"

@@ -228,7 +228,7 @@ def format_value(variable: str, value: float) -> str:
     if v.name == "distance":
         return f"{value / 1e3:.4g} km"
     if v.name == "nodes":
-        return f"{int(value):,} nodes"
+        return f"{int(value):,} node{'s' if int(value) != 1 else ''}"
     if v.name == "inner_steps":
         return f"H = {int(value):,}"
     return units.format_count(value, 4)
