@@ -15,6 +15,10 @@ from typing import Any
 from dispersal.model.errors import InputError
 
 
+#: The default mode's corrections to the paper's model, each switchable (`ModelParams.corrections`).
+CORRECTIONS: tuple[str, ...] = ("memory", "wire", "aggregation", "link_budget", "overlap", "mfu", "quality")
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelParams:
     """Constants of the efficiency model, each with its source.
@@ -85,6 +89,15 @@ class ModelParams:
     (Douillard et al. 2025, Figure 3). Paper mode hides DDP behind the whole step (1) and DiLoCo
     syncs behind none of it (0)."""
 
+    corrections: str = "all"
+    """Which of the default mode's corrections to the paper's time and quality model apply
+    (comma-separated, "all" or "none"): memory (state placement, offload, HBM headroom, host DRAM,
+    no 1-group pipeline), wire (codec bits per parameter, ratios vs FP32), aggregation (ring /
+    relay / all-gather topologies, separate upload and download), link_budget (one shared WAN link
+    per node), overlap (backward-pass overlap, fragments, overlap depth), mfu (per accelerator and
+    precision), quality (compute-space fitted penalty). For the one-at-a-time table in
+    docs/model.md; paper mode ignores it."""
+
     compression_table: tuple[tuple[float, ...], ...] = field(
         default=(
             (1, 1.00, 1.00, 1.00, 1.00, 1.00, 1.00),
@@ -115,11 +128,24 @@ class ModelParams:
             value = getattr(self, f.name)
             if isinstance(value, float | int) and not value > 0:
                 raise InputError(f.name, f"must be > 0, got {value}")
+        bad = set(self.correction_set()) - set(CORRECTIONS)
+        if bad:
+            raise InputError("corrections", f"unknown correction {sorted(bad)[0]!r}; known: all, none, "
+                             f"{', '.join(CORRECTIONS)}")
         for name in ("hbm_usable_fraction", "ddp_overlap_fraction"):
             if not getattr(self, name) <= 1:
                 raise InputError(name, f"must be in (0, 1], got {getattr(self, name)}")
         if not self.eta_h_floor < 1:
             raise InputError("eta_h_floor", f"must be in (0, 1), got {self.eta_h_floor}")
+
+    def correction_set(self) -> frozenset[str]:
+        """The enabled corrections (see `corrections`)."""
+        text = self.corrections.strip().lower()
+        if text == "all":
+            return frozenset(CORRECTIONS)
+        if text in ("none", ""):
+            return frozenset()
+        return frozenset(t.strip() for t in text.split(","))
 
     def replace(self, **changes: Any) -> ModelParams:
         """A copy with some fields changed (validated)."""
@@ -142,7 +168,10 @@ class ModelParams:
             raise InputError(unknown[0], f"unknown model parameter (known: {', '.join(sorted(names))})")
         kwargs: dict[str, Any] = {}
         for k, v in data.items():
-            kwargs[k] = tuple(tuple(float(x) for x in r) for r in v) if isinstance(v, list) else float(v)
+            if isinstance(v, list):
+                kwargs[k] = tuple(tuple(float(x) for x in r) for r in v)
+            else:
+                kwargs[k] = v if isinstance(v, str) else float(v)
         return cls(**kwargs)
 
 

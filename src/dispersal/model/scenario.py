@@ -520,6 +520,7 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         streaming = False
     elif s.algorithm is Algorithm.STREAMING:
         streaming = True
+    on = frozenset() if paper else params.correction_set()
     if paper:
         wire_bits = BITS_PER_VALUE[prec] / s.compression_ratio
         agg, ef, dense_bits, ddp_bits = "paper", s.error_feedback, BITS_PER_VALUE[prec], BITS_PER_VALUE[prec]
@@ -537,6 +538,19 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
             mfu = s.mfu
         else:
             mfu = acc.mfu_fp8 if prec in (Precision.FP8, Precision.FP4) else acc.mfu_bf16
+    # Switched-off corrections fall back to the paper's form inside default mode (docs/model.md).
+    if not paper:
+        if "wire" not in on:
+            wire_bits, ddp_bits, comp_ratio = BITS_PER_VALUE[prec] / s.compression_ratio, BITS_PER_VALUE[prec], \
+                s.compression_ratio
+        if "aggregation" not in on:
+            agg = "paper"
+        if "mfu" not in on and s.mfu is None:
+            mfu = PAPER_MFU
+        if "memory" not in on:
+            outer_in_hbm = True
+    memory_on = "memory" in on
+    overlap_on = "overlap" in on
     x: dict[str, Any] = {
         "mode": mode_code,
         "streaming": streaming,
@@ -591,18 +605,18 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         "dense_aggregate_bits_per_param": dense_bits,
         "outer_state_bytes_per_param": outer_bytes,
         "outer_state_in_hbm": outer_in_hbm,
-        "offload": 0 if paper else {Offload.NEVER: 0, Offload.ALWAYS: 1, Offload.AUTO: 2}[s.optimizer_offload],
+        "offload": {Offload.NEVER: 0, Offload.ALWAYS: 1, Offload.AUTO: 2}[s.optimizer_offload] if memory_on else 0,
         "offload_hbm_bytes_per_param": OFFLOAD_HBM_BYTES_PER_PARAM,
-        "host_memory_bytes": math.inf if paper else chips * acc.host_memory_bytes,
+        "host_memory_bytes": chips * acc.host_memory_bytes if memory_on else math.inf,
         "host_link_bytes_per_s": acc.host_link_bytes_per_s,
-        "hbm_usable_fraction": 1.0 if paper else params.hbm_usable_fraction,
-        "auto_policy": 0 if paper else 1,
-        "link_shared": (not paper) and not split,
-        "fragments": 1 if paper else s.fragments,
-        "overlap_depth": -1 if (paper or s.overlap_depth is None) else s.overlap_depth,
-        "sync_backward_overlap": 0.0 if paper else params.ddp_overlap_fraction,
-        "ddp_overlap_fraction": 1.0 if paper else params.ddp_overlap_fraction,
-        "quality_mapping": -1 if paper else {"compute": 0, "loss": 1}[s.quality_mapping],
+        "hbm_usable_fraction": params.hbm_usable_fraction if memory_on else 1.0,
+        "auto_policy": 1 if memory_on else 0,
+        "link_shared": ("link_budget" in on) and not split,
+        "fragments": s.fragments if overlap_on else 1,
+        "overlap_depth": -1 if (not overlap_on or s.overlap_depth is None) else s.overlap_depth,
+        "sync_backward_overlap": params.ddp_overlap_fraction if overlap_on else 0.0,
+        "ddp_overlap_fraction": params.ddp_overlap_fraction if overlap_on else 1.0,
+        "quality_mapping": {"compute": 0, "loss": 1}[s.quality_mapping] if "quality" in on else -1,
     }
     return x
 
