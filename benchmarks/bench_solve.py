@@ -27,9 +27,19 @@ from dispersal.model.scenario import Algorithm, Precision, Scenario
 from dispersal.model.solve import solve
 
 CASE = Scenario(
-    name="10B, 2 sites of 8 x H100, DiLoCo H=100, int8", hardware="h100_sxm", chips_per_node=8,
-    precision=Precision.BF16, num_nodes=2, params=10e9, tokens=1e12, algorithm=Algorithm.DILOCO, inner_steps=100,
-    codec="int8", local_batch_tokens=1048576.0, regime="none", duration_s=10 * 365.25 * 86400.0,
+    name="10B, 2 sites of 8 x H100, DiLoCo H=100, int8",
+    hardware="h100_sxm",
+    chips_per_node=8,
+    precision=Precision.BF16,
+    num_nodes=2,
+    params=10e9,
+    tokens=1e12,
+    algorithm=Algorithm.DILOCO,
+    inner_steps=100,
+    codec="int8",
+    local_batch_tokens=1048576.0,
+    regime="none",
+    duration_s=10 * 365.25 * 86400.0,
 )
 
 CASE_TOML = """
@@ -48,7 +58,9 @@ duration_s = "10 y"
 """
 
 
-def scalar_bisection(target: float = 0.9, lo: float = 1e3, hi: float = 1e13, rtol: float = 1e-6) -> tuple[float, int]:
+def scalar_bisection(
+    target: float = 0.9, lo: float = 1e3, hi: float = 1e13, rtol: float = 1e-6
+) -> tuple[float, int]:
     """The same question by plain bisection in log space, one estimate() per step (assumes it rises)."""
     calls = 0
     while hi - lo > rtol * hi:
@@ -77,11 +89,15 @@ def main() -> int:
     b_scalar, n_scalar = scalar_bisection()
     t_scalar = time.perf_counter() - t0
     print(f"case: {CASE.name}")
-    print(f"solve(): bandwidth {sol.value / 1e6:.6g} Mbps for utilisation {sol.achieved:.6f}, "
-          f"{sol.evaluations} configurations in {sol.calls} kernel calls, median {t_solve * 1e3:.1f} ms "
-          f"of {len(times)}")
-    print(f"scalar bisection over estimate(): {b_scalar / 1e6:.6g} Mbps, {n_scalar} calls, {t_scalar * 1e3:.1f} ms "
-          f"(ratio scalar / solve = {t_scalar / t_solve:.2f})")
+    print(
+        f"solve(): bandwidth {sol.value / 1e6:.6g} Mbps for utilisation {sol.achieved:.6f}, "
+        f"{sol.evaluations} configurations in {sol.calls} kernel calls, median {t_solve * 1e3:.1f} ms "
+        f"of {len(times)}"
+    )
+    print(
+        f"scalar bisection over estimate(): {b_scalar / 1e6:.6g} Mbps, {n_scalar} calls, {t_scalar * 1e3:.1f} ms "
+        f"(ratio scalar / solve = {t_scalar / t_solve:.2f})"
+    )
     exe = shutil.which("dispersal")
     t_cli = math.nan
     if exe is not None:
@@ -89,8 +105,23 @@ def main() -> int:
             path = Path(tmp) / "case.toml"
             path.write_text(CASE_TOML, encoding="utf-8")
             t0 = time.perf_counter()
-            out = subprocess.run([exe, "solve", "--for", "bandwidth", "--where", "utilisation=0.9", "--scenario",
-                                  str(path), "--json"], capture_output=True, text=True, check=True, timeout=60)
+            out = subprocess.run(
+                [
+                    exe,
+                    "solve",
+                    "--for",
+                    "bandwidth",
+                    "--where",
+                    "utilisation=0.9",
+                    "--scenario",
+                    str(path),
+                    "--json",
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=60,
+            )
             t_cli = time.perf_counter() - t0
         cli_value = json.loads(out.stdout)["value"]
         print(f"command line (fresh process, imports included): {t_cli:.2f} s, {cli_value / 1e6:.6g} Mbps")

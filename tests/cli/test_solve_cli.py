@@ -41,14 +41,19 @@ def case(tmp_path: Path) -> Path:
 
 
 def test_json_is_one_stable_object_equal_to_the_model(case: Path) -> None:
-    r = runner.invoke(app, ["solve", "--for", "bandwidth", "--where", "utilisation=0.9", "--scenario", str(case),
-                            "--json"])
+    r = runner.invoke(
+        app, ["solve", "--for", "bandwidth", "--where", "utilisation=0.9", "--scenario", str(case), "--json"]
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert set(d) == {f.name for f in dataclasses.fields(Solution)}
     sc = Scenario.from_dict(d.pop("scenario"))
-    expected = solve(sc.replace(bandwidth_up_bits_per_s=100e6, bandwidth_down_bits_per_s=100e6),
-                     vary="bandwidth", output="utilisation", target=0.9).to_dict()
+    expected = solve(
+        sc.replace(bandwidth_up_bits_per_s=100e6, bandwidth_down_bits_per_s=100e6),
+        vary="bandwidth",
+        output="utilisation",
+        target=0.9,
+    ).to_dict()
     expected.pop("scenario")
     assert d == json.loads(json.dumps(expected))
     assert d["reached"] is True and d["unit"] == "bit/s" and d["direction"] == "rises"
@@ -56,14 +61,31 @@ def test_json_is_one_stable_object_equal_to_the_model(case: Path) -> None:
 
 
 def test_table_prints_the_value_with_units(case: Path) -> None:
-    r = runner.invoke(app, ["solve", "--for", "bandwidth", "--where", "utilisation=90%", "--scenario", str(case)])
+    r = runner.invoke(
+        app, ["solve", "--for", "bandwidth", "--where", "utilisation=90%", "--scenario", str(case)]
+    )
     assert r.exit_code == 0, r.output
     assert "Mbps" in r.stdout and "rises along bandwidth" in r.stdout
 
 
 def test_units_in_where_and_range_and_set(case: Path) -> None:
-    r = runner.invoke(app, ["solve", "--for", "latency", "--where", "sync_time=13.65min", "--range", "0:2s",
-                            "--scenario", str(case), "--set", "bandwidth_up_bits_per_s=100Mbps", "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "solve",
+            "--for",
+            "latency",
+            "--where",
+            "sync_time=13.65min",
+            "--range",
+            "0:2s",
+            "--scenario",
+            str(case),
+            "--set",
+            "bandwidth_up_bits_per_s=100Mbps",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["target"] == pytest.approx(819.0) and d["search_range"] == [0.0, 2.0] and d["reached"] is True
@@ -71,8 +93,21 @@ def test_units_in_where_and_range_and_set(case: Path) -> None:
 
 
 def test_not_reached_is_a_result_with_a_reason(case: Path) -> None:
-    r = runner.invoke(app, ["solve", "--for", "bandwidth", "--where", "utilisation=0.9", "--range",
-                            "1Mbps:100Mbps", "--scenario", str(case), "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "solve",
+            "--for",
+            "bandwidth",
+            "--where",
+            "utilisation=0.9",
+            "--range",
+            "1Mbps:100Mbps",
+            "--scenario",
+            str(case),
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["reached"] is False and d["value"] is None and d["scenario"] is None
@@ -80,7 +115,9 @@ def test_not_reached_is_a_result_with_a_reason(case: Path) -> None:
 
 
 def test_integer_answer_for_sites(case: Path) -> None:
-    r = runner.invoke(app, ["solve", "--for", "H", "--where", "utilisation=0.95", "--scenario", str(case), "--json"])
+    r = runner.invoke(
+        app, ["solve", "--for", "H", "--where", "utilisation=0.95", "--scenario", str(case), "--json"]
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["integer"] is True and d["variable"] == "inner_steps"
@@ -88,8 +125,23 @@ def test_integer_answer_for_sites(case: Path) -> None:
 
 
 def test_premium_in_paper_mode_with_one_accelerator() -> None:
-    r = runner.invoke(app, ["solve", "--for", "bandwidth", "--where", "premium=2", "--mode", "paper",
-                            "--range", "100Mbps:3Gbps", "--plan-hardware", "h100_sxm", "--json"])
+    r = runner.invoke(
+        app,
+        [
+            "solve",
+            "--for",
+            "bandwidth",
+            "--where",
+            "premium=2",
+            "--mode",
+            "paper",
+            "--range",
+            "100Mbps:3Gbps",
+            "--plan-hardware",
+            "h100_sxm",
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     d = json.loads(r.stdout)
     assert d["reached"] is True and d["output"] == "premium" and d["achieved"] <= 2.0
@@ -108,7 +160,10 @@ def test_premium_in_paper_mode_with_one_accelerator() -> None:
         (["--for", "bandwidth", "--where", "utilisation=0.9", "--range", "1Mbps"], "range"),
         (["--for", "nodes", "--where", "utilisation=0.9", "--range", "1.5:10"], "range"),
         (["--for", "nodes", "--where", "premium=2"], "for"),
-        (["--for", "bandwidth", "--where", "utilisation=0.9", "--plan-hardware", "h100_sxm"], "plan-hardware"),
+        (
+            ["--for", "bandwidth", "--where", "utilisation=0.9", "--plan-hardware", "h100_sxm"],
+            "plan-hardware",
+        ),
         (["--for", "bandwidth", "--where", "utilisation=0.9", "--mode", "fast"], "mode"),
         (["--for", "bandwidth", "--where", "utilisation=0.9", "--set", "num_nodes=0"], "num_nodes"),
     ],

@@ -30,9 +30,20 @@ def f_strag(n: int) -> float:
 def flat(**kw: Any) -> Scenario:
     """Flat DiLoCo without overlap, int8 ring all-reduce (INTELLECT-1-like), MFU stated."""
     base: dict[str, Any] = dict(
-        hardware="h100_sxm", chips_per_node=8, precision="bf16", mfu=0.4, num_nodes=4, params=10e9, tokens=1e12,
-        algorithm="diloco", inner_steps=100, codec="int8", local_batch_tokens=1048576.0, regime="none",
-        latency_s=0.05, duration_s=1e10,
+        hardware="h100_sxm",
+        chips_per_node=8,
+        precision="bf16",
+        mfu=0.4,
+        num_nodes=4,
+        params=10e9,
+        tokens=1e12,
+        algorithm="diloco",
+        inner_steps=100,
+        codec="int8",
+        local_batch_tokens=1048576.0,
+        regime="none",
+        latency_s=0.05,
+        duration_s=1e10,
     )
     base.update(kw)
     return Scenario(**base)
@@ -41,8 +52,12 @@ def flat(**kw: Any) -> Scenario:
 def t_comp(s: Scenario) -> float:
     """6 P B / (chips x BF16 peak x MFU) (spec sec. 1)."""
     assert s.mfu is not None
-    return 6.0 * s.params * s.local_batch_tokens / (s.chips_per_node * accelerator(s.hardware).dense_fp16_flop_per_s
-                                                     * s.mfu)
+    return (
+        6.0
+        * s.params
+        * s.local_batch_tokens
+        / (s.chips_per_node * accelerator(s.hardware).dense_fp16_flop_per_s * s.mfu)
+    )
 
 
 def ring_bandwidth_for(sync_s: float, s: Scenario) -> float:
@@ -59,7 +74,9 @@ def test_bandwidth_for_a_flat_diloco_sync_time_matches_the_ring_formula() -> Non
     b = ring_bandwidth_for(120.0, s)
     assert sol.value == pytest.approx(b, rel=2 * RTOL)
     # The answer is the first value (from lo up) where the sync takes <= 120 s; the bracket is narrow.
-    assert sol.achieved <= 120.0 and estimate(sol.scenario).sync_time_s == pytest.approx(sol.achieved, rel=1e-12)
+    assert sol.achieved <= 120.0 and estimate(sol.scenario).sync_time_s == pytest.approx(
+        sol.achieved, rel=1e-12
+    )
     lo, hi = sol.bracket
     assert lo < b <= hi * (1 + 1e-12) and (hi - lo) <= RTOL * hi
     assert estimate(apply_bw(s, lo)).sync_time_s > 120.0
@@ -98,8 +115,16 @@ def test_asymmetric_links_keep_their_ratio() -> None:
 
 def test_paper_mode_bandwidth_at_which_h_min_reaches_a_value() -> None:
     # Paper: T_sync = (V/up + V/down + latency) f(N), V = P x 8 / C_r (FP8); H_min = ceil(T_sync / T_step).
-    s = Scenario(hardware="h100_sxm", chips_per_node=8, precision=Precision.FP8, num_nodes=16, params=91e9,
-                 algorithm=Algorithm.STREAMING, inner_steps=0, regime="none")
+    s = Scenario(
+        hardware="h100_sxm",
+        chips_per_node=8,
+        precision=Precision.FP8,
+        num_nodes=16,
+        params=91e9,
+        algorithm=Algorithm.STREAMING,
+        inner_steps=0,
+        regime="none",
+    )
     t_step = 6.0 * s.params * s.local_batch_tokens / (8 * accelerator("h100_sxm").dense_fp8_flop_per_s * 0.40)
     v = s.params * 8.0 / s.compression_ratio
     k = 20
@@ -138,8 +163,16 @@ def test_inner_steps_answer_is_the_exact_smallest_integer() -> None:
 
 
 def test_nodes_answer_is_exact_and_sites_is_an_alias() -> None:
-    s = Scenario(params=10e9, hardware="h100_sxm", chips_per_node=8, precision=Precision.BF16, regime="none",
-                 algorithm=Algorithm.DILOCO, inner_steps=100, duration_s=30 * 86400.0)
+    s = Scenario(
+        params=10e9,
+        hardware="h100_sxm",
+        chips_per_node=8,
+        precision=Precision.BF16,
+        regime="none",
+        algorithm=Algorithm.DILOCO,
+        inner_steps=100,
+        duration_s=30 * 86400.0,
+    )
     target = 3.0e24
     sol = solve(s, vary="nodes", output="c_local", target=target, mode="paper")
     assert sol.reached and sol.direction == "rises" and sol.integer
@@ -158,7 +191,9 @@ def test_a_falling_integer_output_gives_the_first_integer_that_reaches_it() -> N
     sol = solve(s, vary="nodes", output="utilisation", target=u)
     assert sol.direction == "falls" and sol.value <= 40
     n = int(sol.value)
-    assert estimate(s.replace(num_nodes=n)).utilisation <= u < estimate(s.replace(num_nodes=n - 1)).utilisation
+    assert (
+        estimate(s.replace(num_nodes=n)).utilisation <= u < estimate(s.replace(num_nodes=n - 1)).utilisation
+    )
 
 
 @settings(max_examples=15, deadline=None)
@@ -178,7 +213,8 @@ def test_unreachable_targets_say_why() -> None:
     assert not sol.reached and math.isnan(sol.value) and sol.scenario is None
     assert sol.reason.startswith("utilisation stays below 0.9 up to 100 Mbps")
     assert solve(s, vary="bandwidth", output="utilisation", target=1.01).reason.startswith(
-        "utilisation stays below 1.01 up to 10 Tbps")
+        "utilisation stays below 1.01 up to 10 Tbps"
+    )
     low = solve(s, vary="latency", output="sync_time", target=1.0, hi=0.5)
     assert not low.reached and "sync_time stays above 1 s up to 500 ms" in low.reason
     assert low.direction == "rises"
@@ -206,8 +242,17 @@ PAPER_H100 = Constraints(hardware=("h100_sxm",))
 
 def test_premium_is_bisected_over_plans() -> None:
     s = Scenario()  # the paper's threat model, treaty regime
-    sol = solve(s, vary="bandwidth", output="premium", target=2.0, mode="paper", lo=100e6, hi=3e9,
-                constraints=PAPER_H100, rtol=1e-2)
+    sol = solve(
+        s,
+        vary="bandwidth",
+        output="premium",
+        target=2.0,
+        mode="paper",
+        lo=100e6,
+        hi=3e9,
+        constraints=PAPER_H100,
+        rtol=1e-2,
+    )
     assert sol.reached and sol.direction == "falls"
     base = centralized_baseline(1e25, constraints=premium_constraints(s, PAPER_H100), mode="paper").best
     assert base is not None
@@ -221,14 +266,28 @@ def test_premium_is_bisected_over_plans() -> None:
     assert premium(hi) == pytest.approx(sol.achieved, rel=1e-12) and sol.achieved <= 2.0 < premium(lo)
     assert hi - lo <= 1e-2 * hi
     assert sol.calls == sol.evaluations  # one plan per step (the baseline counted once)
-    unreached = solve(s, vary="bandwidth", output="premium", target=1.0, mode="paper", lo=100e6, hi=1e9,
-                      constraints=PAPER_H100)
+    unreached = solve(
+        s,
+        vary="bandwidth",
+        output="premium",
+        target=1.0,
+        mode="paper",
+        lo=100e6,
+        hi=1e9,
+        constraints=PAPER_H100,
+    )
     assert not unreached.reached and "premium stays above 1" in unreached.reason and unreached.calls == 3
 
 
 def test_premium_constraints_carry_the_scenario_links() -> None:
-    s = Scenario(bandwidth_up_bits_per_s=57e6, bandwidth_down_bits_per_s=310e6, latency_s=0.03,
-                 duration_s=100 * 86400.0, compression_ratio=10.0, mfu=0.3)
+    s = Scenario(
+        bandwidth_up_bits_per_s=57e6,
+        bandwidth_down_bits_per_s=310e6,
+        latency_s=0.03,
+        duration_s=100 * 86400.0,
+        compression_ratio=10.0,
+        mfu=0.3,
+    )
     c = premium_constraints(s)
     assert (c.bandwidth_up_bits_per_s, c.bandwidth_down_bits_per_s, c.latency_s) == (57e6, 310e6, 0.03)
     assert (c.max_duration_s, c.compression_ratio, c.mfu) == (100 * 86400.0, 10.0, 0.3)

@@ -1,7 +1,7 @@
 """`dispersal solve`: the value of one input at which an output reaches a target.
 
-    dispersal solve --for bandwidth --where utilisation=0.9
-    dispersal solve --for distance --where premium=2 --mode paper --plan-hardware h100_sxm
+dispersal solve --for bandwidth --where utilisation=0.9
+dispersal solve --for distance --where premium=2 --mode paper --plan-hardware h100_sxm
 """
 
 from __future__ import annotations
@@ -94,26 +94,36 @@ def solution_table(s: Solution) -> Any:
     """A short rich table of a Solution."""
     from rich.table import Table
 
-    t = Table(title=f"dispersal solve ({s.mode} mode): {s.variable} where {s.output} = "
-                    f"{format_output(s.output, s.target)}", show_header=False)
+    t = Table(
+        title=f"dispersal solve ({s.mode} mode): {s.variable} where {s.output} = "
+        f"{format_output(s.output, s.target)}",
+        show_header=False,
+    )
     t.add_column("", justify="right")
     t.add_column("")
     if s.reached:
         t.add_row(s.variable, f"[bold]{format_value(s.variable, s.value)}[/]")
         t.add_row(s.output + " there", format_output(s.output, s.achieved))
-        t.add_row("bracket", f"{format_value(s.variable, s.bracket[0])} .. {format_value(s.variable, s.bracket[1])}")
+        t.add_row(
+            "bracket", f"{format_value(s.variable, s.bracket[0])} .. {format_value(s.variable, s.bracket[1])}"
+        )
     else:
         t.add_row(s.variable, "[red]not reached[/]")
         t.add_row("why", s.reason)
     t.add_row("direction", f"{s.output} {s.direction} along {s.variable}")
-    t.add_row("range searched",
-              f"{format_value(s.variable, s.search_range[0])} .. {format_value(s.variable, s.search_range[1])}")
+    t.add_row(
+        "range searched",
+        f"{format_value(s.variable, s.search_range[0])} .. {format_value(s.variable, s.search_range[1])}",
+    )
     work, caller = ("plans", "planner") if s.output == "premium" else ("configurations", "kernel")
     t.add_row("work", f"{s.evaluations:,} {work} in {s.calls} {caller} call{'s' if s.calls != 1 else ''}")
     if s.reached and s.scenario is not None and s.variable == "bandwidth":
         sc = s.scenario
-        t.add_row("up / down", f"{units.format_bandwidth(sc.bandwidth_up_bits_per_s, 4)} / "
-                               f"{units.format_bandwidth(sc.bandwidth_down_bits_per_s, 4)}")
+        t.add_row(
+            "up / down",
+            f"{units.format_bandwidth(sc.bandwidth_up_bits_per_s, 4)} / "
+            f"{units.format_bandwidth(sc.bandwidth_down_bits_per_s, 4)}",
+        )
     if s.reached and s.scenario is not None and s.variable == "distance":
         t.add_row("latency", units.format_duration(s.scenario.latency_s, 4))
     return t
@@ -121,20 +131,46 @@ def solution_table(s: Solution) -> Any:
 
 @guarded
 def solve_cmd(
-    for_: Annotated[str, typer.Option("--for", help="Input to solve for: bandwidth, latency, distance, nodes, "
-                                                      "sites (= nodes: every node is its own site), inner_steps, "
-                                                      "params.")],
-    where: Annotated[str, typer.Option("--where", help="OUTPUT=TARGET, e.g. utilisation=0.9, sync_time=60s, "
-                                                       "days=30, premium=2, or any kernel output.")],
-    scenario: Annotated[str | None, typer.Option("--scenario", help="TOML scenario file or preset name.")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Any other scenario field: key=value.")] = None,
+    for_: Annotated[
+        str,
+        typer.Option(
+            "--for",
+            help="Input to solve for: bandwidth, latency, distance, nodes, "
+            "sites (= nodes: every node is its own site), inner_steps, "
+            "params.",
+        ),
+    ],
+    where: Annotated[
+        str,
+        typer.Option(
+            "--where",
+            help="OUTPUT=TARGET, e.g. utilisation=0.9, sync_time=60s, "
+            "days=30, premium=2, or any kernel output.",
+        ),
+    ],
+    scenario: Annotated[
+        str | None, typer.Option("--scenario", help="TOML scenario file or preset name.")
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Any other scenario field: key=value.")
+    ] = None,
     mode: ModeOpt = "default",
-    range_: Annotated[str | None, typer.Option("--range", help="LO:HI with units, e.g. 1Mbps:10Gbps, 0:500ms, "
-                                                                "1:1000 (either end may be empty).")] = None,
-    target: Annotated[str, typer.Option("--target", help="premium only: the plans' compute target, FLOP.")] = (
-        f"{DEFAULT_TARGET_FLOP:g}"),
-    plan_hardware: Annotated[list[str] | None, typer.Option(
-        "--plan-hardware", help="premium only: accelerators the planner may use (repeatable; default all).")] = None,
+    range_: Annotated[
+        str | None,
+        typer.Option(
+            "--range", help="LO:HI with units, e.g. 1Mbps:10Gbps, 0:500ms, 1:1000 (either end may be empty)."
+        ),
+    ] = None,
+    target: Annotated[
+        str, typer.Option("--target", help="premium only: the plans' compute target, FLOP.")
+    ] = (f"{DEFAULT_TARGET_FLOP:g}"),
+    plan_hardware: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--plan-hardware",
+            help="premium only: accelerators the planner may use (repeatable; default all).",
+        ),
+    ] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print the Solution as one JSON object.")] = False,
 ) -> None:
     """Find the value of one input at which an output reaches a target (vectorised bisection).

@@ -74,34 +74,87 @@ class Variable:
 VARIABLES: dict[str, Variable] = {
     v.name: v
     for v in (
-        Variable(name="bandwidth", unit="bit/s", integer=False, min_value=0.0, max_value=math.inf,
-                 min_exclusive=True, default_lo=1e3, default_hi=1e13,
-                 description="WAN upload rate per node; the download scales with it, keeping the scenario's "
-                             "down/up ratio (default range 1 kbps - 10 Tbps)"),
-        Variable(name="latency", unit="s", integer=False, min_value=0.0, max_value=math.inf,
-                 min_exclusive=False, default_lo=0.0, default_hi=10.0,
-                 description="one-way WAN latency (default range 0 - 10 s)"),
-        Variable(name="distance", unit="m", integer=False, min_value=0.0, max_value=math.inf,
-                 min_exclusive=False, default_lo=0.0, default_hi=2.0e7,
-                 description="fibre distance between sites; latency = distance x 4.9 us/km x 1.5 routing "
-                             "overhead (`scenario.latency_from_distance`; default range 0 - 20,000 km)"),
-        Variable(name="nodes", unit="nodes", integer=True, min_value=1.0, max_value=1e7,
-                 min_exclusive=False, default_lo=1.0, default_hi=100_000.0,
-                 description="number of nodes N (default range 1 - 100,000)"),
-        Variable(name="inner_steps", unit="steps", integer=True, min_value=1.0, max_value=1e7,
-                 min_exclusive=False, default_lo=1.0, default_hi=100_000.0,
-                 description="inner steps per outer step H (default range 1 - 100,000)"),
-        Variable(name="params", unit="parameters", integer=False, min_value=0.0, max_value=math.inf,
-                 min_exclusive=True, default_lo=1e6, default_hi=1e14,
-                 description="total parameters P; a MoE's active parameters keep their share "
-                             "(default range 1M - 100T)"),
+        Variable(
+            name="bandwidth",
+            unit="bit/s",
+            integer=False,
+            min_value=0.0,
+            max_value=math.inf,
+            min_exclusive=True,
+            default_lo=1e3,
+            default_hi=1e13,
+            description="WAN upload rate per node; the download scales with it, keeping the scenario's "
+            "down/up ratio (default range 1 kbps - 10 Tbps)",
+        ),
+        Variable(
+            name="latency",
+            unit="s",
+            integer=False,
+            min_value=0.0,
+            max_value=math.inf,
+            min_exclusive=False,
+            default_lo=0.0,
+            default_hi=10.0,
+            description="one-way WAN latency (default range 0 - 10 s)",
+        ),
+        Variable(
+            name="distance",
+            unit="m",
+            integer=False,
+            min_value=0.0,
+            max_value=math.inf,
+            min_exclusive=False,
+            default_lo=0.0,
+            default_hi=2.0e7,
+            description="fibre distance between sites; latency = distance x 4.9 us/km x 1.5 routing "
+            "overhead (`scenario.latency_from_distance`; default range 0 - 20,000 km)",
+        ),
+        Variable(
+            name="nodes",
+            unit="nodes",
+            integer=True,
+            min_value=1.0,
+            max_value=1e7,
+            min_exclusive=False,
+            default_lo=1.0,
+            default_hi=100_000.0,
+            description="number of nodes N (default range 1 - 100,000)",
+        ),
+        Variable(
+            name="inner_steps",
+            unit="steps",
+            integer=True,
+            min_value=1.0,
+            max_value=1e7,
+            min_exclusive=False,
+            default_lo=1.0,
+            default_hi=100_000.0,
+            description="inner steps per outer step H (default range 1 - 100,000)",
+        ),
+        Variable(
+            name="params",
+            unit="parameters",
+            integer=False,
+            min_value=0.0,
+            max_value=math.inf,
+            min_exclusive=True,
+            default_lo=1e6,
+            default_hi=1e14,
+            description="total parameters P; a MoE's active parameters keep their share "
+            "(default range 1M - 100T)",
+        ),
     )
 }
 
 #: Other names for the variables. "sites" = nodes: in this model every node is its own site.
-VARIABLE_ALIASES: dict[str, str] = {"sites": "nodes", "h": "inner_steps", "H": "inner_steps",
-                                    "bandwidth_bits_per_s": "bandwidth", "latency_s": "latency",
-                                    "num_nodes": "nodes"}
+VARIABLE_ALIASES: dict[str, str] = {
+    "sites": "nodes",
+    "h": "inner_steps",
+    "H": "inner_steps",
+    "bandwidth_bits_per_s": "bandwidth",
+    "latency_s": "latency",
+    "num_nodes": "nodes",
+}
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -117,9 +170,18 @@ class Output:
 
 
 def _unit_of(key: str) -> str:
-    for suffix, unit in (("_flop_per_s", "FLOP/s"), ("_bits_per_s", "bit/s"), ("_usd", "USD"), ("_flop", "FLOP"),
-                         ("_bytes_per_node", "bytes"), ("_bytes", "bytes"), ("_bits", "bits"), ("_s", "s"),
-                         ("_w", "W"), ("_kwh", "kWh")):
+    for suffix, unit in (
+        ("_flop_per_s", "FLOP/s"),
+        ("_bits_per_s", "bit/s"),
+        ("_usd", "USD"),
+        ("_flop", "FLOP"),
+        ("_bytes_per_node", "bytes"),
+        ("_bytes", "bytes"),
+        ("_bits", "bits"),
+        ("_s", "s"),
+        ("_w", "W"),
+        ("_kwh", "kWh"),
+    ):
         if key.endswith(suffix):
             return unit
     return ""
@@ -212,8 +274,11 @@ def resolve_output(name: str) -> Output:
     if name in OUTPUTS:
         return Output(name=name, key=name, unit=_unit_of(name))
     aliases = ", ".join(sorted(OUTPUT_ALIASES))
-    raise InputError("where", f"unknown output {name!r} (allowed: {aliases}, or any kernel output, e.g. "
-                     "utilisation, run_time_s, sync_time_s, cost_usd, c_local_flop, link_utilisation_up)")
+    raise InputError(
+        "where",
+        f"unknown output {name!r} (allowed: {aliases}, or any kernel output, e.g. "
+        "utilisation, run_time_s, sync_time_s, cost_usd, c_local_flop, link_utilisation_up)",
+    )
 
 
 def format_value(variable: str, value: float) -> str:
@@ -257,7 +322,9 @@ def apply(scenario: Scenario, variable: str, value: float) -> Scenario:
     v = resolve_variable(variable)
     if v.name == "bandwidth":
         ratio = scenario.bandwidth_down_bits_per_s / scenario.bandwidth_up_bits_per_s
-        return scenario.replace(bandwidth_up_bits_per_s=float(value), bandwidth_down_bits_per_s=float(value) * ratio)
+        return scenario.replace(
+            bandwidth_up_bits_per_s=float(value), bandwidth_down_bits_per_s=float(value) * ratio
+        )
     if v.name == "latency":
         return scenario.replace(latency_s=float(value))
     if v.name == "distance":
@@ -277,13 +344,23 @@ def _check_range(v: Variable, lo: float | None, hi: float | None) -> tuple[float
     b = v.default_hi if hi is None else float(hi)
     low_text = f"{'>' if v.min_exclusive else '>='} {format_value(v.name, v.min_value)}"
     for side, x in (("lo", a), ("hi", b)):
-        ok = math.isfinite(x) and (x > v.min_value if v.min_exclusive else x >= v.min_value) and x <= v.max_value
-        require(ok, "range", f"{v.name} {side} must be finite, {low_text}"
-                + (f" and <= {format_value(v.name, v.max_value)}" if math.isfinite(v.max_value) else "")
-                + f", got {x!r}")
+        ok = (
+            math.isfinite(x)
+            and (x > v.min_value if v.min_exclusive else x >= v.min_value)
+            and x <= v.max_value
+        )
+        require(
+            ok,
+            "range",
+            f"{v.name} {side} must be finite, {low_text}"
+            + (f" and <= {format_value(v.name, v.max_value)}" if math.isfinite(v.max_value) else "")
+            + f", got {x!r}",
+        )
         if v.integer:
             require(float(x).is_integer(), "range", f"{v.name} {side} must be an integer, got {x!r}")
-    require(a < b, "range", f"{v.name}: lo must be < hi, got {format_value(v.name, a)}:{format_value(v.name, b)}")
+    require(
+        a < b, "range", f"{v.name}: lo must be < hi, got {format_value(v.name, a)}:{format_value(v.name, b)}"
+    )
     return a, b
 
 
@@ -308,14 +385,24 @@ def _stack(xs: list[dict[str, Any]]) -> dict[str, Arr]:
 class _Evaluator:
     """Output values of a scenario at candidate values of one variable, counting the work."""
 
-    def __init__(self, scenario: Scenario, variable: Variable, output: Output, mode: Mode, params: ModelParams):
-        self.scenario, self.variable, self.output, self.mode, self.params = scenario, variable, output, mode, params
+    def __init__(
+        self, scenario: Scenario, variable: Variable, output: Output, mode: Mode, params: ModelParams
+    ):
+        self.scenario, self.variable, self.output, self.mode, self.params = (
+            scenario,
+            variable,
+            output,
+            mode,
+            params,
+        )
         self.evaluations = 0
         self.calls = 0
 
     def __call__(self, values: Arr) -> Arr:
-        xs = [kernel_inputs(apply(self.scenario, self.variable.name, float(v)), self.mode, self.params)
-              for v in values]
+        xs = [
+            kernel_inputs(apply(self.scenario, self.variable.name, float(v)), self.mode, self.params)
+            for v in values
+        ]
         r = evaluate(_stack(xs), self.params)
         self.evaluations += len(values)
         self.calls += 1
@@ -339,15 +426,19 @@ def _describe(values: Arr) -> str:
 def _not_reached(output: Output, variable: Variable, target: float, grid: Arr, f: Arr) -> str:
     defined = ~np.isnan(f)
     if not defined.any():
-        return (f"{output.name} is undefined from {format_value(variable.name, grid[0])} "
-                f"to {format_value(variable.name, grid[-1])}")
+        return (
+            f"{output.name} is undefined from {format_value(variable.name, grid[0])} "
+            f"to {format_value(variable.name, grid[-1])}"
+        )
     first = int(np.argmax(defined))
     side = "below" if f[first] < target else "above"
     # Enough digits that a near miss does not print as the target itself.
-    return (f"{output.name} stays {side} {format_output(output.name, target, 6)} up to "
-            f"{format_value(variable.name, grid[-1])} ({format_output(output.name, f[first], 6)} at "
-            f"{format_value(variable.name, grid[first])}, {format_output(output.name, f[-1], 6)} at "
-            f"{format_value(variable.name, grid[-1])})")
+    return (
+        f"{output.name} stays {side} {format_output(output.name, target, 6)} up to "
+        f"{format_value(variable.name, grid[-1])} ({format_output(output.name, f[first], 6)} at "
+        f"{format_value(variable.name, grid[first])}, {format_output(output.name, f[-1], 6)} at "
+        f"{format_value(variable.name, grid[-1])})"
+    )
 
 
 def solve(
@@ -387,16 +478,25 @@ def solve(
     v = resolve_variable(vary)
     o = resolve_output(output)
     m = _mode(mode)
-    require(isinstance(target, int | float) and not isinstance(target, bool) and math.isfinite(target), "target",
-            f"must be a finite number, got {target!r}")
-    require(isinstance(grid_points, int) and 3 <= grid_points <= 100_000, "grid_points",
-            f"must be an integer in [3, 100000], got {grid_points!r}")
+    require(
+        isinstance(target, int | float) and not isinstance(target, bool) and math.isfinite(target),
+        "target",
+        f"must be a finite number, got {target!r}",
+    )
+    require(
+        isinstance(grid_points, int) and 3 <= grid_points <= 100_000,
+        "grid_points",
+        f"must be an integer in [3, 100000], got {grid_points!r}",
+    )
     tol = rtol if rtol is not None else (DEFAULT_PREMIUM_RTOL if o.key == "premium" else DEFAULT_RTOL)
     require(isinstance(tol, int | float) and 0 < tol < 1, "rtol", f"must be in (0, 1), got {tol!r}")
     a, b = _check_range(v, lo, hi)
     if o.key == "premium":
-        require(v.name in PREMIUM_VARIABLES, "for",
-                f"premium can be solved for {', '.join(PREMIUM_VARIABLES)} (the planner's links), got {vary!r}")
+        require(
+            v.name in PREMIUM_VARIABLES,
+            "for",
+            f"premium can be solved for {', '.join(PREMIUM_VARIABLES)} (the planner's links), got {vary!r}",
+        )
         return _solve_premium(scenario, v, o, float(target), m, params, a, b, tol, target_flop, constraints)
     ev = _Evaluator(scenario, v, o, m, params)
     grid = _grid(a, b, grid_points, v.integer)
@@ -407,8 +507,19 @@ def solve(
         return _fail(v, o, float(target), m, a, b, direction, ev, _not_reached(o, v, float(target), grid, f))
     f0 = f[start[0]]
     if f0 == target:
-        return _found(scenario, v, o, float(target), m, grid[start[0]], f0, (grid[start[0]], grid[start[0]]),
-                      (a, b), direction, ev)
+        return _found(
+            scenario,
+            v,
+            o,
+            float(target),
+            m,
+            grid[start[0]],
+            f0,
+            (grid[start[0]], grid[start[0]]),
+            (a, b),
+            direction,
+            ev,
+        )
     rising = bool(f0 < target)
 
     def meets(values: Arr) -> npt.NDArray[np.bool_]:
@@ -432,7 +543,9 @@ def solve(
         else:
             grid = _grid(lo_i, hi_i, grid_points, v.integer)
             if np.all(grid[1:-1] == grid[0]) or grid.size <= 2:  # floating point cannot split it further
-                return _found(scenario, v, o, float(target), m, hi_i, f_hi, (lo_i, hi_i), (a, b), direction, ev)
+                return _found(
+                    scenario, v, o, float(target), m, hi_i, f_hi, (lo_i, hi_i), (a, b), direction, ev
+                )
         inner = ev(grid[1:-1])
         f = np.concatenate(([np.nan], inner, [f_hi]))
         hit = meets(f)
@@ -447,22 +560,61 @@ def _mode(mode: Mode | str) -> Mode:
         raise InputError("mode", f"must be paper or default, got {mode!r}") from None
 
 
-def _found(scenario: Scenario, v: Variable, o: Output, target: float, m: Mode, value: float, achieved: float,
-           bracket: tuple[float, float], rng: tuple[float, float], direction: str, ev: Any) -> Solution:
+def _found(
+    scenario: Scenario,
+    v: Variable,
+    o: Output,
+    target: float,
+    m: Mode,
+    value: float,
+    achieved: float,
+    bracket: tuple[float, float],
+    rng: tuple[float, float],
+    direction: str,
+    ev: Any,
+) -> Solution:
     return Solution(
-        variable=v.name, output=o.name, target=target, mode=m.value, reached=True, reason="", value=float(value),
-        unit=v.unit, achieved=float(achieved), bracket=(float(bracket[0]), float(bracket[1])), search_range=rng,
-        direction=direction, integer=v.integer, evaluations=ev.evaluations, calls=ev.calls, output_unit=o.unit,
+        variable=v.name,
+        output=o.name,
+        target=target,
+        mode=m.value,
+        reached=True,
+        reason="",
+        value=float(value),
+        unit=v.unit,
+        achieved=float(achieved),
+        bracket=(float(bracket[0]), float(bracket[1])),
+        search_range=rng,
+        direction=direction,
+        integer=v.integer,
+        evaluations=ev.evaluations,
+        calls=ev.calls,
+        output_unit=o.unit,
         scenario=apply(scenario, v.name, value),
     )
 
 
-def _fail(v: Variable, o: Output, target: float, m: Mode, a: float, b: float, direction: str, ev: Any,
-          reason: str) -> Solution:
+def _fail(
+    v: Variable, o: Output, target: float, m: Mode, a: float, b: float, direction: str, ev: Any, reason: str
+) -> Solution:
     return Solution(
-        variable=v.name, output=o.name, target=target, mode=m.value, reached=False, reason=reason, value=math.nan,
-        unit=v.unit, achieved=math.nan, bracket=(math.nan, math.nan), search_range=(a, b), direction=direction,
-        integer=v.integer, evaluations=ev.evaluations, calls=ev.calls, output_unit=o.unit, scenario=None,
+        variable=v.name,
+        output=o.name,
+        target=target,
+        mode=m.value,
+        reached=False,
+        reason=reason,
+        value=math.nan,
+        unit=v.unit,
+        achieved=math.nan,
+        bracket=(math.nan, math.nan),
+        search_range=(a, b),
+        direction=direction,
+        integer=v.integer,
+        evaluations=ev.evaluations,
+        calls=ev.calls,
+        output_unit=o.unit,
+        scenario=None,
     )
 
 
@@ -492,10 +644,23 @@ class _Premium:
     """premium(value): one plan per call under the scenario's regime, against a centralized baseline
     planned once (it runs on datacenter links, so the varied WAN does not change it)."""
 
-    def __init__(self, scenario: Scenario, v: Variable, m: Mode, params: ModelParams, target_flop: float,
-                 base: Constraints | None):
-        self.scenario, self.v, self.m, self.params, self.target_flop, self.base = scenario, v, m, params, \
-            target_flop, base
+    def __init__(
+        self,
+        scenario: Scenario,
+        v: Variable,
+        m: Mode,
+        params: ModelParams,
+        target_flop: float,
+        base: Constraints | None,
+    ):
+        self.scenario, self.v, self.m, self.params, self.target_flop, self.base = (
+            scenario,
+            v,
+            m,
+            params,
+            target_flop,
+            base,
+        )
         c = premium_constraints(scenario, base)
         self.baseline: Plan = centralized_baseline(target_flop, constraints=c, mode=m, params=params)
         self.evaluations = 1
@@ -503,8 +668,16 @@ class _Premium:
 
     def __call__(self, value: float) -> float:
         c = premium_constraints(apply(self.scenario, self.v.name, value), self.base)
-        p = dataclasses.replace(plan(self.target_flop, regime_name=self.scenario.regime, constraints=c, mode=self.m,
-                                     params=self.params), centralized=self.baseline)
+        p = dataclasses.replace(
+            plan(
+                self.target_flop,
+                regime_name=self.scenario.regime,
+                constraints=c,
+                mode=self.m,
+                params=self.params,
+            ),
+            centralized=self.baseline,
+        )
         self.evaluations += 1
         self.calls += 1
         premium = p.cost_premium
@@ -512,14 +685,37 @@ class _Premium:
         return math.inf if premium is None else float(premium)
 
 
-def _solve_premium(scenario: Scenario, v: Variable, o: Output, target: float, m: Mode, params: ModelParams,
-                   a: float, b: float, tol: float, target_flop: float, base: Constraints | None) -> Solution:
-    require(isinstance(target_flop, int | float) and math.isfinite(target_flop) and target_flop > 0, "target_flop",
-            f"must be a positive number of FLOP, got {target_flop!r}")
+def _solve_premium(
+    scenario: Scenario,
+    v: Variable,
+    o: Output,
+    target: float,
+    m: Mode,
+    params: ModelParams,
+    a: float,
+    b: float,
+    tol: float,
+    target_flop: float,
+    base: Constraints | None,
+) -> Solution:
+    require(
+        isinstance(target_flop, int | float) and math.isfinite(target_flop) and target_flop > 0,
+        "target_flop",
+        f"must be a positive number of FLOP, got {target_flop!r}",
+    )
     ev = _Premium(scenario, v, m, params, target_flop, base)
     if ev.baseline.best is None:
-        return _fail(v, o, target, m, a, b, "flat", ev,
-                     f"the centralized baseline cannot reach {units.format_flop(target_flop)}: no premium to solve for")
+        return _fail(
+            v,
+            o,
+            target,
+            m,
+            a,
+            b,
+            "flat",
+            ev,
+            f"the centralized baseline cannot reach {units.format_flop(target_flop)}: no premium to solve for",
+        )
     fa, fb = ev(a), ev(b)
     direction = "flat" if fa == fb else ("rises" if fb > fa else "falls")
     if fa == target:
@@ -530,8 +726,17 @@ def _solve_premium(scenario: Scenario, v: Variable, o: Output, target: float, m:
         return x >= target if rising else x <= target
 
     if not meets(fb):
-        return _fail(v, o, target, m, a, b, direction, ev,
-                     _not_reached(o, v, target, np.array([a, b]), np.array([fa, fb])))
+        return _fail(
+            v,
+            o,
+            target,
+            m,
+            a,
+            b,
+            direction,
+            ev,
+            _not_reached(o, v, target, np.array([a, b]), np.array([fa, fb])),
+        )
     lo_v, hi_v, f_hi = a, b, fb
     for _ in range(MAX_PREMIUM_STEPS):
         if hi_v - lo_v <= tol * abs(hi_v):
