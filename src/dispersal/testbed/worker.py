@@ -12,9 +12,10 @@ Read top to bottom, one round at a time (a round = the inner steps between two s
         on any error: drop the round, form_group(g + 1)
 
 Membership lives in a TCPStore that outlives the workers (see supervisor.Coordinator): a
-generation counter ``gen`` and ``members/<g>``. A new group is
-``init_process_group(store=PrefixStore(f"gen{g}", store))``; rank 0 then broadcasts the global
-weights, outer optimizer state and round to everyone (joiners heal from it).
+generation counter ``gen``, ``members/<g>`` and ``incarnations/<g>``. A new group is
+``init_process_group(store=PrefixStore(f"gen{g}", store))``; the member with the newest round then
+broadcasts the global weights, outer optimizer state, inner AdamW state and round to everyone, and
+every member behind it (however it was started) resets its local model from them (_sync_state).
 """
 
 from __future__ import annotations
