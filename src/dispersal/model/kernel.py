@@ -13,6 +13,7 @@ the next inner steps (Streaming DiLoCo, Douillard et al. 2025, arXiv 2501.18512)
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 import numpy as np
@@ -466,11 +467,17 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
 
         frag_q = np.maximum(gl(np.where(streaming, Pf, 1.0)), 1.0)
         m_q, h_q = np.maximum(gl(replicas), 1.0), np.maximum(gl(h_pen), 1.0)
+        qp: quality.QualityLike | None = quality_params
+        if isinstance(qp, quality.QualitySamples):
+            # Per-configuration draws of the fit (Monte Carlo): keep the same elements as the inputs.
+            tail = qp.replica_tail_exponent
+            qp = dataclasses.replace(qp, **{f: gl(_f(getattr(qp, f))) for f in quality.FITTED_FIELDS},
+                                     replica_tail_exponent=None if tail is None else gl(_f(tail)))
         q_eff[gmask] = quality.efficiency(
             np.maximum(gl(qmap), 0.0).astype(np.int64), m_q, h_q, gl(P), frag_q, L[gmask],
-            gl(ce), gl(ca), gl(cb), gl(cal), gl(cbe), gl(kopt), quality_params,
+            gl(ce), gl(ca), gl(cb), gl(cal), gl(cbe), gl(kopt), qp,
         )
-        L_rep[gmask] = quality.loss_ratio(m_q, h_q, gl(P), frag_q, quality_params)
+        L_rep[gmask] = quality.loss_ratio(m_q, h_q, gl(P), frag_q, qp)
     e_r = np.where(distributed, np.where(legacy_q, np.minimum(1.0, C_opt_rep / C_opt), q_eff), 1.0)
     e_r = np.where(live, e_r, np.nan)
     chi = np.minimum(1.0, C_opt / C_thr)

@@ -160,7 +160,8 @@ def _fmt(value: float, units: list[tuple[float, str]], digits: int) -> str:
     if not math.isfinite(value):
         return str(value)
     for scale, name in units:
-        if abs(value) >= scale:
+        # Compare after rounding to `digits`: 999,500 prints as "1 M", not "1e+03 k".
+        if abs(float(f"{value:.{digits}g}")) >= scale:
             return f"{value / scale:.{digits}g} {name}"
     scale, name = units[-1]
     return f"{value / scale:.{digits}g} {name}"
