@@ -9,6 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dispersal.model import planner
+from dispersal.model.bisection import first_true, last_true
+from dispersal.model.candidates import make_space
 from dispersal.model.catalog import accelerator, regime
 from dispersal.model.estimate import estimate
 from dispersal.model.planner import Constraints, Metric, Mode, compare_searches, plan
@@ -38,7 +40,7 @@ def test_exact_matches_brute_force_on_a_small_problem():
     """On one node type and N <= 400, the exact search equals evaluating best(N) at every N."""
     c = Constraints(hardware=("h100_sxm",), max_nodes=400)
     target = 2e25
-    space = planner._make_space(Mode.PAPER, c, "treaty", planner.DEFAULT_PARAMS, None, planner.PAPER_GROUP_SIZES)
+    space = make_space(Mode.PAPER, c, "treaty", planner.DEFAULT_PARAMS)
     brute = {}
     for n in range(1, 401):
         best = planner._best_at(space, np.full(space.n_hw, float(n)), Metric.C_LOCAL)
@@ -128,11 +130,67 @@ def test_bad_inputs_raise_naming_the_field():
 
 def test_centralized_baseline_and_premium():
     """The centralized baseline (one cluster, no rule, datacenter links) is cheaper than evading, and in
-    paper mode at C_local 1e25 the premium is about the paper's 3x (Rahman 2026: ~3x)."""
+    paper mode at C_local 1e25 the premium is about the paper's 3x (Rahman 2026: ~3x). plan(baseline=True)
+    carries that baseline and the premium, in the object and its JSON."""
     base = planner.centralized_baseline(1e25, mode="paper").best
-    evade = plan(1e25, mode="paper").best
+    p = plan(1e25, mode="paper", baseline=True)
+    evade = p.best
     assert base.chips_per_node == 8 and base.compression_ratio == 1.0
     assert evade.cost_usd / base.cost_usd == pytest.approx(3.0, rel=0.05)
+    assert p.centralized is not None and p.centralized.best == base
+    assert p.centralized_cost_usd == base.cost_usd
+    assert p.cost_premium == evade.cost_usd / base.cost_usd
+    d = p.to_dict()
+    assert d["cost_premium"] == p.cost_premium and d["centralized_cost_usd"] == base.cost_usd
+    assert d["centralized"]["chips_per_node"] == 8
+    plain = plan(1e25, mode="paper")
+    assert plain.centralized is None and plain.cost_premium is None and "cost_premium" not in plain.to_dict()
+
+
+def test_premium_is_none_when_the_evader_cannot_reach_the_target():
+    """An infeasible evader plan still carries the (feasible) baseline, but no premium."""
+    c = Constraints(max_duration_s=30 * 86400.0, bandwidth_up_bits_per_s=1e6, bandwidth_down_bits_per_s=1e6,
+                    hardware=("h100_sxm",))
+    p = plan(3e25, mode="paper", constraints=c, baseline=True)
+    assert not p.feasible and p.centralized is not None
+    assert p.centralized_cost_usd is not None and p.cost_premium is None
+    assert p.to_dict()["cost_premium"] is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    bounds=st.lists(st.tuples(st.integers(0, 700), st.integers(0, 700), st.integers(0, 701)), min_size=1,
+                    max_size=12),
+)
+def test_bisections_find_the_edge_of_a_monotone_predicate(bounds):
+    """first_true / last_true equal a scan of every integer, for many intervals at once, and never ask
+    the predicate about a closed interval or a point outside its interval."""
+    lo = np.asarray([min(a, b) for a, b, _ in bounds], dtype=float)
+    hi = np.asarray([max(a, b) for a, b, _ in bounds], dtype=float)
+    edge = np.asarray([e for _, _, e in bounds], dtype=float)
+
+    def checked(pred):
+        def f(sel, n):
+            assert np.all((lo[sel] <= n) & (n <= hi[sel]) & (lo[sel] < hi[sel]))
+            return pred(sel, n)
+
+        return f
+
+    got = first_true(lo, hi, checked(lambda sel, n: n >= edge[sel]))
+    for i in range(lo.size):
+        hits = [n for n in range(int(lo[i]), int(hi[i]) + 1) if n >= edge[i]]
+        assert got[i] == (hits[0] if hits else hi[i])
+    got = last_true(lo, hi, checked(lambda sel, n: n < edge[sel]))
+    for i in range(lo.size):
+        holds = [n for n in range(int(lo[i]), int(hi[i]) + 1) if n < edge[i]]
+        assert got[i] == (holds[-1] if holds else lo[i])
+
+
+def test_bisection_rejects_unbounded_intervals():
+    """An open interval must have finite ends (a closed one may be anything)."""
+    with pytest.raises(ValueError, match="finite"):
+        first_true([1.0], [np.inf], lambda sel, n: n > 0)
+    assert first_true([np.inf], [np.inf], lambda sel, n: n > 0)[0] == np.inf
 
 
 def test_budget_caps_the_node_count_and_binds():

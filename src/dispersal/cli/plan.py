@@ -11,7 +11,7 @@ from dispersal.cli._common import guarded, print_json
 from dispersal.cli.estimate import check_mode
 from dispersal.model import units
 from dispersal.model.errors import InputError
-from dispersal.model.planner import Constraints, Plan, centralized_baseline, plan
+from dispersal.model.planner import Constraints, Plan, plan
 from dispersal.model.scenario import latency_from_distance
 
 DEFAULT_TARGETS = (1e24, 1e25, 1e26)
@@ -37,16 +37,14 @@ def build_constraints(
     )
 
 
-def plan_table(plans: list[Plan], baselines: list[Plan | None] | None = None) -> Table:
-    """One row per target: the best plan's key figures (and the centralized premium when given)."""
-    baselines = baselines or [None] * len(plans)
+def plan_table(plans: list[Plan]) -> Table:
+    """One row per target: the best plan's key figures (and the centralized premium when planned)."""
     t = Table(title=f"dispersal plan ({plans[0].mode} mode, {plans[0].search} search, metric {plans[0].metric}, "
                     f"regime {plans[0].regime})")
     for col in ("target", "hardware", "chips/node", "nodes", "algorithm", "model", "tokens", "H", "days", "cost",
                 "C_local", "C_quality", "eta", "chi", "WAN Mbps mean/peak", "centralized", "premium"):
         t.add_column(col, justify="right")
-    for p, base in zip(plans, baselines, strict=True):
-        cb = base.best if base is not None else None
+    for p in plans:
         b = p.best
         if b is None:
             t.add_row(f"{p.target_flop:.3g}", "[red]infeasible[/]", "", "", "", "", "", "", "", "", "", "", "", "",
@@ -60,7 +58,8 @@ def plan_table(plans: list[Plan], baselines: list[Plan | None] | None = None) ->
             units.format_money(b.cost_usd), f"{b.c_local_flop:.3g}", f"{b.c_quality_flop:.3g}",
             f"{b.efficiency['eta']:.4f}", f"{b.efficiency['chi']:.4f}",
             f"{b.mean_wan_mbps_per_node:.3g} / {b.peak_wan_mbps_per_node:.3g}",
-            units.format_money(cb.cost_usd) if cb else "-", f"{b.cost_usd / cb.cost_usd:.2f}x" if cb else "-",
+            units.format_money(p.centralized_cost_usd) if p.centralized_cost_usd is not None else "-",
+            f"{p.cost_premium:.2f}x" if p.cost_premium is not None else "-",
         )
     return t
 
@@ -122,18 +121,8 @@ def plan_cmd(
             raise InputError("calibration", "cannot be combined with --samples (Monte Carlo samples the published set)")
         extra["params"] = load_calibration(calibration)
     plans = [plan(t, regime_name=regime, constraints=c, mode=m, metric=metric, objective=objective, search=search,
-                  **extra) for t in targets]
+                  baseline=baseline, **extra) for t in targets]
     dicts: list[dict[str, Any]] = [p.to_dict() for p in plans]
-    bases: list[Plan | None] = [
-        centralized_baseline(p.target_flop, constraints=c, mode=m, metric=metric, search=search) if baseline else None
-        for p in plans
-    ]
-    for d, p, base in zip(dicts, plans, bases, strict=True):
-        if base is not None:
-            cb = base.best
-            d["centralized_cost_usd"] = cb.cost_usd if cb else None
-            d["cost_premium"] = (p.best.cost_usd / cb.cost_usd) if (cb and p.best) else None
-            d["centralized"] = cb.to_dict() if cb else None
     tables: list[Any] = []
     if samples:
         from rich.progress import Progress
@@ -156,7 +145,7 @@ def plan_cmd(
     from dispersal.cli._render import console
 
     con = console()
-    con.print(plan_table(plans, bases))
+    con.print(plan_table(plans))
     if runners_up:
         for p in plans:
             con.print(runners_up_table(p))

@@ -4,9 +4,11 @@ covered-cluster rule (Rahman 2026 sec. 10), with the paper's bisection and an ex
 Candidates at (hardware, N, P) follow spec/model.md sec. 10: if the model fits one node, flat
 Streaming DiLoCo plus hierarchical DiLoCo for each group size n_g with N >= 2 n_g; otherwise
 PP-group DiLoCo with S stages and G = floor(N / S) >= 2 groups. H = H_min. Candidates outside
-min_overtraining <= OT <= max_overtraining are dropped. Everything is evaluated with
-`kernel.evaluate` on NumPy arrays: one call per bisection step for all hardware at once, and one
-call per chunk of (candidate, N) pairs in the exact search.
+min_overtraining <= OT <= max_overtraining are dropped. The candidate space, its validity rule and
+overtraining window live in `dispersal.model.candidates` (shared with the Monte Carlo), the
+integer bisections in `dispersal.model.bisection`. Everything is evaluated with `kernel.evaluate`
+on NumPy arrays: one call per bisection step for all hardware at once, and one call per chunk of
+(candidate, N) pairs in the exact search.
 
 Two searches over the node count N:
 - ``bisect`` (the paper's): per hardware, if one node meets the target take it; else if
@@ -31,32 +33,25 @@ import numpy as np
 import numpy.typing as npt
 
 from dispersal.model import units
-from dispersal.model.catalog import accelerator, accelerators, regime
-from dispersal.model.efficiency import Straggler
-from dispersal.model.errors import InputError, require
-from dispersal.model.kernel import MODE_AUTO, MODE_HIER, MODE_NAMES, MODE_PP, evaluate
-from dispersal.model.params import DEFAULT_PARAMS, ModelParams
-from dispersal.model.scenario import (
-    Algorithm,
-    Mode,
-    Precision,
-    Pricing,
-    Scenario,
-    kernel_inputs,
-    max_chips_under,
+from dispersal.model.bisection import first_true, last_true
+from dispersal.model.candidates import (
+    PAPER_GROUP_SIZES,
+    PAPER_PARAM_GRID_B,
+    CandidateSpace,
+    Constraints,
+    NodeType,
+    hardware_variants,
+    make_space,
 )
+from dispersal.model.catalog import regime
+from dispersal.model.errors import InputError, require
+from dispersal.model.kernel import MODE_HIER, MODE_NAMES, MODE_PP
+from dispersal.model.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.scenario import Algorithm, Mode, Scenario
 
 Arr = npt.NDArray[np.float64]
-
-#: The paper's model-size grid, billions of parameters (71 values, spec sec. 10).
-PAPER_PARAM_GRID_B: tuple[float, ...] = (
-    0.5, 1, 2, 5, 10, 25, 28, 30, 32, 35, 40, 45, 50, 60, 70, 78, 85, 91, 92, 100, 110, 120, 130, 140, 150, 155,
-    160, 165, 170, 172, 175, 178, 180, 185, 195, 200, 210, 225, 235, 240, 245, 248, 250, 252, 255, 258, 260, 265,
-    270, 275, 280, 290, 300, 310, 315, 320, 325, 330, 335, 340, 350, 375, 400, 450, 500, 625, 750, 1000, 1500,
-    2500, 5000, 10000,
-)
-#: Hierarchical group sizes searched (spec sec. 10).
-PAPER_GROUP_SIZES: tuple[int, ...] = (4, 8, 10, 12, 14, 16, 18, 20, 24, 32)
+IntArr = npt.NDArray[np.int64]
+BoolArr = npt.NDArray[np.bool_]
 
 
 class Metric(StrEnum):
@@ -79,55 +74,6 @@ class Search(StrEnum):
 
     BISECT = "bisect"
     EXACT = "exact"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Constraints:
-    """What the evader must live with. SI units."""
-
-    bandwidth_up_bits_per_s: float = 100e6
-    bandwidth_down_bits_per_s: float = 100e6
-    latency_s: float = 0.100
-    max_duration_s: float = 740 * units.SECONDS_PER_DAY
-    hardware: tuple[str, ...] = ()
-    """Accelerators to consider; empty = the paper's nine (paper mode) or the whole catalogue."""
-    max_nodes: int = 100_000
-    min_overtraining: float = 1.0
-    max_overtraining: float = 100.0
-    compression_ratio: float = 150.0
-    mfu: float = 0.40
-    straggler: str = "relay"
-    pricing: Pricing = Pricing.PURCHASE
-    max_cost_usd: float = math.inf
-    """Budget; used by the time objective (and as a hard cap for every objective)."""
-    regional_bandwidth_bits_per_s: float | None = None
-    """Regional link for hierarchical DiLoCo; None = the WAN (min of up and down), in both modes:
-    each node is a separate site (co-located nodes would form one covered cluster)."""
-    pp_bandwidth_bits_per_s: float | None = None
-    """Pipeline-stage link; None = the WAN, as above."""
-
-    def __post_init__(self) -> None:
-        for name in ("bandwidth_up_bits_per_s", "bandwidth_down_bits_per_s", "max_duration_s", "mfu",
-                     "compression_ratio", "max_cost_usd"):
-            v = getattr(self, name)
-            require(v > 0 and not math.isnan(v), name, f"must be > 0, got {v}")
-        require(self.latency_s >= 0, "latency_s", f"must be >= 0 s, got {self.latency_s}")
-        require(self.mfu <= 1, "mfu", f"must be in (0, 1], got {self.mfu}")
-        require(isinstance(self.max_nodes, int) and 1 <= self.max_nodes <= 10_000_000, "max_nodes",
-                f"must be an integer in [1, 10,000,000], got {self.max_nodes}")
-        require(0 < self.min_overtraining <= self.max_overtraining, "min_overtraining",
-                f"must be in (0, max_overtraining], got {self.min_overtraining}")
-        try:
-            object.__setattr__(self, "pricing", Pricing(self.pricing))
-            Straggler(self.straggler)
-        except ValueError as exc:
-            raise InputError("straggler" if "Straggler" in str(exc) else "pricing", str(exc)) from None
-        for hw in self.hardware:
-            accelerator(hw)
-
-    def replace(self, **changes: Any) -> Constraints:
-        """A validated copy with some fields changed."""
-        return dataclasses.replace(self, **changes)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -189,9 +135,26 @@ class Plan:
     reasons: tuple[str, ...] = ()
     evaluations: int = 0
     """Configurations evaluated."""
+    centralized: Plan | None = None
+    """The centralized baseline (`centralized_baseline`) of the same target, when `plan(...,
+    baseline=True)` computed it; None otherwise."""
+
+    @property
+    def centralized_cost_usd(self) -> float | None:
+        """Cost of the centralized baseline's best plan (None if not computed or infeasible)."""
+        cb = self.centralized.best if self.centralized is not None else None
+        return cb.cost_usd if cb is not None else None
+
+    @property
+    def cost_premium(self) -> float | None:
+        """The evader's cost premium: best.cost_usd / the centralized baseline's cost (None if
+        either is missing)."""
+        base = self.centralized_cost_usd
+        return self.best.cost_usd / base if (self.best is not None and base is not None) else None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON: the best option's fields at the top level, plus runners-up and failures."""
+        """JSON: the best option's fields at the top level, plus runners-up and failures, and
+        (when computed) centralized_cost_usd, cost_premium and the centralized best option."""
         d: dict[str, Any] = {
             "feasible": self.feasible, "target_flop": self.target_flop, "metric": self.metric,
             "regime": self.regime, "mode": self.mode, "search": self.search, "objective": self.objective,
@@ -201,154 +164,19 @@ class Plan:
             d.update(self.best.to_dict())
         d["runners_up"] = [o.to_dict() for o in self.per_hardware]
         d["failures"] = dict(self.failures)
+        if self.centralized is not None:
+            cb = self.centralized.best
+            d["centralized_cost_usd"] = self.centralized_cost_usd
+            d["cost_premium"] = self.cost_premium
+            d["centralized"] = cb.to_dict() if cb is not None else None
         return d
-
-
-@dataclass(frozen=True, slots=True)
-class _HwVariant:
-    name: str
-    precision: Precision
-    chips: int
-
-
-def hardware_variants(mode: Mode, constraints: Constraints, regime_name: str) -> list[_HwVariant]:
-    """The node types searched: each accelerator at FP16/BF16 and, where searched, FP8.
-
-    Paper mode: the paper's nine node types plus FP8 variants of H100, GH200 and TPU v6e (12).
-    Default mode: every catalogue accelerator, with FP8 wherever the chip has it.
-    """
-    reg = regime(regime_name)
-    names = constraints.hardware or tuple(
-        a.name for a in accelerators().values() if (a.paper_search or mode is Mode.DEFAULT)
-    )
-    out: list[_HwVariant] = []
-    for n in names:
-        acc = accelerator(n)
-        chips = max_chips_under(acc, reg)
-        out.append(_HwVariant(acc.name, Precision.BF16, chips))
-        fp8 = acc.paper_fp8 if mode is Mode.PAPER else acc.dense_fp8_flop_per_s > 0
-        if fp8:
-            out.append(_HwVariant(acc.name, Precision.FP8, chips))
-    return out
-
-
-class _Space:
-    """The candidate set: (hardware, P, slot) combinations as flat arrays over kernel inputs.
-
-    Slot 0 is the paper's automatic choice (flat if the model fits one node, else PP-group);
-    slots 1.. are hierarchical DiLoCo with each group size, only for models that fit one node.
-    """
-
-    def __init__(self, variants: list[_HwVariant], mode: Mode, c: Constraints, regime_name: str,
-                 params_grid: Sequence[float], group_sizes: Sequence[int], p: ModelParams) -> None:
-        self.variants, self.mode, self.c, self.p = variants, mode, c, p
-        self.params_grid = np.asarray(params_grid, dtype=np.float64)
-        self.group_sizes = tuple(group_sizes)
-        wan_min = min(c.bandwidth_up_bits_per_s, c.bandwidth_down_bits_per_s)
-        self.base_scenarios = [
-            Scenario(
-                name="plan", hardware=v.name, precision=v.precision, chips_per_node=v.chips, num_nodes=1,
-                params=1e9, algorithm=Algorithm.AUTO, compression_ratio=c.compression_ratio, mfu=c.mfu,
-                bandwidth_up_bits_per_s=c.bandwidth_up_bits_per_s,
-                bandwidth_down_bits_per_s=c.bandwidth_down_bits_per_s, latency_s=c.latency_s,
-                duration_s=c.max_duration_s, straggler=Straggler(c.straggler), pricing=c.pricing, regime=regime_name,
-                # Every node is its own site: links between sites are the WAN unless the user says
-                # otherwise. Faster (co-located) links would make nodes one facility, i.e. one
-                # cluster that the covered-cluster rule counts as a whole.
-                regional_bandwidth_bits_per_s=c.regional_bandwidth_bits_per_s or wan_min,
-                regional_latency_s=c.latency_s,
-                pp_bandwidth_bits_per_s=c.pp_bandwidth_bits_per_s or wan_min,
-                pp_latency_s=c.latency_s,
-            )
-            for v in variants
-        ]
-        rows = [kernel_inputs(s, mode) for s in self.base_scenarios]
-        self.hw_inputs = {k: np.asarray([float(r[k]) for r in rows]) for k in rows[0]}
-        self.slot_mode = np.asarray([MODE_AUTO] + [MODE_HIER] * len(self.group_sizes), dtype=np.float64)
-        self.slot_group = np.asarray([8, *self.group_sizes], dtype=np.float64)
-        self.n_hw, self.n_p, self.n_slot = len(variants), len(self.params_grid), 1 + len(self.group_sizes)
-        hw_l, p_l, s_l = [], [], []
-        for h, r in enumerate(rows):
-            for i, P in enumerate(self.params_grid):
-                fits = P * (r["bytes_per_param"] + r["extra_bytes_per_param"]) <= r["node_memory_bytes"]
-                for sl in range(self.n_slot if fits else 1):
-                    hw_l.append(h)
-                    p_l.append(i)
-                    s_l.append(sl)
-        self.combo_hw = np.asarray(hw_l, dtype=np.int64)
-        self.combo_p = np.asarray(p_l, dtype=np.int64)
-        self.combo_slot = np.asarray(s_l, dtype=np.int64)
-        self.hw_start = np.searchsorted(self.combo_hw, np.arange(self.n_hw))
-        # Cost of one node over the whole time budget, exactly as the kernel costs it (plans use the
-        # full budget): purchase x multiplier plus energy, or rental. It orders and prunes hardware.
-        hours = c.max_duration_s / 3600.0
-        self.node_cost = np.asarray(
-            [r["chips_per_node"] * (r["rental_usd_per_chip_hour"] * hours if r["rental"]
-                                    else r["price_usd_per_chip"] * r["capex_multiplier"]
-                                    + r["tdp_w"] * r["pue"] * hours / 1000.0 * r["electricity_usd_per_kwh"])
-             for r in rows]
-        )
-        self.evaluations = 0
-        self.top_cache: Arr | None = None
-        # Largest node count per node type: max_nodes, and what the budget buys (cost = N x node cost).
-        budget_nodes = np.floor(c.max_cost_usd / self.node_cost * (1 + 1e-12)) if math.isfinite(c.max_cost_usd) \
-            else np.full(self.n_hw, float(c.max_nodes))
-        self.n_cap = np.clip(budget_nodes, 0.0, float(c.max_nodes))
-
-    def combos_of(self, h: int) -> npt.NDArray[np.int64]:
-        """Indices of hardware h's combos."""
-        end = self.hw_start[h + 1] if h + 1 < self.n_hw else len(self.combo_hw)
-        return np.arange(self.hw_start[h], end, dtype=np.int64)
-
-    def run_raw(self, combo: npt.NDArray[np.int64], n: npt.ArrayLike) -> dict[str, Arr]:
-        """Evaluate without the Chinchilla part (efficiency NaN): times, H, tokens, feasibility."""
-        x = self._inputs(combo, n)
-        x["min_overtraining"] = np.asarray(np.inf)
-        self.evaluations += int(np.size(x["params"]))
-        return evaluate(x, self.p)
-
-    def _inputs(self, combo: npt.NDArray[np.int64], n: npt.ArrayLike) -> dict[str, Arr]:
-        hw = self.combo_hw[combo]
-        x: dict[str, Arr] = {k: v[hw] for k, v in self.hw_inputs.items()}
-        sl = self.combo_slot[combo]
-        x["mode"] = self.slot_mode[sl]
-        x["group_size"] = self.slot_group[sl]
-        P = self.params_grid[self.combo_p[combo]]
-        x["params"] = P
-        x["active_params"] = P
-        x["num_nodes"] = np.broadcast_to(np.asarray(n, dtype=np.float64), P.shape)
-        x["inner_steps"] = np.zeros(())
-        x["tokens"] = np.zeros(())
-        return x
-
-    def run(self, combo: npt.NDArray[np.int64], n: npt.ArrayLike) -> dict[str, Arr]:
-        """Evaluate combos at node counts n (same shape or scalar) and add the validity mask of sec. 10."""
-        x = self._inputs(combo, n)
-        sl = self.combo_slot[combo]
-        x["min_overtraining"] = np.asarray(self.c.min_overtraining)
-        x["max_overtraining"] = np.asarray(self.c.max_overtraining)
-        r = evaluate(x, self.p)
-        self.evaluations += int(np.size(r["eta"]))
-        n_ = x["num_nodes"]
-        is_pp = r["mode_resolved"] == MODE_PP
-        group = self.slot_group[sl]
-        ot = r["overtraining_ratio"]
-        valid = (
-            (r["feasible"] > 0)
-            & (ot >= self.c.min_overtraining * (1 - 1e-9)) & (ot <= self.c.max_overtraining * (1 + 1e-9))
-            & np.where(sl > 0, (n_ >= 2 * group) & ~is_pp, True)
-            & np.where(is_pp, r["groups"] >= 2, True)
-            & (r["cost_usd"] <= self.c.max_cost_usd)
-        )
-        r["valid"] = valid.astype(np.float64)
-        return r
 
 
 def _metric(r: dict[str, Arr], metric: Metric) -> Arr:
     return r["c_local_flop"] if metric is Metric.C_LOCAL else r["c_quality_flop"]
 
 
-def _best_at(space: _Space, n_per_hw: Arr, metric: Metric) -> Arr:
+def _best_at(space: CandidateSpace, n_per_hw: Arr, metric: Metric) -> Arr:
     """best(N) for every hardware at its own N: the highest metric among valid candidates."""
     combos = np.arange(len(space.combo_hw))
     r = space.run(combos, np.asarray(n_per_hw, dtype=np.float64)[space.combo_hw])
@@ -356,7 +184,7 @@ def _best_at(space: _Space, n_per_hw: Arr, metric: Metric) -> Arr:
     return np.asarray(np.maximum.reduceat(m, space.hw_start), dtype=np.float64)
 
 
-def _final_at(space: _Space, hw: int, n: int, target: float, metric: Metric) -> int | None:
+def _final_at(space: CandidateSpace, hw: int, n: int, target: float, metric: Metric) -> int | None:
     """final(N, target): among valid candidates meeting the target, the highest C_quality (if none,
     the highest metric). Returns a combo index or None. Flat precedes hierarchical on ties."""
     combos = space.combos_of(hw)
@@ -370,7 +198,7 @@ def _final_at(space: _Space, hw: int, n: int, target: float, metric: Metric) -> 
     return int(combos[int(np.argmax(score))])
 
 
-def _bisect(space: _Space, target: float, metric: Metric) -> dict[int, int]:
+def _bisect(space: CandidateSpace, target: float, metric: Metric) -> dict[int, int]:
     """The paper's search, for all hardware at once. Returns {hw index: N} for those that can meet.
 
     The top of the range is max_nodes (the paper: 100,000), or fewer where the budget buys fewer nodes.
@@ -379,16 +207,16 @@ def _bisect(space: _Space, target: float, metric: Metric) -> dict[int, int]:
     cap = np.maximum(space.n_cap, 1.0)
     one = _best_at(space, np.ones(space.n_hw), metric)
     top = _best_at(space, cap, metric)
-    lo = np.full(space.n_hw, 2, dtype=np.int64)
-    hi = cap.astype(np.int64)
     active = (one < target) & (top >= target) & (space.n_cap >= 1)
-    while np.any(active & (lo < hi)):
-        mid = (lo + hi) // 2
-        b = _best_at(space, mid.astype(np.float64), metric)
-        step = active & (lo < hi)
-        meets = b >= target
-        hi = np.where(step & meets, mid, hi)
-        lo = np.where(step & ~meets, mid + 1, lo)
+
+    def meets(sel: IntArr, n: Arr) -> BoolArr:
+        # best(N) is evaluated for every hardware at once (one kernel call per step); only the
+        # hardware still bisecting is read.
+        n_all = np.ones(space.n_hw)
+        n_all[sel] = n
+        return np.asarray(_best_at(space, n_all, metric)[sel] >= target)
+
+    lo = first_true(np.where(active, 2.0, cap), cap, meets)
     for h in range(space.n_hw):
         if one[h] >= target and space.n_cap[h] >= 1:
             out[h] = 1
@@ -397,7 +225,7 @@ def _bisect(space: _Space, target: float, metric: Metric) -> dict[int, int]:
     return out
 
 
-def _exact(space: _Space, target: float, metric: Metric, upper: dict[int, int]) -> dict[int, int]:
+def _exact(space: CandidateSpace, target: float, metric: Metric, upper: dict[int, int]) -> dict[int, int]:
     """The smallest N meeting the target for each hardware, over every integer N.
 
     For one candidate (hardware, P, slot) the model's step functions of N are the inner-step count
@@ -412,22 +240,9 @@ def _exact(space: _Space, target: float, metric: Metric, upper: dict[int, int]) 
     NumPy arrays. Node counts whose cost exceeds the paper-bisection answer are never needed.
     """
     c = space.c
-    K = len(space.combo_hw)
-    allc = np.arange(K)
-    sl = space.combo_slot
-    group = space.slot_group[sl]
-    n_ref = np.where(sl > 0, 2.0 * group, 64.0)
-    raw = space.run_raw(allc, n_ref)
-    stages = raw["pipeline_stages"]
-    workers_ref = np.where(stages > 1, np.floor(n_ref / stages), n_ref)
-    ot_per_worker = raw["overtraining_ratio"] / np.maximum(workers_ref, 1.0)
-    usable = np.isfinite(ot_per_worker) & (ot_per_worker > 0) & (raw["fits"] > 0) & (raw["under_cap"] > 0)
-    opw = np.where(usable, ot_per_worker, 1.0)
-    w_lo = np.ceil(c.min_overtraining / opw * (1 - 1e-9))
-    w_hi = np.floor(c.max_overtraining / opw * (1 + 1e-9))
-    n_lo = np.where(stages > 1, w_lo * stages, w_lo)
-    n_lo = np.maximum(n_lo, np.where(sl > 0, 2.0 * group, np.where(stages > 1, 2.0 * stages, 1.0)))
-    n_hi = np.where(stages > 1, w_hi * stages + stages - 1, w_hi)
+    allc = np.arange(len(space.combo_hw))
+    n_ref = space.reference_nodes(allc)
+    usable, n_lo, n_hi = space.node_window(space.run_raw(allc, n_ref), allc, n_ref)
     best_cost = min((upper[h] * space.node_cost[h] for h in upper), default=math.inf)
     cap_hw = space.n_cap.copy()
     if math.isfinite(best_cost):
@@ -442,11 +257,11 @@ def _exact(space: _Space, target: float, metric: Metric, upper: dict[int, int]) 
     a = lo_all[idx].copy()
     hi = hi_all[idx]
 
-    def signature(ci: npt.NDArray[np.int64], n: Arr) -> Arr:
+    def signature(ci: IntArr, n: Arr) -> Arr:
         rr = space.run_raw(ci, n)
         return np.asarray(rr["inner_steps"] * 1e6 + rr["regional_rounds"], dtype=np.float64)
 
-    def meets_at(ci: npt.NDArray[np.int64], n: Arr) -> npt.NDArray[np.bool_]:
+    def meets_at(ci: IntArr, n: Arr) -> BoolArr:
         rr = space.run(ci, n)
         return np.asarray((rr["valid"] > 0) & (_metric(rr, metric) >= target))
 
@@ -459,31 +274,21 @@ def _exact(space: _Space, target: float, metric: Metric, upper: dict[int, int]) 
         act = np.nonzero(active)[0]
         ci = idx[act]
         sig_a = signature(ci, a[act])
-        # Last N of this piece: bisection on "signature(N) == signature(a)" (monotone in N).
-        p_lo, p_hi = a[act].copy(), hi[act].copy()
-        while True:
-            step = p_lo < p_hi
-            if not step.any():
-                break
-            mid = np.ceil((p_lo[step] + p_hi[step]) / 2)
-            same = signature(ci[step], mid) == sig_a[step]
-            p_lo[step] = np.where(same, mid, p_lo[step])
-            p_hi[step] = np.where(same, p_hi[step], mid - 1)
-        b = p_lo
+
+        def same_piece(sel: IntArr, n: Arr, ci: IntArr = ci, sig_a: Arr = sig_a) -> BoolArr:
+            return np.asarray(signature(ci[sel], n) == sig_a[sel])
+
+        # Last N of this piece: "signature(N) == signature(a)" holds from a up to the piece's end.
+        b = last_true(a[act], hi[act], same_piece)
         ok_end = meets_at(ci, b)
         # Inside a piece that meets at its end: first N that meets.
         if ok_end.any():
             sub = np.nonzero(ok_end)[0]
-            f_lo, f_hi = a[act][sub].copy(), b[sub].copy()
-            while True:
-                step = f_lo < f_hi
-                if not step.any():
-                    break
-                mid = np.floor((f_lo[step] + f_hi[step]) / 2)
-                m = meets_at(ci[sub][step], mid)
-                f_hi[step] = np.where(m, mid, f_hi[step])
-                f_lo[step] = np.where(m, f_lo[step], mid + 1)
-            first[act[sub]] = f_lo
+
+            def meets_sub(sel: IntArr, n: Arr, cs: IntArr = ci[sub]) -> BoolArr:
+                return meets_at(cs[sel], n)
+
+            first[act[sub]] = first_true(a[act][sub], b[sub], meets_sub)
         a[act] = b + 1
         active[act] = ~ok_end & (a[act] <= hi[act])
     result: dict[int, int] = {}
@@ -507,6 +312,7 @@ def plan(
     params: ModelParams = DEFAULT_PARAMS,
     params_grid: Sequence[float] | None = None,
     group_sizes: Sequence[int] = PAPER_GROUP_SIZES,
+    baseline: bool = False,
 ) -> Plan:
     """The cheapest (or fewest-node, or fastest) configuration reaching `target_flop` under a regime.
 
@@ -518,6 +324,8 @@ def plan(
             search defaults to bisect (paper) / exact (default).
         objective: cost (default), nodes, or time (shortest duration on a grid of 24 durations up to
             max_duration_s whose plan fits max_cost_usd).
+        baseline: also plan the centralized baseline (`centralized_baseline`, same constraints,
+            mode, metric, search and params) and attach it, giving `Plan.cost_premium`.
 
     Returns:
         A Plan; infeasible targets give ``feasible=False`` with the binding reason.
@@ -534,12 +342,17 @@ def plan(
         raise InputError("plan", str(exc)) from None
     regime(regime_name)
     if obj is Objective.TIME:
-        return _plan_fastest(target_flop, regime_name, c, m, met, srch, params, params_grid, group_sizes)
-    space = _make_space(m, c, regime_name, params, params_grid, group_sizes)
-    found = _bisect(space, target_flop, met)
-    if srch is Search.EXACT:
-        found = _exact(space, target_flop, met, found)
-    return _make_plan(space, found, target_flop, regime_name, m, met, obj, srch)
+        out = _plan_fastest(target_flop, regime_name, c, m, met, srch, params, params_grid, group_sizes)
+    else:
+        space = make_space(m, c, regime_name, params, params_grid, group_sizes)
+        found = _bisect(space, target_flop, met)
+        if srch is Search.EXACT:
+            found = _exact(space, target_flop, met, found)
+        out = _make_plan(space, found, target_flop, regime_name, m, met, obj, srch)
+    if baseline:
+        base = centralized_baseline(target_flop, constraints=c, mode=m, metric=met, search=srch, params=params)
+        out = dataclasses.replace(out, centralized=base)
+    return out
 
 
 def compare_searches(
@@ -560,7 +373,7 @@ def compare_searches(
     m = Mode(mode)
     c = constraints or Constraints()
     met = Metric(metric) if metric is not None else (Metric.C_LOCAL if m is Mode.PAPER else Metric.C_QUALITY)
-    space = _make_space(m, c, regime_name, params, None, PAPER_GROUP_SIZES)
+    space = make_space(m, c, regime_name, params, None, PAPER_GROUP_SIZES)
     found_b = _bisect(space, target_flop, met)
     found_e = _exact(space, target_flop, met, found_b)
     return {
@@ -569,14 +382,7 @@ def compare_searches(
     }
 
 
-def _make_space(m: Mode, c: Constraints, regime_name: str, params: ModelParams,
-                params_grid: Sequence[float] | None, group_sizes: Sequence[int]) -> _Space:
-    grid = [v * 1e9 for v in PAPER_PARAM_GRID_B] if params_grid is None else list(params_grid)
-    require(len(grid) > 0 and all(g > 0 for g in grid), "params_grid", "must be non-empty and positive")
-    return _Space(hardware_variants(m, c, regime_name), m, c, regime_name, grid, group_sizes, params)
-
-
-def _make_plan(space: _Space, found: dict[int, int], target_flop: float, regime_name: str, m: Mode, met: Metric,
+def _make_plan(space: CandidateSpace, found: dict[int, int], target_flop: float, regime_name: str, m: Mode, met: Metric,
                obj: Objective, srch: Search) -> Plan:
     options: list[PlanOption] = []
     failures: dict[str, str] = {}
@@ -610,7 +416,7 @@ def _metric_value(o: PlanOption, met: Metric) -> float:
     return o.c_local_flop if met is Metric.C_LOCAL else o.c_quality_flop
 
 
-def _why_not(space: _Space, h: int, target: float, met: Metric) -> str:
+def _why_not(space: CandidateSpace, h: int, target: float, met: Metric) -> str:
     if space.top_cache is None:
         space.top_cache = _best_at(space, np.maximum(space.n_cap, 1.0), met)
     best = float(space.top_cache[h])
@@ -631,7 +437,7 @@ def _binding_reason(failures: dict[str, str], target: float, met: Metric, c: Con
             + "; ".join(f"{k}: {v}" for k, v in list(failures.items())[:3]))
 
 
-def _option(space: _Space, h: int, n: int, combo: int, m: Mode) -> PlanOption:
+def _option(space: CandidateSpace, h: int, n: int, combo: int, m: Mode) -> PlanOption:
     pi, slot = int(space.combo_p[combo]), int(space.combo_slot[combo])
     r = space.run(np.asarray([combo]), float(n))
     v = {k: float(np.asarray(val).reshape(-1)[0]) for k, val in r.items()}
@@ -692,7 +498,8 @@ def centralized_baseline(
 ) -> Plan:
     """The same target trained in one cluster: no covered-cluster rule (8-chip servers), datacenter
     interconnect (1000 Gbps, 0.1 ms), no pseudo-gradient compression, same time budget and hardware
-    list. The evader's cost premium is plan(...).best.cost_usd / this plan's cost."""
+    list. The evader's cost premium, plan(...).best.cost_usd / this plan's cost, is
+    `plan(..., baseline=True).cost_premium`."""
     c = (constraints or Constraints()).replace(
         bandwidth_up_bits_per_s=DATACENTER_BITS_PER_S, bandwidth_down_bits_per_s=DATACENTER_BITS_PER_S,
         latency_s=DATACENTER_LATENCY_S, compression_ratio=1.0, regional_bandwidth_bits_per_s=None,
@@ -700,3 +507,22 @@ def centralized_baseline(
     )
     return plan(target_flop, regime_name="none", constraints=c, mode=mode, metric=metric, search=search,
                 params=params)
+
+
+__all__ = [
+    "DATACENTER_BITS_PER_S",
+    "DATACENTER_LATENCY_S",
+    "PAPER_GROUP_SIZES",
+    "PAPER_PARAM_GRID_B",
+    "Constraints",
+    "Metric",
+    "NodeType",
+    "Objective",
+    "Plan",
+    "PlanOption",
+    "Search",
+    "centralized_baseline",
+    "compare_searches",
+    "hardware_variants",
+    "plan",
+]

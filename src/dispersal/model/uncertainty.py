@@ -11,7 +11,7 @@ draws, so the search is done for all draws at once on a bounded candidate set:
 
 1. The planner runs once at the nominal values (the headline plan).
 2. Every candidate (hardware, model size, algorithm slot) of the planner's own candidate space
-   (`planner._Space`) gets its smallest node count meeting the target at the nominal values, and
+   (`candidates.CandidateSpace`, with its validity rule and overtraining window) gets its smallest node count meeting the target at the nominal values, and
    the candidates whose nominal cost is within `SHORTLIST_COST_FACTOR` of the cheapest are kept
    (at most `SHORTLIST_MAX`). Under the drawn values the cheapest plan is assumed to be one of them.
 3. For every (draw, candidate) pair, vectorised over both with `kernel.evaluate` and the draw's
@@ -55,12 +55,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dispersal.model import planner, units
+from dispersal.model import planner, quality, units
+from dispersal.model.bisection import first_true
+from dispersal.model.candidates import CandidateSpace, make_space
 from dispersal.model.efficiency import eta_h
 from dispersal.model.errors import InputError, require
-from dispersal.model.kernel import MODE_PP, evaluate
+from dispersal.model.kernel import evaluate
 from dispersal.model.params import DEFAULT_PARAMS, ModelParams
-from dispersal.model.scenario import Mode, kernel_inputs
+from dispersal.model.scenario import PAPER_MFU, Mode, kernel_inputs
 
 Arr = npt.NDArray[np.float64]
 IntArr = npt.NDArray[np.int64]
@@ -93,6 +95,9 @@ SHORTLIST_COST_FACTOR = 4.0
 SHORTLIST_MAX = 64
 GRID_POINTS = 16
 """Geometric node-count grid per (draw, candidate) overtraining window, refined by bisection."""
+WINDOW_SLACK = 0.02
+"""Relative widening of each (draw, candidate) overtraining window in N before the grid is laid
+(the exact validity rule then trims it): a numerical margin, not a model figure."""
 _CHUNK_ELEMENTS = 400_000
 
 
@@ -578,7 +583,7 @@ def _rescaled(p: planner.Plan, mode: Mode, scale: float) -> planner.PlanOption |
 class _Search:
     """Evaluates (draw, candidate, N) triples on the planner's candidate space."""
 
-    space: planner._Space
+    space: CandidateSpace
     draws: dict[str, Arr]
     """Per-draw arrays, one entry per varied quantity (see `_draw_arrays`)."""
     p: ModelParams
@@ -590,40 +595,33 @@ class _Search:
     def run(self, combo: IntArr, draw: IntArr, n: Arr, window: bool = True) -> dict[str, Arr]:
         """Kernel outputs plus ``valid``, ``meets``, ``metric`` and ``c_quality`` (eta_H rescaled)."""
         sp, d = self.space, self.draws
-        hw = sp.combo_hw[combo]
-        x: dict[str, Arr] = {k: v[hw] for k, v in sp.hw_inputs.items()}
-        sl = sp.combo_slot[combo]
-        x["mode"] = sp.slot_mode[sl]
-        x["group_size"] = sp.slot_group[sl]
-        P = sp.params_grid[sp.combo_p[combo]]
-        x["params"] = P
-        x["active_params"] = P
-        x["num_nodes"] = n
-        x["inner_steps"] = np.zeros(())
-        x["tokens"] = np.zeros(())
+        x = sp.inputs(combo, n)
         if window:
-            x["min_overtraining"] = np.asarray(self.c.min_overtraining)
-            x["max_overtraining"] = np.asarray(self.c.max_overtraining)
-        x["mfu"] = d["mfu"][draw]
+            sp.with_window(x)
+        P = x["params"]
+        if "mfu_scale" in d:
+            # Default mode without an explicit MFU: each accelerator's catalogue MFU, scaled per draw.
+            x["mfu"] = x["mfu"] * d["mfu_scale"][draw]
+        else:
+            x["mfu"] = d["mfu"][draw]
+        qp: quality.QualitySamples | None = None
+        if "q_u0" in d:
+            # The quality fit's parameter draws and the mapping (compute-space fit or its loss-space
+            # bound) per draw; paper-mode inputs keep the paper's form (-1).
+            x["quality_mapping"] = np.where(x["quality_mapping"] >= 0, d["quality_mapping"][draw], -1.0)
+            tail = d["q_tail"][draw]
+            qp = quality.QualitySamples(
+                base=quality.QualityParams(), replica_tail_exponent=tail,
+                **{f: d[f"q_{f}"][draw] for f in quality.FITTED_FIELDS},
+            )
         x["compression_quality"] = d["compression_quality"][draw]
         x["activation_quality"] = d["activation_quality"][draw]
         x["price_usd_per_chip"] = x["price_usd_per_chip"] * d["price_scale"][draw]
         x["rental_usd_per_chip_hour"] = x["rental_usd_per_chip_hour"] * d["price_scale"][draw]
         ov = {k: d[k][draw] for k in (*CHINCHILLA, "replica_beta_coeff", "replica_beta_exponent")}
-        r = evaluate(x, self.p, ov)
+        r = evaluate(x, self.p, ov, qp)
         self.evaluations += int(n.size)
-        # Same validity rule as planner._Space.run (spec sec. 10).
-        is_pp = r["mode_resolved"] == MODE_PP
-        group = sp.slot_group[sl]
-        ot = r["overtraining_ratio"]
-        valid = (
-            (r["feasible"] > 0)
-            & (ot >= self.c.min_overtraining * (1 - 1e-9))
-            & (ot <= self.c.max_overtraining * (1 + 1e-9))
-            & np.where(sl > 0, (n >= 2 * group) & ~is_pp, True)
-            & np.where(is_pp, r["groups"] >= 2, True)
-            & (r["cost_usd"] <= self.c.max_cost_usd)
-        )
+        valid = sp.validity(r, combo, n)
         # eta_H = clip(1 - alpha0 f(P) log10 H, floor, 1) is linear in alpha0 before the floor.
         ratio = d["eta_h_ratio"][draw]
         raw = eta_h(P, r["inner_steps_effective"], self.p.replace(eta_h_floor=1e-300))
@@ -651,22 +649,11 @@ class _Search:
         sp, c = self.space, self.c
         cc = np.tile(combos, draws.size)
         dd = np.repeat(draws, combos.size)
-        sl = sp.combo_slot[cc]
-        group = sp.slot_group[sl]
-        n_ref = np.where(sl > 0, 2.0 * group, 64.0)
-        # The overtraining window in N for this draw (tokens grow with the worker count), as in
-        # planner._exact, with 2% slack that the exact validity rule then trims.
+        n_ref = sp.reference_nodes(cc)
+        # The overtraining window in N for this draw (the planner's rule), widened by WINDOW_SLACK.
         r = self.run(cc, dd, n_ref, window=False)
-        stages = r["pipeline_stages"]
-        workers_ref = np.where(stages > 1, np.floor(n_ref / stages), n_ref)
-        opw = r["overtraining_ratio"] / np.maximum(workers_ref, 1.0)
-        usable = np.isfinite(opw) & (opw > 0) & (r["fits"] > 0) & (r["under_cap"] > 0)
-        opw = np.where(usable, opw, 1.0)
-        w_lo = np.floor(c.min_overtraining / opw * 0.98)
-        w_hi = np.ceil(c.max_overtraining / opw * 1.02)
-        n_lo = np.where(stages > 1, w_lo * stages, w_lo)
-        n_lo = np.maximum(n_lo, np.where(sl > 0, 2.0 * group, np.where(stages > 1, 2.0 * stages, 1.0)))
-        n_hi = np.minimum(np.where(stages > 1, w_hi * stages + stages - 1, w_hi), float(c.max_nodes))
+        usable, n_lo, n_hi = sp.node_window(r, cc, n_ref, slack=WINDOW_SLACK)
+        n_hi = np.minimum(n_hi, float(c.max_nodes))
         ok = usable & (n_hi >= n_lo)
         out = np.full(cc.size, np.nan)
         idx = np.flatnonzero(ok)
@@ -685,16 +672,15 @@ class _Search:
         b_hi = grid[rows, first]
         b_lo = np.where(first > 0, grid[rows, np.maximum(first - 1, 0)] + 1.0, b_hi)
         b_lo = np.minimum(b_lo, b_hi)
-        # Bisect the first cell that meets the target on its upper end.
-        active = has & (b_lo < b_hi)
-        while active.any():
-            a = np.flatnonzero(active)
-            mid = np.floor((b_lo[a] + b_hi[a]) / 2.0)
-            ok_mid = self.meets(cc[idx[a]], dd[idx[a]], mid)
-            b_hi[a] = np.where(ok_mid, mid, b_hi[a])
-            b_lo[a] = np.where(ok_mid, b_lo[a], mid + 1.0)
-            active = has & (b_lo < b_hi)
-        out[idx[has]] = b_hi[has]
+        # Bisect the first cell that meets the target on its upper end (a row with no such cell has
+        # b_lo == b_hi and is left alone).
+        ci, di = cc[idx], dd[idx]
+
+        def meets_at(sel: IntArr, n: Arr) -> npt.NDArray[np.bool_]:
+            return self.meets(ci[sel], di[sel], n)
+
+        n_first = first_true(b_lo, b_hi, meets_at)
+        out[idx[has]] = n_first[has]
         return out.reshape(draws.size, combos.size)
 
 
@@ -725,6 +711,14 @@ def _draw_arrays(
 # ---------------------------------------------------------------------------------------------------
 # results
 # ---------------------------------------------------------------------------------------------------
+#: Share of Monte Carlo draws that use the quality fit's conservative loss-space mapping instead of
+#: the compute-space one (issue 12): no evidence at frontier scale favours either, so half each.
+QUALITY_LOSS_MAPPING_SHARE = 0.5
+#: Share of draws that continue the replica penalty beyond M = 8 with a logarithmic tail instead of
+#: the fitted curve (docs/quality.md: no published data beyond M = 8; half each).
+QUALITY_LOG_TAIL_SHARE = 0.5
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class UncertaintyResult:
     """Monte Carlo ranges of the planner's answer."""
@@ -891,16 +885,34 @@ def plan_samples(
         target_flop, regime_name=regime_name, constraints=c0, mode=m, metric=metric, search=search, spec=spec
     )
     met = planner.Metric(nom_plan.metric)
-    c = constraints_for(nom_vals, c0)
+    # Default mode with the catalogue's MFU per accelerator: the MFU draws scale it (below) instead
+    # of replacing it with one absolute value for every node type.
+    relative_mfu = m is Mode.DEFAULT and c0.mfu is None
+    c = constraints_for({k: v for k, v in nom_vals.items() if not (relative_mfu and k == "mfu")}, c0)
     base = DEFAULT_PARAMS
-    grid = [v * 1e9 for v in planner.PAPER_PARAM_GRID_B]
-    variants = planner.hardware_variants(m, c, regime_name)
     draws_raw = spec.sample(samples, seed)
     # Draw 0 of the arrays is the nominal point (used for the shortlist); draws 1.. are the samples.
     merged = {k: np.concatenate([[float(nom_vals.get(k, np.nan))], v]) for k, v in draws_raw.items()}
     arrays = _draw_arrays(merged, spec, base, samples + 1)
     if "mfu" not in nom_vals:
-        arrays["mfu"] = np.full(samples + 1, c.mfu)
+        arrays["mfu"] = np.full(samples + 1, c.mfu if c.mfu is not None else math.nan)
+    if relative_mfu:
+        # The spec's MFU draws are absolute around the paper's 0.40: in default mode (catalogue MFU
+        # per accelerator) they act as a relative scale around that nominal.
+        arrays["mfu_scale"] = arrays["mfu"] / float(nom_vals.get("mfu", PAPER_MFU)) \
+            if "mfu" in nom_vals else np.ones(samples + 1)
+    if m is Mode.DEFAULT:
+        # Issue 12: sample the quality mapping and the fit's parameters. Draw 0 is the nominal fit
+        # (compute mapping, fitted values, the fitted tail).
+        rng_q = np.random.default_rng([seed, 12])
+        qs = quality.sample_quality_params(rng_q, samples, log_tail_fraction=QUALITY_LOG_TAIL_SHARE)
+        nominal_q = quality.QualityParams()
+        for f in quality.FITTED_FIELDS:
+            arrays[f"q_{f}"] = np.concatenate([[float(getattr(nominal_q, f))], getattr(qs, f)])
+        tail = qs.replica_tail_exponent if qs.replica_tail_exponent is not None else np.full(samples, np.nan)
+        arrays["q_tail"] = np.concatenate([[np.nan], tail])
+        arrays["quality_mapping"] = np.concatenate(
+            [[0.0], (rng_q.random(samples) < QUALITY_LOSS_MAPPING_SHARE).astype(np.float64)])
 
     def make(scale: float) -> _Search:
         pg = (
@@ -911,7 +923,7 @@ def plan_samples(
                 straggler_coeff_sync=base.straggler_coeff_sync * scale,
             )
         )
-        space = planner._Space(variants, m, c, regime_name, grid, planner.PAPER_GROUP_SIZES, pg)
+        space = make_space(m, c, regime_name, pg)
         return _Search(space=space, draws=arrays, p=pg, metric=met, target=float(target_flop), c=c)
 
     nom_scale = float(arrays["straggler_scale"][0])
@@ -964,7 +976,14 @@ def plan_samples(
             pct[k] = (float(q[0]), float(q[1]), float(q[2]))
         else:
             pct[k] = (math.nan, math.nan, math.nan)
-    labels = [f"{v.chips}x {v.name} {v.precision.value}" for v in variants]
+    if "quality_mapping" in arrays:
+        # How much of the spread is the quality-mapping choice: the cost percentiles of each half.
+        qm = arrays["quality_mapping"][1:]
+        for code, name in ((0.0, "compute"), (1.0, "loss")):
+            v = out["cost_usd"][feasible & (qm == code)]
+            q3 = np.percentile(v, [10, 50, 90]) if v.size else np.full(3, math.nan)
+            pct[f"cost_usd_{name}_mapping"] = (float(q3[0]), float(q3[1]), float(q3[2]))
+    labels = [f"{v.chips}x {v.name} {v.precision.value}" for v in s0.space.variants]
     share: dict[str, float] = {}
     for combo in choice[choice >= 0]:
         lab = labels[int(s0.space.combo_hw[combo])]

@@ -1,0 +1,337 @@
+"""What the planner searches over: the evader's constraints, the node types, and the candidate
+space of spec/model.md sec. 10 with its validity rule and overtraining window.
+
+One implementation, shared by the planner's searches (`dispersal.model.planner`) and the Monte
+Carlo over uncertain parameters (`dispersal.model.uncertainty`):
+
+- `Constraints`: links, time budget, hardware list, node cap, overtraining window, budget.
+- `hardware_variants`: the node types (accelerator x precision at the most chips a regime allows).
+- `CandidateSpace`: for each node type and model size P, the algorithm slots: if the model fits
+  one node, flat Streaming DiLoCo plus hierarchical DiLoCo for each group size n_g; otherwise
+  PP-group DiLoCo with S stages. H = H_min (the kernel's). `validity` drops candidates outside
+  min_overtraining <= OT <= max_overtraining, hierarchical groups with N < 2 n_g, PP-group runs
+  with fewer than 2 groups and plans over budget; `node_window` turns the overtraining window
+  into a node-count range per candidate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dispersal.model import units
+from dispersal.model.catalog import accelerator, accelerators, regime
+from dispersal.model.efficiency import Straggler
+from dispersal.model.errors import InputError, require
+from dispersal.model.kernel import MODE_AUTO, MODE_HIER, MODE_PP, evaluate
+from dispersal.model.params import ModelParams
+from dispersal.model.scenario import (
+    Algorithm,
+    Mode,
+    Precision,
+    Pricing,
+    Scenario,
+    kernel_inputs,
+    max_chips_under,
+)
+
+Arr = npt.NDArray[np.float64]
+BoolArr = npt.NDArray[np.bool_]
+
+#: The paper's model-size grid, billions of parameters (71 values, spec sec. 10).
+PAPER_PARAM_GRID_B: tuple[float, ...] = (
+    0.5, 1, 2, 5, 10, 25, 28, 30, 32, 35, 40, 45, 50, 60, 70, 78, 85, 91, 92, 100, 110, 120, 130, 140, 150, 155,
+    160, 165, 170, 172, 175, 178, 180, 185, 195, 200, 210, 225, 235, 240, 245, 248, 250, 252, 255, 258, 260, 265,
+    270, 275, 280, 290, 300, 310, 315, 320, 325, 330, 335, 340, 350, 375, 400, 450, 500, 625, 750, 1000, 1500,
+    2500, 5000, 10000,
+)
+#: Hierarchical group sizes searched (spec sec. 10).
+PAPER_GROUP_SIZES: tuple[int, ...] = (4, 8, 10, 12, 14, 16, 18, 20, 24, 32)
+
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Constraints:
+    """What the evader must live with. SI units."""
+
+    bandwidth_up_bits_per_s: float = 100e6
+    bandwidth_down_bits_per_s: float = 100e6
+    latency_s: float = 0.100
+    max_duration_s: float = 740 * units.SECONDS_PER_DAY
+    hardware: tuple[str, ...] = ()
+    """Accelerators to consider; empty = the paper's nine (paper mode) or the whole catalogue."""
+    max_nodes: int = 100_000
+    min_overtraining: float = 1.0
+    max_overtraining: float = 100.0
+    compression_ratio: float = 150.0
+    mfu: float | None = None
+    """Hardware MFU (6 P FLOP/token); None = 0.40 in paper mode, the catalogue's figure for each
+    accelerator and precision in default mode."""
+    straggler: str = "relay"
+    pricing: Pricing = Pricing.PURCHASE
+    max_cost_usd: float = math.inf
+    """Budget; used by the time objective (and as a hard cap for every objective)."""
+    regional_bandwidth_bits_per_s: float | None = None
+    """Regional link for hierarchical DiLoCo; None = the WAN (min of up and down), in both modes:
+    each node is a separate site (co-located nodes would form one covered cluster)."""
+    pp_bandwidth_bits_per_s: float | None = None
+    """Pipeline-stage link; None = the WAN, as above."""
+
+    def __post_init__(self) -> None:
+        for name in ("bandwidth_up_bits_per_s", "bandwidth_down_bits_per_s", "max_duration_s", "mfu",
+                     "compression_ratio", "max_cost_usd"):
+            v = getattr(self, name)
+            if v is not None:
+                require(v > 0 and not math.isnan(v), name, f"must be > 0, got {v}")
+        require(self.latency_s >= 0, "latency_s", f"must be >= 0 s, got {self.latency_s}")
+        require(self.mfu is None or self.mfu <= 1, "mfu", f"must be in (0, 1], got {self.mfu}")
+        require(isinstance(self.max_nodes, int) and 1 <= self.max_nodes <= 10_000_000, "max_nodes",
+                f"must be an integer in [1, 10,000,000], got {self.max_nodes}")
+        require(0 < self.min_overtraining <= self.max_overtraining, "min_overtraining",
+                f"must be in (0, max_overtraining], got {self.min_overtraining}")
+        try:
+            object.__setattr__(self, "pricing", Pricing(self.pricing))
+            Straggler(self.straggler)
+        except ValueError as exc:
+            raise InputError("straggler" if "Straggler" in str(exc) else "pricing", str(exc)) from None
+        for hw in self.hardware:
+            accelerator(hw)
+
+    def replace(self, **changes: Any) -> Constraints:
+        """A validated copy with some fields changed."""
+        return dataclasses.replace(self, **changes)
+
+
+
+@dataclass(frozen=True, slots=True)
+class NodeType:
+    """One node type searched: an accelerator, a precision, and the most chips per node the regime allows."""
+
+    name: str
+    precision: Precision
+    chips: int
+
+
+def hardware_variants(mode: Mode, constraints: Constraints, regime_name: str) -> list[NodeType]:
+    """The node types searched: each accelerator at FP16/BF16 and, where searched, FP8.
+
+    Paper mode: the paper's nine node types plus FP8 variants of H100, GH200 and TPU v6e (12).
+    Default mode: every catalogue accelerator, with FP8 wherever the chip has it.
+    """
+    reg = regime(regime_name)
+    names = constraints.hardware or tuple(
+        a.name for a in accelerators().values() if (a.paper_search or mode is Mode.DEFAULT)
+    )
+    out: list[NodeType] = []
+    for n in names:
+        acc = accelerator(n)
+        chips = max_chips_under(acc, reg)
+        out.append(NodeType(acc.name, Precision.BF16, chips))
+        fp8 = acc.paper_fp8 if mode is Mode.PAPER else acc.dense_fp8_flop_per_s > 0
+        if fp8:
+            out.append(NodeType(acc.name, Precision.FP8, chips))
+    return out
+
+
+
+class CandidateSpace:
+    """The planner's candidate set: (node type, P, slot) combinations as flat arrays over kernel inputs.
+
+    Slot 0 is the paper's automatic choice (flat if the model fits one node, else PP-group);
+    slots 1.. are hierarchical DiLoCo with each group size, only for models that fit one node.
+    The planner's searches and the Monte Carlo (`dispersal.model.uncertainty`) both evaluate it:
+    `inputs` builds the kernel inputs of (combo, N) pairs, `validity` is the rule of spec sec. 10
+    and `node_window` the overtraining window in N.
+    """
+
+    def __init__(self, variants: list[NodeType], mode: Mode, c: Constraints, regime_name: str,
+                 params_grid: Sequence[float], group_sizes: Sequence[int], p: ModelParams) -> None:
+        self.variants, self.mode, self.c, self.p = variants, mode, c, p
+        self.params_grid = np.asarray(params_grid, dtype=np.float64)
+        self.group_sizes = tuple(group_sizes)
+        wan_min = min(c.bandwidth_up_bits_per_s, c.bandwidth_down_bits_per_s)
+        self.base_scenarios = [
+            Scenario(
+                name="plan", hardware=v.name, precision=v.precision, chips_per_node=v.chips, num_nodes=1,
+                params=1e9, algorithm=Algorithm.AUTO, compression_ratio=c.compression_ratio, mfu=c.mfu,
+                bandwidth_up_bits_per_s=c.bandwidth_up_bits_per_s,
+                bandwidth_down_bits_per_s=c.bandwidth_down_bits_per_s, latency_s=c.latency_s,
+                duration_s=c.max_duration_s, straggler=Straggler(c.straggler), pricing=c.pricing, regime=regime_name,
+                # Every node is its own site: links between sites are the WAN unless the user says
+                # otherwise. Faster (co-located) links would make nodes one facility, i.e. one
+                # cluster that the covered-cluster rule counts as a whole.
+                regional_bandwidth_bits_per_s=c.regional_bandwidth_bits_per_s or wan_min,
+                regional_latency_s=c.latency_s,
+                pp_bandwidth_bits_per_s=c.pp_bandwidth_bits_per_s or wan_min,
+                pp_latency_s=c.latency_s,
+                # Default mode: one WAN link per node carries pipeline, regional and global traffic
+                # together, unless the user gave separate links.
+                split_links=c.regional_bandwidth_bits_per_s is not None or c.pp_bandwidth_bits_per_s is not None,
+            )
+            for v in variants
+        ]
+        rows = [kernel_inputs(s, mode, p) for s in self.base_scenarios]
+        self.hw_inputs = {k: np.asarray([float(r[k]) for r in rows]) for k in rows[0]}
+        self.slot_mode = np.asarray([MODE_AUTO] + [MODE_HIER] * len(self.group_sizes), dtype=np.float64)
+        self.slot_group = np.asarray([8, *self.group_sizes], dtype=np.float64)
+        self.n_hw, self.n_p, self.n_slot = len(variants), len(self.params_grid), 1 + len(self.group_sizes)
+        hw_l, p_l, s_l = [], [], []
+        for h, r in enumerate(rows):
+            for i, P in enumerate(self.params_grid):
+                fits = P * (r["bytes_per_param"] + r["extra_bytes_per_param"]) <= r["node_memory_bytes"]
+                for sl in range(self.n_slot if fits else 1):
+                    hw_l.append(h)
+                    p_l.append(i)
+                    s_l.append(sl)
+        self.combo_hw = np.asarray(hw_l, dtype=np.int64)
+        self.combo_p = np.asarray(p_l, dtype=np.int64)
+        self.combo_slot = np.asarray(s_l, dtype=np.int64)
+        self.hw_start = np.searchsorted(self.combo_hw, np.arange(self.n_hw))
+        # Cost of one node over the whole time budget, exactly as the kernel costs it (plans use the
+        # full budget): purchase x multiplier plus energy, or rental. It orders and prunes hardware.
+        hours = c.max_duration_s / 3600.0
+        self.node_cost = np.asarray(
+            [r["chips_per_node"] * (r["rental_usd_per_chip_hour"] * hours if r["rental"]
+                                    else r["price_usd_per_chip"] * r["capex_multiplier"]
+                                    + r["tdp_w"] * r["pue"] * hours / 1000.0 * r["electricity_usd_per_kwh"])
+             for r in rows]
+        )
+        self.evaluations = 0
+        self.top_cache: Arr | None = None
+        # Largest node count per node type: max_nodes, and what the budget buys (cost = N x node cost).
+        budget_nodes = np.floor(c.max_cost_usd / self.node_cost * (1 + 1e-12)) if math.isfinite(c.max_cost_usd) \
+            else np.full(self.n_hw, float(c.max_nodes))
+        self.n_cap = np.clip(budget_nodes, 0.0, float(c.max_nodes))
+
+    def combos_of(self, h: int) -> npt.NDArray[np.int64]:
+        """Indices of hardware h's combos."""
+        end = self.hw_start[h + 1] if h + 1 < self.n_hw else len(self.combo_hw)
+        return np.arange(self.hw_start[h], end, dtype=np.int64)
+
+    def run_raw(self, combo: npt.NDArray[np.int64], n: npt.ArrayLike) -> dict[str, Arr]:
+        """Evaluate without the Chinchilla part (efficiency NaN): times, H, tokens, feasibility."""
+        x = self.inputs(combo, n)
+        x["min_overtraining"] = np.asarray(np.inf)
+        self.evaluations += int(np.size(x["params"]))
+        return evaluate(x, self.p)
+
+    def inputs(self, combo: npt.NDArray[np.int64], n: npt.ArrayLike) -> dict[str, Arr]:
+        """Kernel inputs of combos at node counts n (same shape or scalar); no overtraining window."""
+        hw = self.combo_hw[combo]
+        x: dict[str, Arr] = {k: v[hw] for k, v in self.hw_inputs.items()}
+        sl = self.combo_slot[combo]
+        x["mode"] = self.slot_mode[sl]
+        x["group_size"] = self.slot_group[sl]
+        P = self.params_grid[self.combo_p[combo]]
+        x["params"] = P
+        x["active_params"] = P
+        x["num_nodes"] = np.broadcast_to(np.asarray(n, dtype=np.float64), P.shape)
+        x["inner_steps"] = np.zeros(())
+        x["tokens"] = np.zeros(())
+        return x
+
+    def with_window(self, x: dict[str, Arr]) -> dict[str, Arr]:
+        """Kernel inputs `x` with the overtraining window (the kernel skips the Chinchilla part outside it)."""
+        x["min_overtraining"] = np.asarray(self.c.min_overtraining)
+        x["max_overtraining"] = np.asarray(self.c.max_overtraining)
+        return x
+
+    def run(self, combo: npt.NDArray[np.int64], n: npt.ArrayLike) -> dict[str, Arr]:
+        """Evaluate combos at node counts n (same shape or scalar) and add the validity mask of sec. 10."""
+        x = self.with_window(self.inputs(combo, n))
+        r = evaluate(x, self.p)
+        self.evaluations += int(np.size(r["eta"]))
+        r["valid"] = self.validity(r, combo, x["num_nodes"]).astype(np.float64)
+        return r
+
+    def validity(self, r: Mapping[str, Arr], combo: npt.NDArray[np.int64], n: npt.ArrayLike) -> BoolArr:
+        """The validity rule of spec sec. 10 on kernel outputs `r` of combos at node counts n.
+
+        Valid: feasible under the kernel (memory, time budget, covered-cluster cap); overtraining
+        ratio inside [min_overtraining, max_overtraining] (relative tolerance 1e-9, the kernel's);
+        a hierarchical slot needs N >= 2 x group size and a model that fits one node (not PP);
+        PP-group DiLoCo needs >= 2 groups; cost within max_cost_usd.
+        """
+        c = self.c
+        sl = self.combo_slot[combo]
+        group = self.slot_group[sl]
+        n_ = np.asarray(n, dtype=np.float64)
+        is_pp = r["mode_resolved"] == MODE_PP
+        ot = r["overtraining_ratio"]
+        return np.asarray(
+            (r["feasible"] > 0)
+            & (ot >= c.min_overtraining * (1 - 1e-9)) & (ot <= c.max_overtraining * (1 + 1e-9))
+            & np.where(sl > 0, (n_ >= 2 * group) & ~is_pp, True)
+            & np.where(is_pp, r["groups"] >= 2, True)
+            & (r["cost_usd"] <= c.max_cost_usd),
+            dtype=bool,
+        )
+
+    def reference_nodes(self, combo: npt.NDArray[np.int64]) -> Arr:
+        """The node count at which `node_window` reads each combo's overtraining ratio per worker:
+        2 x group size for hierarchical slots (their smallest valid N), 64 otherwise."""
+        sl = self.combo_slot[combo]
+        return np.asarray(np.where(sl > 0, 2.0 * self.slot_group[sl], 64.0), dtype=np.float64)
+
+    def node_window(self, ref: Mapping[str, Arr], combo: npt.NDArray[np.int64], n_ref: Arr, *,
+                    slack: float | None = None) -> tuple[BoolArr, Arr, Arr]:
+        """The node counts [n_lo, n_hi] inside the overtraining window, per combo.
+
+        Tokens are proportional to the worker count (N for flat and hierarchical, floor(N / S) for
+        PP-group with S stages), compute-bound by construction of H_min, so the overtraining ratio
+        per worker read from kernel outputs `ref` at `n_ref` (`reference_nodes`) gives the window
+        in workers, hence in N. n_lo is also at least the structural minimum (2 x group size for
+        hierarchical slots, 2 groups of S stages for PP-group, else 1). n_hi is not capped.
+
+        slack None: exact, rounded inward with the kernel's 1e-9 tolerance (the planner's exact
+        search). slack s > 0: widened by the relative s and rounded outward (a search whose
+        parameters differ from those `ref` was read with; the validity rule then trims it).
+
+        Returns (usable, n_lo, n_hi); usable is False where `ref` gives no finite positive ratio
+        or the model does not fit or the node is over the covered-cluster cap.
+        """
+        c = self.c
+        sl = self.combo_slot[combo]
+        group = self.slot_group[sl]
+        stages = ref["pipeline_stages"]
+        workers_ref = np.where(stages > 1, np.floor(n_ref / stages), n_ref)
+        ot_per_worker = ref["overtraining_ratio"] / np.maximum(workers_ref, 1.0)
+        usable = np.isfinite(ot_per_worker) & (ot_per_worker > 0) & (ref["fits"] > 0) & (ref["under_cap"] > 0)
+        opw = np.where(usable, ot_per_worker, 1.0)
+        if slack is None:
+            w_lo = np.ceil(c.min_overtraining / opw * (1 - 1e-9))
+            w_hi = np.floor(c.max_overtraining / opw * (1 + 1e-9))
+        else:
+            w_lo = np.floor(c.min_overtraining / opw * (1 - slack))
+            w_hi = np.ceil(c.max_overtraining / opw * (1 + slack))
+        n_lo = np.where(stages > 1, w_lo * stages, w_lo)
+        n_lo = np.maximum(n_lo, np.where(sl > 0, 2.0 * group, np.where(stages > 1, 2.0 * stages, 1.0)))
+        n_hi = np.where(stages > 1, w_hi * stages + stages - 1, w_hi)
+        return np.asarray(usable, dtype=bool), np.asarray(n_lo, dtype=np.float64), np.asarray(n_hi, dtype=np.float64)
+
+
+def make_space(mode: Mode, c: Constraints, regime_name: str, params: ModelParams,
+               params_grid: Sequence[float] | None = None,
+               group_sizes: Sequence[int] = PAPER_GROUP_SIZES) -> CandidateSpace:
+    """The candidate space of `plan()`: every node type of `hardware_variants`, the model sizes
+    `params_grid` (parameters; default the paper's grid) and the hierarchical `group_sizes`."""
+    grid = [v * 1e9 for v in PAPER_PARAM_GRID_B] if params_grid is None else list(params_grid)
+    require(len(grid) > 0 and all(g > 0 for g in grid), "params_grid", "must be non-empty and positive")
+    return CandidateSpace(hardware_variants(mode, c, regime_name), mode, c, regime_name, grid, group_sizes, params)
+
+
+__all__ = [
+    "PAPER_GROUP_SIZES",
+    "PAPER_PARAM_GRID_B",
+    "CandidateSpace",
+    "Constraints",
+    "NodeType",
+    "hardware_variants",
+    "make_space",
+]
