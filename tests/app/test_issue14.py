@@ -32,18 +32,25 @@ def _ui(**changes: Any) -> dict[str, Any]:
     return ui
 
 
-def test_one_wan_setting_drives_every_link_unless_split() -> None:
-    ui = _ui(up_mbps=10.0, down_mbps=10.0)
-    assert ui["links"] == "one"
+@pytest.mark.parametrize("preset_side_link_mbps", [None, 100.0])
+@pytest.mark.parametrize("mode", ["default", "paper"])
+def test_one_wan_setting_drives_every_link_unless_split(
+    preset_side_link_mbps: float | None, mode: str
+) -> None:
+    """With Links = one, 10 Mbps on the WAN is 10 Mbps on every link the estimate and the planner use,
+    whether the preset leaves its side links empty or sets them equal to the WAN; split keeps them."""
+    side = {k: preset_side_link_mbps for k in ("regional_mbps", "pp_mbps")}
+    ui = _ui(up_mbps=10.0, down_mbps=10.0, mode=mode, links="one", **side)
     s = logic.build(ui).scenario
     assert s is not None
-    assert s.regional_bandwidth_bits_per_s == s.pp_bandwidth_bits_per_s == 10e6
-    assert s.regional_latency_s == s.pp_latency_s == 0.1
+    used = logic.resolved_links(s.to_dict(), mode)
+    assert used == {"regional": (10e6, 0.1), "pipeline": (10e6, 0.1)}
     args = views.plan_args(ui, logic.scenario_dict(ui))
     assert "regional_bandwidth_bits_per_s" not in args["constraints"] and args["links"] == "one"
-    split = _ui(up_mbps=10.0, down_mbps=10.0, links="split")
+    split = _ui(up_mbps=10.0, down_mbps=10.0, mode=mode, links="split", regional_mbps=100.0, pp_mbps=100.0)
     s2 = logic.build(split).scenario
-    assert s2 is not None and s2.regional_bandwidth_bits_per_s == 100e6  # the preset's own side link
+    assert s2 is not None and s2.regional_bandwidth_bits_per_s == s2.pp_bandwidth_bits_per_s == 100e6
+    assert logic.resolved_links(s2.to_dict(), mode)["pipeline"][0] == 100e6
     c2 = views.plan_args(split, logic.scenario_dict(split))["constraints"]
     assert c2["regional_bandwidth_bits_per_s"] == c2["pp_bandwidth_bits_per_s"] == 100e6
 

@@ -54,11 +54,11 @@ def test_query_round_trip() -> None:
         mode="paper",
         plan_target="3e25",
         regional_mbps=None,
-        error_feedback=True,
+        error_feedback=not ui["error_feedback"],  # a value that differs from the preset's
     )
     q = logic.query_from_ui(ui)
     assert all(isinstance(v, str) for v in q.values())
-    assert q["up_mbps"] == "1234.5" and q["tokens_t"] == "" and q["error_feedback"] == "true"
+    assert q["up_mbps"] == "1234.5" and q["tokens_t"] == "" and q["error_feedback"] == logic.encode(ui["error_feedback"])
     back, warnings = logic.ui_from_query(q)
     assert warnings == []
     assert back == ui

@@ -88,6 +88,7 @@ def test_sweep_writes_csv_and_png(tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_reproduce_headlines_within_five_percent(tmp_path: Path) -> None:
     """Paper mode reproduces the headline costs (1e24 / 1e25 / 1e26), the GPT-4 and Llama-405B node counts
     and the datacenter cost ratio within 5% of the published values; reproduction.md is written."""

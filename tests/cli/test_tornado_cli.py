@@ -10,6 +10,9 @@ from typer.testing import CliRunner
 
 from dispersal.cli import app
 
+# Each tornado is ~40 full re-plans: seconds on an idle machine, minutes on a shared one.
+pytestmark = pytest.mark.slow
+
 runner = CliRunner()
 FAST = ["tornado", "--hardware", "h100_sxm"]
 

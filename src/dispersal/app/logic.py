@@ -707,7 +707,7 @@ def _generic_fields() -> tuple[Field, ...]:
             out.append(Field(sf.name, "int", label, hint))
         elif isinstance(default, float):
             out.append(Field(sf.name, "float", label, hint))
-        elif default is None and "float" in str(sf.type):
+        elif default is None and ("float" in str(sf.type) or "int" in str(sf.type)):
             out.append(Field(sf.name, "optfloat", label, hint + " Empty = the model's default."))
         elif isinstance(default, str):
             out.append(Field(sf.name, "str", label, hint))
@@ -760,7 +760,10 @@ def _links_dict(
         ("pp_latency_s", "pp_latency_ms", 1e-3, wan_latency),
     )
     if one:
-        return {k: (None if ui[u] is None else wan) for k, u, _scale, wan in keys}
+        # A scenario with any side link gets every side link (rate and latency) set to the WAN's.
+        if all(ui[u] is None for _k, u, _scale, _wan in keys):
+            return dict.fromkeys(k for k, *_ in keys)
+        return {k: wan for k, _u, _scale, wan in keys}
     return {
         **{k: opt(u, scale) for k, u, scale, _wan in keys},
         **({"split_links": True} if _HAS_SPLIT else {}),
