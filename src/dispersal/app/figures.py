@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocator
 
 from dispersal.app.logic import BREAKDOWN_PARTS, waterfall_steps
 from dispersal.model import units
@@ -62,7 +62,7 @@ def _money_axis(ax: Any, which: str, values: Sequence[float]) -> None:
     if vals and max(vals) / min(vals) > 30:
         (ax.set_yscale if which == "y" else ax.set_xscale)("log")
         axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=8))
-        axis.set_minor_formatter(NullFormatter())
+        axis.set_minor_locator(NullLocator())
     else:
         (ax.set_yscale if which == "y" else ax.set_xscale)("linear")
         axis.set_major_locator(MaxNLocator(nbins=5, min_n_ticks=3))
@@ -74,6 +74,10 @@ def _money_axis(ax: Any, which: str, values: Sequence[float]) -> None:
 
 
 def _style(ax: Any, title: str) -> None:
+    # No minor tick labels: they are unreadable at this size and cost most of the drawing time.
+    for axis in (ax.xaxis, ax.yaxis):
+        if axis.get_scale() == "log":
+            axis.set_minor_locator(NullLocator())
     ax.set_title(title, fontsize=TITLE_FONT)
     ax.tick_params(labelsize=FONT)
     ax.xaxis.label.set_size(FONT)
@@ -276,6 +280,9 @@ def cost_curve_figure(
                 ax.axvline(float(r["x"]), color=colour, ls=":", lw=1, alpha=0.6)
     if logx:
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(
+            FuncFormatter(lambda v, _pos: f"{v:,.0f}" if axis != "target" else f"{v:.0e}")
+        )
     _money_axis(ax, "y", [r.get("cost_usd") for rows, *_ in series for r in rows])
     ax.set_xlabel(xlabel)
     ax.set_ylabel("cheapest plan cost")
@@ -390,8 +397,12 @@ def save_png(chart: Chart | Figure, path: Path) -> None:
 
 def svg_markup(chart: Chart) -> str:
     """Inline SVG: scales to its container, ``role="img"`` named by the alt text, a tooltip per mark."""
+    import matplotlib
+
     buf = io.BytesIO()
-    chart.figure.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    # Text as <text> (not glyph outlines): a third of the size, faster, and readable by screen readers.
+    with matplotlib.rc_context({"svg.fonttype": "none"}):
+        chart.figure.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     text = buf.getvalue().decode("utf-8")
     text = text[text.index("<svg") :]
     alt = html.escape(chart.alt, quote=True)
