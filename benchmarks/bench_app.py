@@ -27,11 +27,12 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def measure(src: Path, edits: int, views: tuple[str, ...]) -> dict[str, float | int | list[float]]:
+def measure(src: Path, edits: int, views: tuple[str, ...]) -> dict[str, Any]:
     """Run in this process: the app under ``src`` (a folder holding the ``dispersal`` package)."""
     from streamlit.testing.v1 import AppTest
 
@@ -64,13 +65,14 @@ def measure(src: Path, edits: int, views: tuple[str, ...]) -> dict[str, float | 
     }
 
 
-def _run_child(src: Path, edits: int, views: str) -> dict[str, object]:
+def _run_child(src: Path, edits: int, views: str) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(src) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     cmd = [sys.executable, __file__, "--child", str(src), "--edits", str(edits), "--views", views]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     if r.returncode != 0:
         raise SystemExit(f"benchmark child failed for {src}:\n{r.stderr[-3000:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    out: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
+    return out
 
 
 def _export(commit: str, dest: Path) -> Path:
@@ -98,13 +100,13 @@ def main() -> None:
     if a.child:
         print(json.dumps(measure(Path(a.child), a.edits, views)))
         return
-    out: dict[str, object] = {"this_tree": _run_child(ROOT / "src", a.edits, a.views)}
+    out: dict[str, Any] = {"this_tree": _run_child(ROOT / "src", a.edits, a.views)}
     if a.baseline:
         with tempfile.TemporaryDirectory() as tmp:
             out["baseline"] = _run_child(_export(a.baseline, Path(tmp)), a.edits, a.views)
             out["baseline_commit"] = a.baseline
         base, now = out["baseline"], out["this_tree"]
-        out["ratio_median_edit"] = float(base["median_edit_s"]) / float(now["median_edit_s"])  # type: ignore[index]
+        out["ratio_median_edit"] = float(base["median_edit_s"]) / float(now["median_edit_s"])
     if a.json:
         print(json.dumps(out, indent=2))
         return
@@ -112,9 +114,9 @@ def main() -> None:
         if name in out:
             r = out[name]
             print(
-                f"{name:10s} cold {r['cold_s']:.2f} s, edit median {r['median_edit_s']:.3f} s, "  # type: ignore[index]
+                f"{name:10s} cold {r['cold_s']:.2f} s, edit median {r['median_edit_s']:.3f} s, "
                 f"max {r['max_edit_s']:.3f} s over {r['edits']} edits"
-            )  # type: ignore[index]
+            )
     if "ratio_median_edit" in out:
         print(f"baseline / this tree (median edit): {out['ratio_median_edit']:.2f}x")
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from matplotlib.text import Text
 from typer.testing import CliRunner
 
 from dispersal.app import figures, logic, views
@@ -186,9 +187,10 @@ def test_figures_are_svg_with_alt_text_and_hover_values() -> None:
         assert svg.count("<title>") == len(chart.tips) + 1 and len(chart.tips) >= 2
         for tip in chart.tips.values():
             assert f"<title>{html.escape(tip)}</title>" in svg
-        for text in chart.figure.findobj(lambda a: hasattr(a, "get_fontsize")):
-            if getattr(text, "get_text", lambda: "")():
-                assert text.get_fontsize() >= 9.5, (chart.alt, text.get_text())
+        for text in chart.figure.findobj(Text):
+            assert isinstance(text, Text)
+            if text.get_text():
+                assert float(text.get_fontsize()) >= 9.5, (chart.alt, text.get_text())
 
 
 @pytest.mark.slow

@@ -58,7 +58,11 @@ def test_query_round_trip() -> None:
     )
     q = logic.query_from_ui(ui)
     assert all(isinstance(v, str) for v in q.values())
-    assert q["up_mbps"] == "1234.5" and q["tokens_t"] == "" and q["error_feedback"] == logic.encode(ui["error_feedback"])
+    assert (
+        q["up_mbps"] == "1234.5"
+        and q["tokens_t"] == ""
+        and q["error_feedback"] == logic.encode(ui["error_feedback"])
+    )
     back, warnings = logic.ui_from_query(q)
     assert warnings == []
     assert back == ui

@@ -53,7 +53,7 @@ class Chart:
     tips: dict[str, str] = field(default_factory=dict)
 
 
-def _money_axis(ax: Any, which: str, values: Sequence[float]) -> None:
+def _money_axis(ax: Any, which: str, values: Sequence[float | None]) -> None:
     """A readable money axis: log with 1-2-5 ticks when the values span more than 30x, else linear
     with at most 6 ticks; labels like $31M. Either way the tick labels cannot crowd each other."""
     vals = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0]
