@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from dispersal.cli._common import atomic_write_text, fail, guarded
+from dispersal.cli._common import atomic_write_text, fail, guarded, print_json
 from dispersal.model.errors import InputError
 
 TORCH_MISSING = "calibrate needs torch for training: pip install 'dispersal[train]' (or use --analyse-only)"
@@ -34,19 +34,48 @@ def _ints(text: str, field: str) -> tuple[int, ...]:
 
 @guarded
 def calibrate_cmd(
-    out: Annotated[Path, typer.Option(help="Output folder: results.jsonl (resumable), data cache.")] = Path("runs/calibration"),
-    budget_minutes: Annotated[float | None, typer.Option(help="Only run the highest-priority points that fit (estimated).")] = None,
-    steps: Annotated[int, typer.Option(help="Global steps per sweep point (equal tokens for every point).")] = 1000,
-    global_batch: Annotated[int, typer.Option(help="Sequences per global step, split over the M workers.")] = 16,
-    sizes: Annotated[str, typer.Option(help="Model sizes, comma-separated: tiny, tiny-w128, small.")] = "tiny,tiny-w128",
-    seeds: Annotated[str, typer.Option(help="Training seeds, comma-separated (the second is tier 5).")] = "0,1",
+    out: Annotated[Path, typer.Option(help="Output folder: results.jsonl (resumable), data cache.")] = Path(
+        "runs/calibration"
+    ),
+    budget_minutes: Annotated[
+        float | None, typer.Option(help="Only run the highest-priority points that fit (estimated).")
+    ] = None,
+    steps: Annotated[
+        int, typer.Option(help="Global steps per sweep point (equal tokens for every point).")
+    ] = 1000,
+    global_batch: Annotated[
+        int, typer.Option(help="Sequences per global step, split over the M workers.")
+    ] = 16,
+    sizes: Annotated[
+        str, typer.Option(help="Model sizes, comma-separated: tiny, tiny-w128, small.")
+    ] = "tiny,tiny-w128",
+    seeds: Annotated[
+        str, typer.Option(help="Training seeds, comma-separated (the second is tier 5).")
+    ] = "0,1",
     jobs: Annotated[int, typer.Option(help="Parallel training processes (one torch thread each).")] = 2,
     bootstrap: Annotated[int, typer.Option(help="Bootstrap replicates for the error bars.")] = 200,
-    toml: Annotated[Path | None, typer.Option(help="Write the calibration TOML here (default OUT/calibration.toml).")] = None,
-    docs: Annotated[Path | None, typer.Option(help="Also write calibration.md and calibration_*.png into this folder.")] = None,
-    bench: Annotated[Path | None, typer.Option(help="Also write the benchmark note (markdown) to this file.")] = None,
-    analyse_only: Annotated[bool, typer.Option("--analyse-only", help="Train nothing; analyse OUT/results.jsonl.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="List the points that would run, then exit.")] = False,
+    toml: Annotated[
+        Path | None, typer.Option(help="Write the calibration TOML here (default OUT/calibration.toml).")
+    ] = None,
+    docs: Annotated[
+        Path | None, typer.Option(help="Also write calibration.md and calibration_*.png into this folder.")
+    ] = None,
+    bench: Annotated[
+        Path | None, typer.Option(help="Also write the benchmark note (markdown) to this file.")
+    ] = None,
+    analyse_only: Annotated[
+        bool, typer.Option("--analyse-only", help="Train nothing; analyse OUT/results.jsonl.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List the points that would run, then exit.")
+    ] = False,
+    json_: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help='Print {"written": [...], "calibration": ..., "points": N, "sizes": [...]} as JSON; tables go to stderr.',
+        ),
+    ] = False,
 ) -> None:
     """Sweep H x M x codec x model size on the testbed at equal tokens, convert each run's loss to
     effective DDP compute (eta), fit eta_H / replica / compression forms, write a calibration TOML.
@@ -80,9 +109,11 @@ def calibrate_cmd(
     spec = sweep.SweepSpec(steps=steps, global_batch=global_batch, sizes=size_list, seeds=seed_list)
     results = out / "results.jsonl"
     done = {r["key"] for r in sweep.load_results(results)}
+    from rich.console import Console
+
     from dispersal.cli._render import console
 
-    con = console()
+    con = Console(stderr=True, highlight=False) if json_ else console()
     if not analyse_only:
         try:
             import torch  # noqa: F401
@@ -96,8 +127,10 @@ def calibrate_cmd(
             budget_s = max(0.0, budget_minutes * 60 - 90 - (time.perf_counter() - t_start))
         chosen = sweep.select(allp, done, budget_s, jobs, step_s)
         est = sum(sweep.estimate_s(p, step_s) for p in chosen) / jobs
-        con.print(f"{len(allp)} points in the full sweep, {len(done)} already done, running {len(chosen)} "
-                  f"(estimated {est / 60:.1f} min on {jobs} processes; s/step {', '.join(f'{k} {v * 1e3:.0f} ms' for k, v in step_s.items())})")
+        con.print(
+            f"{len(allp)} points in the full sweep, {len(done)} already done, running {len(chosen)} "
+            f"(estimated {est / 60:.1f} min on {jobs} processes; s/step {', '.join(f'{k} {v * 1e3:.0f} ms' for k, v in step_s.items())})"
+        )
         if dry_run:
             for p in chosen:
                 con.print(f"  tier {p['tier']}: {p['key']}  ~{sweep.estimate_s(p, step_s):.0f} s")
@@ -111,12 +144,22 @@ def calibrate_cmd(
             TimeRemainingColumn,
         )
 
-        with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      TimeRemainingColumn(), console=con) as bar:
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=con,
+        ) as bar:
             task = bar.add_task("calibration sweep", total=len(chosen))
 
             def on_done(rec: dict[str, object]) -> None:
-                bar.update(task, advance=1, description=f"{str(rec['key']).split('|seed')[0]} loss {rec['val_loss']:.3f}")
+                bar.update(
+                    task,
+                    advance=1,
+                    description=f"{str(rec['key']).split('|seed')[0]} loss {rec['val_loss']:.3f}",
+                )
 
             deadline = None if budget_s is None else time.monotonic() + budget_s
             sweep.run_points(chosen, out, jobs, on_done, deadline=deadline)
@@ -125,13 +168,19 @@ def calibrate_cmd(
         raise InputError("out", f"no finished points in {results}; run without --analyse-only first")
     summary = report.summarize(records, n_boot=bootstrap)
     if not summary["sizes"]:
-        raise InputError("out", "not enough points to fit (need the DDP reference curve and one DiLoCo point)")
-    cmd = "dispersal calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:]) if len(sys.argv) > 1 and sys.argv[1] == "calibrate" \
+        raise InputError(
+            "out", "not enough points to fit (need the DDP reference curve and one DiLoCo point)"
+        )
+    cmd = (
+        "dispersal calibrate " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+        if len(sys.argv) > 1 and sys.argv[1] == "calibrate"
         else "dispersal calibrate"
+    )
     meta = report.meta_info(cmd, sorted({int(r["seed"]) for r in summary["records"]}))
     toml_path = toml or out / "calibration.toml"
     atomic_write_text(toml_path, report.calibration_toml(summary, meta))
     from dispersal.calibration.tomlio import load_calibration
+
     cal = load_calibration(toml_path, extrapolate=True)  # what-ifs; in-range is what --calibration applies
     h_pub, h_cal = report.headline_variants(cal, list(summary["params"]), load_calibration(toml_path)), None
     con.print(report.tables_md(summary))
@@ -145,12 +194,35 @@ def calibrate_cmd(
         import datetime as _dt
 
         bench_path = bench or out / f"calibration_cpu_{_dt.date.today():%Y%m}_dev.md"
-        written += report.write_docs(summary, meta, h_pub, h_cal, toml_path, docs or out, bench_path, {
-            "results": str(results), "steps": steps, "global_batch": global_batch, "eval_batches": 32,
-            "budget": "n/a (--analyse-only: trains nothing)" if analyse_only
-            else (f"{budget_minutes} min" if budget_minutes else "none (full sweep)"),
-            "wall_s": time.perf_counter() - t_start,
-        })
+        written += report.write_docs(
+            summary,
+            meta,
+            h_pub,
+            h_cal,
+            toml_path,
+            docs or out,
+            bench_path,
+            {
+                "results": str(results),
+                "steps": steps,
+                "global_batch": global_batch,
+                "eval_batches": 32,
+                "budget": "n/a (--analyse-only: trains nothing)"
+                if analyse_only
+                else (f"{budget_minutes} min" if budget_minutes else "none (full sweep)"),
+                "wall_s": time.perf_counter() - t_start,
+            },
+        )
+    if json_:
+        print_json(
+            {
+                "written": [str(p) for p in written],
+                "calibration": str(toml_path),
+                "points": len(records),
+                "sizes": sorted(summary["sizes"]),
+            }
+        )
+        return
     con.print("wrote: " + ", ".join(str(p) for p in written))
 
 
