@@ -73,11 +73,25 @@ def _money_axis(ax: Any, which: str, values: Sequence[float | None]) -> None:
     axis.set_major_formatter(money)
 
 
+def _count_label(v: float, _pos: Any = None) -> str:
+    """Plain tick text for a log axis (no mathtext, which is not thread-safe): 10, 100, 1k, 1M, 1e+24."""
+    if v <= 0:
+        return ""
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if 1 <= v / div < 1000 and v < 1e12:
+            return f"{v / div:g}{suffix}"
+    return f"{v:g}"
+
+
 def _style(ax: Any, title: str) -> None:
     # No minor tick labels: they are unreadable at this size and cost most of the drawing time.
+    # Log axes get plain labels: matplotlib's default ones are mathtext, whose parser fails when two
+    # Streamlit sessions draw at once.
     for axis in (ax.xaxis, ax.yaxis):
         if axis.get_scale() == "log":
             axis.set_minor_locator(NullLocator())
+            if not isinstance(axis.get_major_formatter(), FuncFormatter):
+                axis.set_major_formatter(FuncFormatter(_count_label))
     ax.set_title(title, fontsize=TITLE_FONT)
     ax.tick_params(labelsize=FONT)
     ax.xaxis.label.set_size(FONT)
@@ -121,6 +135,8 @@ def waterfall_figure(d: Mapping[str, Any]) -> Chart:
     positive = [v for b in bars for v in b[1:3] if v > 0]
     if positive:
         ax.set_ylim(min(positive) / 3, max(positive) * 4)
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=8))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.0e}".replace("e+", "e")))
     ax.set_xticks(range(len(bars)), [b[0] for b in bars], rotation=35, ha="right")
     ax.set_ylabel("FLOP")
     _style(ax, "Raw compute to effective compute (hover for values)")

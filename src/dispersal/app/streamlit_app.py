@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -233,10 +234,15 @@ _BUILDERS: dict[str, Any] = {
 }
 
 
+#: Matplotlib is not thread-safe and Streamlit runs each session in its own thread: one figure at a time.
+_DRAW_LOCK = threading.Lock()
+
+
 @st.cache_data(show_spinner=False, max_entries=128)
 def _figure_svg(kind: str, payload: str) -> str:
     """Inline SVG of one figure, cached on its JSON input (reruns with unchanged inputs redraw nothing)."""
-    return figures.svg_markup(_BUILDERS[kind](json.loads(payload)))
+    with _DRAW_LOCK:
+        return figures.svg_markup(_BUILDERS[kind](json.loads(payload)))
 
 
 def show_figure(kind: str, data: Any) -> None:
