@@ -830,8 +830,13 @@ def nominal_plan(
     """
     spec = spec or default_spec()
     vals = dict(spec.nominal()) if values is None else dict(values)
-    c = constraints_for(vals, constraints or planner.Constraints())
     m = Mode(mode)
+    c0 = constraints or planner.Constraints()
+    # Default mode with the catalogue's MFU per accelerator: the spec's absolute MFU (centred on the
+    # paper's 0.40) is not imposed on every node type (the Monte Carlo applies it as a relative scale).
+    if m is Mode.DEFAULT and c0.mfu is None:
+        vals.pop("mfu", None)
+    c = constraints_for(vals, c0)
     p = planner.plan(
         target_flop,
         regime_name=regime_name,
@@ -901,8 +906,9 @@ def plan_samples(
         # per accelerator) they act as a relative scale around that nominal.
         arrays["mfu_scale"] = arrays["mfu"] / float(nom_vals.get("mfu", PAPER_MFU)) \
             if "mfu" in nom_vals else np.ones(samples + 1)
-    if m is Mode.DEFAULT:
-        # Issue 12: sample the quality mapping and the fit's parameters. Draw 0 is the nominal fit
+    if m is Mode.DEFAULT and not all(par.distribution.is_degenerate for par in spec.parameters):
+        # Issue 12: sample the quality mapping and the fit's parameters (not for a degenerate spec,
+        # whose draws all equal the nominal plan). Draw 0 is the nominal fit
         # (compute mapping, fitted values, the fitted tail).
         rng_q = np.random.default_rng([seed, 12])
         qs = quality.sample_quality_params(rng_q, samples, log_tail_fraction=QUALITY_LOG_TAIL_SHARE)
