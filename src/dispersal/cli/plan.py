@@ -146,6 +146,9 @@ def plan_cmd(
 
     con = console()
     con.print(plan_table(plans))
+    for p in plans:
+        if p.extrapolation:
+            con.print(f"[yellow]extrapolation[/yellow] ({p.target_flop:.3g} FLOP): " + "; ".join(p.extrapolation))
     if runners_up:
         for p in plans:
             con.print(runners_up_table(p))

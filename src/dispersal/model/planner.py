@@ -46,6 +46,7 @@ from dispersal.model.candidates import (
 from dispersal.model.catalog import regime
 from dispersal.model.errors import InputError, require
 from dispersal.model.kernel import MODE_HIER, MODE_NAMES, MODE_PP
+from dispersal.model.estimate import estimate
 from dispersal.model.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.scenario import Algorithm, Mode, Scenario
 
@@ -152,6 +153,14 @@ class Plan:
         base = self.centralized_cost_usd
         return self.best.cost_usd / base if (self.best is not None and base is not None) else None
 
+    @property
+    def extrapolation(self) -> tuple[str, ...]:
+        """Where the best plan lies outside the quality fit's evidence (replicas, H, model size,
+        fragments, compression), each with the fitted range; empty when infeasible."""
+        if self.best is None:
+            return ()
+        return estimate(self.best.scenario, mode=self.mode).extrapolation
+
     def to_dict(self) -> dict[str, Any]:
         """JSON: the best option's fields at the top level, plus runners-up and failures, and
         (when computed) centralized_cost_usd, cost_premium and the centralized best option."""
@@ -162,6 +171,7 @@ class Plan:
         }
         if self.best is not None:
             d.update(self.best.to_dict())
+        d["extrapolation"] = list(self.extrapolation)
         d["runners_up"] = [o.to_dict() for o in self.per_hardware]
         d["failures"] = dict(self.failures)
         if self.centralized is not None:
