@@ -19,7 +19,7 @@ DEFAULT_TARGETS = (1e24, 1e25, 1e26)
 
 def build_constraints(
     *, bandwidth: str, latency: str | None, distance: str | None, max_days: float, hardware: list[str] | None,
-    max_nodes: int, compression: float, mfu: float, straggler: str, max_cost: str | None,
+    max_nodes: int, compression: float, mfu: float | None, straggler: str, max_cost: str | None,
 ) -> Constraints:
     """Flags -> Constraints (units parsed, latency from distance when given)."""
     up, down = units.parse_up_down(bandwidth, "bandwidth")
@@ -89,7 +89,7 @@ def plan_cmd(
     hardware: Annotated[list[str] | None, typer.Option(help="Restrict to these accelerators (repeatable).")] = None,
     max_nodes: Annotated[int, typer.Option(help="Largest node count searched.")] = 100_000,
     compression: Annotated[float, typer.Option(help="Pseudo-gradient compression ratio C_r.")] = 150.0,
-    mfu: Annotated[float, typer.Option(help="Model FLOP utilisation.")] = 0.40,
+    mfu: Annotated[float | None, typer.Option(help="Model FLOP utilisation (6 P FLOP/token); default: 0.40 in paper mode, the catalogue's per accelerator and precision in default mode.")] = None,
     straggler: Annotated[str, typer.Option(help="relay, synchronous, threshold or backup.")] = "relay",
     max_cost: Annotated[str | None, typer.Option(help="Budget, e.g. 500M (binds the time objective).")] = None,
     objective: Annotated[str, typer.Option(help="cost, nodes or time.")] = "cost",
