@@ -534,8 +534,12 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
     duty = np.minimum(1.0, link_use_up)
     # Bursts run at the link rate; a PP node's activations use the (possibly faster) stage link.
     peak_up = np.where(up_bits_cycle > 0, np.where(is_pp & (A_bits > 0), np.maximum(up, g("pp_bits_per_s")), up), 0.0)
-    sync_up = sel(u_ddp, u_flat, u_glob, u_pp)
-    sync_down = sel(u_ddp, d_flat, d_glob, d_pp)
+    if grounded_traffic.any():
+        sync_up = sel(u_ddp, u_flat, u_glob, u_pp)
+        sync_down = sel(u_ddp, d_flat, d_glob, d_pp)
+    else:
+        # Paper mode: one payload each way, as its relay formula charges.
+        sync_up = sync_down = sel(u_ddp, P * wire * (N > 1), P * wire * (G_h > 1), P_pp * wire * (G_pp > 1))
 
     # --- where the time goes (seconds over the run, one worker's timeline) ---------------------
     busy_step = steps_per_cycle * step_time
