@@ -352,7 +352,9 @@ def _planner_tab(ui: dict[str, Any], built: logic.Built) -> None:
             st.session_state["_plan"] = (key, {"error": logic.relabel(logic.one_line(exc))}, args)
     stored = st.session_state.get("_plan")
     if stored is None:
-        st.info("Press the button to search (about a second).")
+        st.info(
+            "Press the button to search (about a second in paper mode; up to a minute for a default-mode exact search that finds no plan)."
+        )
         return
     if stored[0] != key:
         st.info("Inputs changed since this plan was computed; press the button to update.")
