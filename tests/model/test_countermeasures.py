@@ -36,6 +36,7 @@ def test_each_lever_never_lowers_the_evader_cost(name: str, base_cost: float) ->
     assert o.cost_usd >= base_cost * (1 - 1e-12)
 
 
+@pytest.mark.slow
 def test_default_mode_levers_never_lower_cost() -> None:
     conv = Convention(mode="default")
     rows = analyse(TARGET, ["threshold_8", "threshold_4", "hbm", "bandwidth_cap"], convention=conv)

@@ -111,7 +111,9 @@ def test_looser_constraint_never_costs_more(tight, loose):
 
 def test_infeasible_target_gives_binding_reason():
     """1e29 FLOP in 30 days at 1 Mbps is infeasible, and says what binds."""
-    c = Constraints(max_duration_s=30 * 86400.0, bandwidth_up_bits_per_s=1e6, bandwidth_down_bits_per_s=1e6)
+    # One node type and a node cap keep the (exhaustive) default-mode search short.
+    c = Constraints(max_duration_s=30 * 86400.0, bandwidth_up_bits_per_s=1e6, bandwidth_down_bits_per_s=1e6,
+                    hardware=("h100_sxm",), max_nodes=1_000)
     p = plan(1e29, constraints=c)
     assert not p.feasible and p.best is None
     assert "time budget" in p.reasons[0]
