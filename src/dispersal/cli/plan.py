@@ -125,7 +125,7 @@ def plan_cmd(
     dicts: list[dict[str, Any]] = [p.to_dict() for p in plans]
     tables: list[Any] = []
     if samples:
-        from rich.progress import Progress
+        from rich.progress import Progress, TaskID
 
         from dispersal.cli.uncertainty import render_samples_table
         from dispersal.model import uncertainty
@@ -133,9 +133,13 @@ def plan_cmd(
         with Progress(transient=True, disable=json_) as prog:
             for p, d in zip(plans, dicts, strict=True):
                 task = prog.add_task(f"Monte Carlo {p.target_flop:.3g}", total=samples)
+
+                def advance(done: int, total: int, t: TaskID = task) -> None:
+                    prog.update(t, completed=done, total=total)
+
                 res = uncertainty.plan_samples(
                     p.target_flop, samples=samples, seed=seed, regime_name=regime, constraints=c, mode=m,
-                    metric=metric, search=search, progress=lambda done, total, t=task: prog.update(t, completed=done, total=total),
+                    metric=metric, search=search, progress=advance,
                 )
                 d.update(res.to_dict())
                 tables.append(render_samples_table(res))

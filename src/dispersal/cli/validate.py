@@ -42,6 +42,10 @@ def _family(case_id: str) -> str:
     return "Other"
 
 
+def _median(xs: list[float]) -> str:
+    return f"{xs[len(xs) // 2]:.3f}" if xs else "n/a"
+
+
 def build_report(results: list[CaseResult], quality: list[QualityCase], seconds: float) -> str:
     """validation.md as text."""
     from dispersal.model.validation import miss_reason
@@ -67,8 +71,7 @@ def build_report(results: list[CaseResult], quality: list[QualityCase], seconds:
     for fam, rs in by_family.items():
         rd = sorted(r.ratio_default for r in rs if r.ratio_default == r.ratio_default)
         rp = sorted(r.ratio_paper for r in rs if r.ratio_paper == r.ratio_paper)
-        med = (lambda xs: f"{xs[len(xs) // 2]:.3f}" if xs else "n/a")
-        out.append(f"| {fam} | {len(rs)} | {sum(r.within for r in rs)} | {med(rd)} | {med(rp)} |")
+        out.append(f"| {fam} | {len(rs)} | {sum(r.within for r in rs)} | {_median(rd)} | {_median(rp)} |")
     for fam, rs in by_family.items():
         out += ["", f"## {fam}", "", "| case | status | reported | default | ratio | paper | ratio | within | note |",
                 "|---|---|--:|--:|--:|--:|--:|:-:|---|"]
@@ -100,9 +103,9 @@ def build_report(results: list[CaseResult], quality: list[QualityCase], seconds:
                    f"{q.paper_ratio:.4f} |")
     t4 = [q for q in quality if q.set.startswith("charles2025_table4")]
     if t4:
-        worst = max(t4, key=lambda q: abs(q.residual_points))
-        out += ["", f"Table 4: worst residual {100 * worst.residual_points:+.2f} points "
-                f"({units.format_count(worst.params)}, M = {worst.replicas}); the paper form's worst is "
+        worst_q = max(t4, key=lambda q: abs(q.residual_points))
+        out += ["", f"Table 4: worst residual {100 * worst_q.residual_points:+.2f} points "
+                f"({units.format_count(worst_q.params)}, M = {worst_q.replicas}); the paper form's worst is "
                 f"{100 * max(abs(q.paper_ratio - q.reported_ratio) for q in t4):.2f} points."]
     return "\n".join(out) + "\n"
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -450,11 +451,12 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
         Ll = chinchilla.loss(lv(Pa), lv(D), lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe))
         L[live] = Ll
         C_opt[live] = chinchilla.optimal_compute_for_loss(Ll, lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe), lv(kopt))
-        leg = lv(legacy_q)
+        leg = np.broadcast_to(legacy_q, shape)[live]
         if leg.any():
             beta0 = lv(k("replica_beta_coeff")) * lv(P) ** -lv(k("replica_beta_exponent"))
             beta_rep = beta0 * np.log(np.maximum(lv(h_pen), 1.0)) / np.log(lv(k("replica_reference_h")))
-            Lrep = np.where(lv(distributed) & leg, np.maximum(lv(replicas), 1.0) ** beta_rep, 1.0)
+            dist_live = np.broadcast_to(distributed, shape)[live]
+            Lrep = np.where(dist_live & leg, np.maximum(lv(replicas), 1.0) ** beta_rep, 1.0)
             L_rep[live] = Lrep
             C_opt_rep[live] = chinchilla.optimal_compute_for_loss(
                 Ll * Lrep, lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe), lv(kopt)
@@ -463,7 +465,7 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
     if gmask.any():
 
         def gl(a: Arr) -> Arr:
-            return np.broadcast_to(a, shape)[gmask]
+            return np.asarray(np.broadcast_to(a, shape)[gmask], dtype=np.float64)
 
         frag_q = np.maximum(gl(np.where(streaming, Pf, 1.0)), 1.0)
         m_q, h_q = np.maximum(gl(replicas), 1.0), np.maximum(gl(h_pen), 1.0)
@@ -471,8 +473,9 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
         if isinstance(qp, quality.QualitySamples):
             # Per-configuration draws of the fit (Monte Carlo): keep the same elements as the inputs.
             tail = qp.replica_tail_exponent
-            qp = dataclasses.replace(qp, **{f: gl(_f(getattr(qp, f))) for f in quality.FITTED_FIELDS},
-                                     replica_tail_exponent=None if tail is None else gl(_f(tail)))
+            fields: dict[str, Any] = {f: gl(_f(getattr(qp, f))) for f in quality.FITTED_FIELDS}
+            fields["replica_tail_exponent"] = None if tail is None else gl(_f(tail))
+            qp = dataclasses.replace(qp, **fields)
         q_eff[gmask] = quality.efficiency(
             np.maximum(gl(qmap), 0.0).astype(np.int64), m_q, h_q, gl(P), frag_q, L[gmask],
             gl(ce), gl(ca), gl(cb), gl(cal), gl(cbe), gl(kopt), qp,
