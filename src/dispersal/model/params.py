@@ -14,7 +14,6 @@ from typing import Any
 
 from dispersal.model.errors import InputError
 
-
 #: The default mode's corrections to the paper's model, each switchable (`ModelParams.corrections`).
 CORRECTIONS: tuple[str, ...] = ("memory", "wire", "aggregation", "link_budget", "overlap", "mfu", "quality")
 

@@ -45,8 +45,8 @@ from dispersal.model.candidates import (
 )
 from dispersal.model.catalog import regime
 from dispersal.model.errors import InputError, require
-from dispersal.model.kernel import MODE_HIER, MODE_NAMES, MODE_PP
 from dispersal.model.estimate import estimate
+from dispersal.model.kernel import MODE_HIER, MODE_NAMES, MODE_PP
 from dispersal.model.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.scenario import Algorithm, Mode, Scenario
 

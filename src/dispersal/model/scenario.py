@@ -29,8 +29,8 @@ from dispersal.model import units
 from dispersal.model.catalog import Accelerator, Regime, accelerator, codec, regime
 from dispersal.model.efficiency import STRAGGLER_CODES, Straggler, quality_code
 from dispersal.model.errors import InputError, require
-from dispersal.model.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.kernel import AGGREGATION_CODES, MODE_AUTO, MODE_DDP, MODE_FLAT, MODE_HIER, MODE_PP
+from dispersal.model.params import DEFAULT_PARAMS, ModelParams
 
 #: Aggregations a user may ask for (the paper's relay formula is paper mode's own).
 AGGREGATIONS: tuple[str, ...] = tuple(a for a in AGGREGATION_CODES if a != "paper")
