@@ -76,6 +76,7 @@ def test_model_public_api_snapshot() -> None:
     """Changing the public API is a deliberate act: update this snapshot in the same commit."""
     assert sorted(dispersal.model.__all__) == [
         "Algorithm",
+        "Constraints",
         "Cost",
         "DEFAULT_PARAMS",
         "Efficiency",
@@ -83,9 +84,12 @@ def test_model_public_api_snapshot() -> None:
         "InputError",
         "Mode",
         "ModelParams",
+        "Plan",
+        "PlanOption",
         "Precision",
         "Pricing",
         "Scenario",
+        "Solution",
         "TimeBreakdown",
         "Traffic",
         "accelerator",
@@ -93,9 +97,11 @@ def test_model_public_api_snapshot() -> None:
         "estimate",
         "latency_from_distance",
         "max_run_length_s",
+        "plan",
         "reference_models",
         "regime",
         "regimes",
+        "solve",
     ]
     for name in dispersal.model.__all__:
         assert hasattr(dispersal.model, name), name
@@ -106,11 +112,19 @@ def test_top_level_api_snapshot() -> None:
 
     assert sorted(dispersal.__all__) == [
         "Algorithm",
+        "Constraints",
         "Estimate",
         "InputError",
         "Mode",
         "ModelParams",
+        "Plan",
+        "PlanOption",
         "Scenario",
+        "Solution",
         "__version__",
         "estimate",
+        "load_scenario",
+        "plan",
+        "scenario_names",
+        "solve",
     ]

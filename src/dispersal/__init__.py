@@ -7,6 +7,8 @@ The stable, documented API is the analytic model (pure Python + NumPy), importab
 - `Constraints` (what an evader must live with) and `plan(target_flop, regime_name=..., constraints=...)`
   -> `Plan` (the cheapest configuration meeting a compute target, with its `PlanOption`s);
 - `load_scenario(name_or_path)` and `scenario_names()` for the shipped presets;
+- `solve(scenario, vary=..., output=..., target=...)` -> `Solution` (the input value at which an
+  output reaches a target, e.g. the bandwidth for 90% utilisation);
 - `Mode`, `Algorithm`, `ModelParams` and `InputError` (every user mistake: one line naming the field).
 
 Example::
@@ -33,6 +35,7 @@ from dispersal.model import (
 )
 from dispersal.model.planner import Constraints, Plan, PlanOption, plan
 from dispersal.model.presets import load_scenario, scenario_names
+from dispersal.model.solve import Solution, solve
 
 __all__ = [
     "Algorithm",
@@ -44,9 +47,11 @@ __all__ = [
     "Plan",
     "PlanOption",
     "Scenario",
+    "Solution",
     "__version__",
     "estimate",
     "load_scenario",
     "plan",
     "scenario_names",
+    "solve",
 ]

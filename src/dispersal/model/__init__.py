@@ -8,21 +8,27 @@ from dispersal.model.catalog import accelerator, accelerators, reference_models,
 from dispersal.model.errors import InputError
 from dispersal.model.estimate import Cost, Efficiency, Estimate, TimeBreakdown, Traffic, estimate
 from dispersal.model.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.planner import Constraints, Plan, PlanOption, plan
 from dispersal.model.scenario import Algorithm, Mode, Precision, Pricing, Scenario, latency_from_distance
+from dispersal.model.solve import Solution, solve
 from dispersal.model.timelimit import max_run_length_s
 
 __all__ = [
     "DEFAULT_PARAMS",
     "Algorithm",
+    "Constraints",
     "Cost",
     "Efficiency",
     "Estimate",
     "InputError",
     "Mode",
     "ModelParams",
+    "Plan",
+    "PlanOption",
     "Precision",
     "Pricing",
     "Scenario",
+    "Solution",
     "TimeBreakdown",
     "Traffic",
     "accelerator",
@@ -30,7 +36,9 @@ __all__ = [
     "estimate",
     "latency_from_distance",
     "max_run_length_s",
+    "plan",
     "reference_models",
     "regime",
     "regimes",
+    "solve",
 ]
