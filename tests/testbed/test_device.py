@@ -120,14 +120,14 @@ def test_bf16_training_lowers_the_loss() -> None:
     model = _model("bf16")
     opt = configure_adamw(model, 1e-2, 0.0)
     x = torch.randint(0, 256, (8, 16), generator=torch.Generator().manual_seed(2))
-    first = None
+    first: float | None = None
     for _ in range(12):
         _, loss = model(x, x)
         first = first if first is not None else loss.item()
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-    assert math.isfinite(loss.item()) and loss.item() < 0.5 * first
+    assert first is not None and math.isfinite(loss.item()) and loss.item() < 0.5 * first
 
 
 def test_compute_clock_counts_cpu_time_not_sleep() -> None:
@@ -150,7 +150,8 @@ def test_flat_vectors_live_on_the_host_and_grads_stay_views_on_cpu() -> None:
     assert flat_params(params).device.type == "cpu" and flat_grads(params).device.type == "cpu"
     flat = torch.arange(sum(p.numel() for p in params), dtype=torch.float32)
     set_flat_grads(params, flat)
-    assert params[0].grad.data_ptr() == flat.data_ptr()  # no copy on CPU
+    grad = params[0].grad
+    assert grad is not None and grad.data_ptr() == flat.data_ptr()  # no copy on CPU
 
 
 def test_bf16_run_with_real_processes_tracks_fp32(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ import threading
 import time
 import zlib
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -31,12 +32,16 @@ from dispersal.testbed.netlink import (  # noqa: E402
     Pipe,
     Relay,
     RelayLink,
+    RelayReply,
     RelaySpec,
     TokenBucket,
     schedule_round_robin,
 )
 from dispersal.testbed.supervisor import run_local  # noqa: E402
 from dispersal.testbed.worker import H_CRC, H_INDEX, HEADER_LEN  # noqa: E402
+
+if TYPE_CHECKING:  # ``torch`` above is the module pytest imported, typed Any
+    from torch import Tensor
 
 pytestmark = pytest.mark.torch
 
@@ -60,7 +65,8 @@ def test_token_bucket_serialises_back_to_back_and_lets_a_burst_through() -> None
 
 def test_delay_line_keeps_order_and_charges_a_round_trip_per_loss() -> None:
     d = DelayLine(0.05, 0.0, 0.0, 0.0, random.Random(0))
-    assert d.deliver(1.0) == (pytest.approx(1.05), False)
+    at, retransmitted = d.deliver(1.0)
+    assert at == pytest.approx(1.05) and retransmitted is False
     jit = DelayLine(0.05, 0.02, 0.0, 0.0, random.Random(1))
     times = [jit.deliver(1.0 + k * 1e-4)[0] for k in range(200)]
     assert times == sorted(times)  # in order although each draw differs
@@ -115,20 +121,23 @@ def test_config_and_loss_errors_name_the_field() -> None:
 
 
 # ---------------------------------------------------------------------- the relay on real sockets
-def _frame(index: int, values: torch.Tensor) -> bytes:
+def _frame(index: int, values: Tensor) -> bytes:
     payload = values.float().contiguous().view(torch.uint8)
     h = torch.zeros(HEADER_LEN, dtype=torch.float64)
-    h[H_CRC], h[H_INDEX] = zlib.crc32(payload.numpy()), index
-    return torch.cat([h.view(torch.uint8), payload]).numpy().tobytes()
+    # numpy declares ndarray.__buffer__ (PEP 688) only for Python >= 3.12; it is a buffer on 3.11 too.
+    h[H_CRC], h[H_INDEX] = zlib.crc32(payload.numpy()), index  # type: ignore[arg-type]
+    return cast(bytes, torch.cat([h.view(torch.uint8), payload]).numpy().tobytes())
 
 
-def _sync_all(spec: RelaySpec, vectors: list[torch.Tensor], rounds: int = 1, log: Path | None = None):
+def _sync_all(
+    spec: RelaySpec, vectors: list[Tensor], rounds: int = 1, log: Path | None = None
+) -> tuple[Relay, list[RelayLink], dict[int, list[RelayReply]]]:
     """Every worker in its own thread uploads its vector through the relay, ``rounds`` times."""
     relay = Relay(spec, Aggregator("none", 64, 0.01), log=log)
     host, port = relay.start()
     members = [f"w{k}" for k in range(len(vectors))]
     links = [RelayLink(host, port, w, 10.0, spec=spec) for w in members]
-    replies: dict[int, list] = {k: [] for k in range(len(vectors))}
+    replies: dict[int, list[RelayReply]] = {k: [] for k in range(len(vectors))}
     errors: list[BaseException] = []
 
     def run(k: int) -> None:
@@ -268,7 +277,7 @@ def test_a_malformed_frame_fails_the_round_not_the_relay() -> None:
 
 
 # ---------------------------------------------------------------------- whole runs
-def _run(tmp_path: Path, mode: str) -> tuple[dict, Path]:
+def _run(tmp_path: Path, mode: str) -> tuple[dict[str, Any], Path]:
     cfg = TestbedConfig(
         algorithm="diloco",
         workers=2,
@@ -296,7 +305,10 @@ def test_real_link_run_gives_the_virtual_runs_bits_and_charges_measured_time(tmp
     virtual, _ = _run(tmp_path, "virtual")
     assert real["completed"] and virtual["completed"]
     assert real["final_val_loss"] == virtual["final_val_loss"]
-    weights = [checkpoint.load(checkpoint.latest(tmp_path / m) / "global.pt") for m in ("real", "virtual")]
+    weights = [
+        checkpoint.load(cast(Path, checkpoint.latest(tmp_path / m)) / "global.pt")
+        for m in ("real", "virtual")
+    ]
     assert torch.equal(weights[0]["global"], weights[1]["global"])  # bit for bit
     assert torch.equal(weights[0]["outer"]["buf"], weights[1]["outer"]["buf"])
     assert real["bytes_sent_per_worker"] == virtual["bytes_sent_per_worker"]

@@ -97,8 +97,10 @@ def test_topk_error_feedback_conserves_mass() -> None:
         x = torch.randn(50, generator=g)
         sent = c.decode(c.encode(x), 50)
         assert (sent != 0).sum() == 5
-        assert torch.allclose(sent + c.residual, x + carried, atol=1e-6)
-        carried = c.residual.clone()
+        residual = c.residual
+        assert residual is not None
+        assert torch.allclose(sent + residual, x + carried, atol=1e-6)
+        carried = residual.clone()
     avg = torch.zeros(50)
     avg[[3, 17, 40]] = torch.tensor([1.0, -2.0, 0.5])
     down = c.encode_average(avg)
@@ -108,13 +110,15 @@ def test_topk_error_feedback_conserves_mass() -> None:
 def test_payload_checks_reject_corrupt_and_non_finite() -> None:
     codec = make_codec("none")
     good = codec.encode(torch.ones(8))
-    v, why = check_payload(good, zlib.crc32(good.numpy()), codec, 8)
+    # numpy declares ndarray.__buffer__ (PEP 688) only for Python >= 3.12, so mypy at 3.11 rejects an
+    # ndarray as a buffer (it has the buffer protocol on every version): hence the ignores below.
+    v, why = check_payload(good, zlib.crc32(good.numpy()), codec, 8)  # type: ignore[arg-type]
     assert v is not None and why == ""
     bad = good.clone()
     bad[0] ^= 0x5A
-    assert check_payload(bad, zlib.crc32(good.numpy()), codec, 8) == (None, "checksum")
+    assert check_payload(bad, zlib.crc32(good.numpy()), codec, 8) == (None, "checksum")  # type: ignore[arg-type]
     nan = codec.encode(torch.tensor([1.0, float("nan"), 0, 0, 0, 0, 0, 0]))
-    v, why = check_payload(nan, zlib.crc32(nan.numpy()), codec, 8)
+    v, why = check_payload(nan, zlib.crc32(nan.numpy()), codec, 8)  # type: ignore[arg-type]
     assert v is None and why == "non-finite"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sysconfig
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,11 +20,11 @@ pytestmark = pytest.mark.torch
 CORPUS = (str(Path(sysconfig.get_paths()["stdlib"]) / "email"),)
 
 
-def _events(out: Path) -> list[dict]:
+def _events(out: Path) -> list[dict[str, Any]]:
     return [json.loads(ln) for ln in (out / "events.jsonl").read_text().splitlines()]
 
 
-def _metrics(out: Path) -> list[dict]:
+def _metrics(out: Path) -> list[dict[str, Any]]:
     return [json.loads(ln) for ln in (out / "metrics.jsonl").read_text().splitlines()]
 
 
@@ -104,7 +105,7 @@ def test_a_worker_that_never_comes_back_does_not_hang_the_group(tmp_path: Path) 
 @pytest.mark.parametrize("algorithm", ["diloco", "streaming"])
 def test_resume_is_bitwise_identical(tmp_path: Path, algorithm: str) -> None:
     """Stop after 4 of 8 rounds, resume: final weights and state equal an uninterrupted run bit for bit."""
-    kw = {
+    kw: dict[str, Any] = {
         "algorithm": algorithm,
         "workers": 2,
         "steps": 40,

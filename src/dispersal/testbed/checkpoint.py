@@ -16,7 +16,7 @@ import io
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -71,4 +71,4 @@ def latest(out: Path) -> Path | None:
 
 
 def load(path: Path) -> dict[str, Any]:
-    return torch.load(path, map_location="cpu", weights_only=False)
+    return cast(dict[str, Any], torch.load(path, map_location="cpu", weights_only=False))

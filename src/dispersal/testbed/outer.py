@@ -13,6 +13,8 @@ indices at a time.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 
@@ -66,7 +68,7 @@ def set_flat_params(model: Params, flat: Tensor) -> None:
 
 
 def flat_grads(model: Params) -> Tensor:
-    return torch.cat([p.grad.reshape(-1) for p in _params(model)]).cpu()
+    return torch.cat([cast(Tensor, p.grad).reshape(-1) for p in _params(model)]).cpu()
 
 
 def set_flat_grads(model: Params, flat: Tensor) -> None:

@@ -32,9 +32,15 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch.distributed as dist
+
+if TYPE_CHECKING:
+    # torch.distributed imports TCPStore from here without re-exporting it (no ``as`` alias, no __all__),
+    # so mypy takes ``dist.TCPStore`` for private although it is documented public API: annotations name
+    # the defining module, and the calls carry ``# type: ignore[attr-defined]``.
+    from torch._C._distributed_c10d import TCPStore
 
 from dispersal.testbed.config import TestbedConfig
 from dispersal.testbed.data import prepare_data
@@ -46,7 +52,7 @@ from dispersal.testbed.worker import log_event
 class Coordinator:
     """Decides the member list of each generation from registrations, deaths and failure reports."""
 
-    def __init__(self, store: dist.TCPStore, worker_ids: list[str], heartbeat_timeout_s: float) -> None:
+    def __init__(self, store: TCPStore, worker_ids: list[str], heartbeat_timeout_s: float) -> None:
         self.store, self.worker_ids, self.hb_timeout = store, worker_ids, heartbeat_timeout_s
         self.gen = 0
         self.members: list[str] = []
@@ -80,8 +86,8 @@ class Coordinator:
                 if inc != self.registered.get(w):
                     self.registered[w] = inc
                     self._hb_seen.pop(w, None)
-            inc = self.registered.get(w)
-            if inc is not None and self.dead.get(w, -1) < inc and self._fresh(w, now):
+            reg = self.registered.get(w)
+            if reg is not None and self.dead.get(w, -1) < reg and self._fresh(w, now):
                 out.append(w)
         return out
 
@@ -148,7 +154,7 @@ def _spawn(
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
-def _progress(store: dist.TCPStore, workers: list[str]) -> int:
+def _progress(store: TCPStore, workers: list[str]) -> int:
     done = [int(store.get(f"progress/{w}")) for w in workers if store.check([f"progress/{w}"])]
     return max(done, default=0)
 
@@ -171,7 +177,7 @@ def run_local(
 
     atomic_write_text(cfg_path, json.dumps(cfg.to_dict(), indent=2) + "\n")
     prepare_data(cfg, out / "data")  # once here (bytes, or BPE + token shards); workers memory-map it
-    store = dist.TCPStore(
+    store = dist.TCPStore(  # type: ignore[attr-defined]  # torch re-export
         "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30)
     )
     coord = Coordinator(store, cfg.worker_ids, cfg.heartbeat_timeout_s)
@@ -243,7 +249,7 @@ def run_local(
         relay.close(out / "relay.json")
     summary_path = out / "summary.json"
     if summary_path.exists():
-        return json.loads(summary_path.read_text())
+        return cast(dict[str, Any], json.loads(summary_path.read_text()))
     from dispersal._io import atomic_write_text, dumps_json
 
     summary = {
@@ -258,7 +264,9 @@ def serve(cfg: TestbedConfig, port: int, host: str = "0.0.0.0") -> None:
     """Coordinator only, for several machines: workers are started elsewhere (e.g. by torchrun).
 
     ``host`` is the address the store listens on (all interfaces by default; tests use 127.0.0.1)."""
-    store = dist.TCPStore(host, port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30))
+    store = dist.TCPStore(  # type: ignore[attr-defined]  # torch re-export
+        host, port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30)
+    )
     coord = Coordinator(store, cfg.worker_ids, cfg.heartbeat_timeout_s)
     deadline = time.monotonic() + cfg.run_timeout_s
     while time.monotonic() < deadline and not store.check(["finished"]):

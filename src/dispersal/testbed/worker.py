@@ -30,9 +30,13 @@ import time
 import zlib
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
+
+# torch.distributed imports TCPStore and PrefixStore from torch._C._distributed_c10d without re-exporting
+# them (no ``as`` alias, no __all__), so mypy takes them for private although they are documented public
+# API; their uses below carry ``# type: ignore[attr-defined]``.
 import torch.distributed as dist
 
 from dispersal.testbed import checkpoint
@@ -62,7 +66,9 @@ MAX_REFORMS = 50
 
 def check_payload(payload: torch.Tensor, crc: int, codec: Any, numel: int) -> tuple[torch.Tensor | None, str]:
     """Decode a received payload, or say why it is left out: CRC32 mismatch, undecodable, non-finite."""
-    if zlib.crc32(payload.numpy()) != crc:
+    # numpy declares ndarray.__buffer__ (PEP 688) only for Python >= 3.12, so mypy at 3.11 rejects an
+    # ndarray as a buffer; it has the buffer protocol on every version.
+    if zlib.crc32(payload.numpy()) != crc:  # type: ignore[arg-type]
         return None, "checksum"
     try:
         v = codec.decode(payload, numel)
@@ -90,7 +96,9 @@ class Heartbeat(threading.Thread):
 
     def __init__(self, host: str, port: int, worker: str) -> None:
         super().__init__(daemon=True)
-        self.store = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=30))
+        self.store = dist.TCPStore(  # type: ignore[attr-defined]  # torch re-export
+            host, port, is_master=False, timeout=timedelta(seconds=30)
+        )
         self.worker = worker
 
     def run(self) -> None:
@@ -109,7 +117,9 @@ class Worker:
         self.cfg, self.wid, self.out, self.incarnation = cfg, worker, out, incarnation
         self.index = int(worker[1:])
         self.plan = FaultPlan.parse(cfg.faults)
-        self.store = dist.TCPStore(host, port, is_master=False, timeout=timedelta(seconds=60))
+        self.store = dist.TCPStore(  # type: ignore[attr-defined]  # torch re-export
+            host, port, is_master=False, timeout=timedelta(seconds=60)
+        )
         # Every process start takes the next incarnation from the store, so a process restarted with
         # an unchanged argv (torchrun --max-restarts, systemd, Kubernetes) is still a new one; the
         # ``incarnation`` argument is only a label for logs.
@@ -172,7 +182,7 @@ class Worker:
             try:
                 dist.init_process_group(
                     process_group_backend(self.device, self.cfg.comm_backend),
-                    store=dist.PrefixStore(f"gen{g}", self.store),
+                    store=dist.PrefixStore(f"gen{g}", self.store),  # type: ignore[attr-defined]
                     rank=members.index(self.wid),
                     world_size=len(members),
                     timeout=timedelta(seconds=self.cfg.collective_timeout_s),
@@ -364,7 +374,7 @@ class Worker:
         if self.cfg.algorithm != "ddp":
             self._adamw_step(step)
         self._charge_compute(self._now() - t0, step)
-        return loss.detach()
+        return cast(torch.Tensor, loss.detach())  # nn.Module.__call__ is typed Any
 
     def _adamw_step(self, step: int) -> None:
         lr = lr_at(step, self.cfg.steps, self.cfg.inner_lr, self.cfg.warmup_steps)
@@ -440,7 +450,7 @@ class Worker:
 
     def _frame(self, update: torch.Tensor, codec_index: int, first_step: int, loss: float) -> torch.Tensor:
         payload = self.codecs[codec_index].encode(update)
-        crc = zlib.crc32(payload.numpy())
+        crc = zlib.crc32(payload.numpy())  # type: ignore[arg-type]  # numpy stub: see check_payload
         if self.plan.corrupts(self.wid, first_step, first_step + self.cfg.round_steps - 1):
             payload = payload.clone()
             payload[: min(16, payload.numel())] ^= 0x5A  # damage on the wire, after the checksum
@@ -535,7 +545,12 @@ class Worker:
                 info["why"] = why
                 self.rejected_total += 1
                 log_event(
-                    self.out, worker=self.wid, event="rejected_update", round=self.round, bad=info["worker"], why=why
+                    self.out,
+                    worker=self.wid,
+                    event="rejected_update",
+                    round=self.round,
+                    bad=info["worker"],
+                    why=why,
                 )
             infos.append(info)
         avg = None
@@ -912,7 +927,8 @@ class Worker:
 
 def _crc32(t: torch.Tensor, value: int = 0) -> int:
     """CRC32 of a tensor's bytes (copied to the CPU first if it lives on an accelerator)."""
-    return zlib.crc32(t.detach().cpu().contiguous().numpy(), value)
+    data = t.detach().cpu().contiguous().numpy()
+    return zlib.crc32(data, value)  # type: ignore[arg-type]  # numpy stub: see check_payload
 
 
 def _util(s: dict[str, float]) -> float:
