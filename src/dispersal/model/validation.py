@@ -30,11 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from dispersal.model import flops, quality, solve
+from dispersal.model import flops, quality
 from dispersal.model.errors import InputError
 from dispersal.model.estimate import Estimate, estimate
 from dispersal.model.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.scenario import Mode, Scenario
+from dispersal.model.solve import solve
 
 #: Metrics a case may report, and how to read each from an Estimate.
 METRICS = ("utilisation", "run_time_s", "compute_time_s", "sync_time_s", "step_time_s", "bandwidth_bits_per_s")
@@ -190,7 +191,7 @@ def _parse_where(where: str) -> tuple[str, float]:
 def _predict(case: dict[str, Any], s: Scenario, mode: Mode, p: ModelParams, notes: list[str]) -> float:
     given = case.get("given", {})
     if "sync_time_s" in given:
-        sol = solve.solve(s, vary="bandwidth", output="sync_time_s", target=float(given["sync_time_s"]),
+        sol = solve(s, vary="bandwidth", output="sync_time_s", target=float(given["sync_time_s"]),
                           mode=mode, params=p)
         if not sol.reached:
             notes.append(f"{mode.value}: sync time {given['sync_time_s']} s not reachable: {sol.reason}")
@@ -198,7 +199,7 @@ def _predict(case: dict[str, Any], s: Scenario, mode: Mode, p: ModelParams, note
         s = s.replace(bandwidth_up_bits_per_s=sol.value, bandwidth_down_bits_per_s=sol.value)
     if "solve" in case:
         out, target = _parse_where(case["solve"]["where"])
-        sol = solve.solve(s, vary=case["solve"]["for"], output=out, target=target, mode=mode, params=p)
+        sol = solve(s, vary=case["solve"]["for"], output=out, target=target, mode=mode, params=p)
         if not sol.reached:
             notes.append(f"{mode.value}: {sol.reason}")
             return math.nan
