@@ -6,6 +6,7 @@ import itertools
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -43,7 +44,7 @@ def test_interpolation_fallback_is_monotone_and_exact_at_points() -> None:
     assert 1e9 < mid < 4e9
 
 
-def _synthetic(alpha: dict[str, float], beta0: dict[str, float], comp: dict[str, float]) -> list[dict]:
+def _synthetic(alpha: dict[str, float], beta0: dict[str, float], comp: dict[str, float]) -> list[dict[str, Any]]:
     """Records generated from the model's own structure on a known DDP curve (no noise)."""
     recs = []
     sizes = {"tiny": 1.2e5, "tiny-w128": 4.4e5}
@@ -89,7 +90,7 @@ def test_form_fits_recover_known_parameters() -> None:
     assert all(b < a for a, b in itertools.pairwise(etas))
 
 
-def _write_cal(path: Path, params: dict) -> Path:
+def _write_cal(path: Path, params: dict[str, Any]) -> Path:
     path.write_text(dumps({"schema_version": 1, "name": "t", "seeds": [0], "params": params}))
     return path
 

@@ -21,7 +21,7 @@ from dispersal.model.catalog import (
 )
 from dispersal.model.errors import InputError
 from dispersal.model.flops import mfu_6p_from_throughput, mfu_to_6p
-from dispersal.model.scenario import Scenario, max_chips_under
+from dispersal.model.scenario import Precision, Scenario, max_chips_under
 
 # spec/model.md sec. 8: chips per node under the 15,840 TFLOP/s cap (> 16 H100-equivalents covered).
 PAPER_CHIPS = {
@@ -54,7 +54,7 @@ def test_paper_chips_per_node(name: str, chips: int) -> None:
     assert max_chips_under(acc, regime("treaty")) == chips
     assert chips * acc.dense_fp16_flop_per_s <= 15840e12 * (1 + 1e-12)
     assert (chips + 1) * acc.dense_fp16_flop_per_s > 15840e12
-    assert Scenario(hardware=name, precision="bf16").resolved_chips_per_node() == chips
+    assert Scenario(hardware=name, precision=Precision.BF16).resolved_chips_per_node() == chips
 
 
 def test_paper_search_set() -> None:

@@ -17,7 +17,7 @@ from dispersal.model.efficiency import STRAGGLER_CODES, Straggler, eta_act, eta_
 from dispersal.model.estimate import Estimate, estimate
 from dispersal.model.kernel import evaluate
 from dispersal.model.params import DEFAULT_PARAMS as P0
-from dispersal.model.scenario import Scenario, as_arrays, kernel_inputs
+from dispersal.model.scenario import Algorithm, Precision, Pricing, Scenario, as_arrays, kernel_inputs
 from dispersal.model.timelimit import TREATY, UNREGULATED, max_run_length_s
 from dispersal.model.units import SECONDS_PER_DAY, SECONDS_PER_YEAR
 
@@ -86,7 +86,7 @@ def test_moe_expert_parallel_latency() -> None:
 
 def test_memory_pmax_a100_node() -> None:
     """Sec. 2: P_max = HBM / beta: 50 x A100 80GB = 4,000 GB -> 250B at 16 B/param."""
-    s = Scenario(hardware="a100_80gb", precision="bf16", num_nodes=2, params=250e9, algorithm="streaming")
+    s = Scenario(hardware="a100_80gb", precision=Precision.BF16, num_nodes=2, params=250e9, algorithm=Algorithm.STREAMING)
     assert s.resolved_chips_per_node() == 50
     e = estimate(s, mode="paper")
     assert e.node_memory_bytes == pytest.approx(4000e9, rel=EXACT)
@@ -233,10 +233,10 @@ def test_hierarchical_h_eff() -> None:
     """Sec. 3: hierarchical H_in = ceil(T_reg/T_comp), H_reg = ceil(T_glob/T_rc), H_eff = H_in sqrt(H_reg)."""
     s = Scenario(
         hardware="h100_sxm",
-        precision="fp8",
+        precision=Precision.FP8,
         num_nodes=32,
         params=91e9,
-        algorithm="hierarchical",
+        algorithm=Algorithm.HIERARCHICAL,
         group_size=8,
         regional_bandwidth_bits_per_s=1e9,
         regional_latency_s=0.01,
@@ -292,7 +292,7 @@ def test_pipeline_step_time_table1_row3() -> None:
 def test_pipeline_shard_sync_in_default_mode() -> None:
     """Sec. 10: in default mode each PP stage syncs only its shard P/S, at 32 / C_r bits per parameter
     (published ratios are relative to FP32), whatever the training precision."""
-    s = Scenario(num_nodes=4706, params=180e9, algorithm="pp_diloco")
+    s = Scenario(num_nodes=4706, params=180e9, algorithm=Algorithm.PP_DILOCO)
     pe, de = estimate(s, mode="paper"), estimate(s, mode="default")
     assert pe.payload_bytes_per_sync == pytest.approx(180e9 * 8 / 150 / 8, rel=EXACT)
     assert de.payload_bytes_per_sync == pytest.approx(180e9 * 32 / 150 / 8 / de.pipeline_stages, rel=EXACT)
@@ -377,7 +377,7 @@ def _c_opt(loss: float) -> float:
 
 
 def _loss(n: float, d: float) -> float:
-    return 1.8172 + 482.01 * n**-0.3478 + 2085.43 * d**-0.3658
+    return float(1.8172 + 482.01 * n**-0.3478 + 2085.43 * d**-0.3658)
 
 
 def test_eta_rep_and_chi_row1() -> None:
@@ -471,7 +471,7 @@ def test_cost_default_adds_energy() -> None:
 
 def test_cost_rental_default_mode_only() -> None:
     """Sec. 7: rental = chips x $/chip-hour x hours (default mode); paper mode ignores it."""
-    s = Scenario(num_nodes=2, params=91e9, pricing="rental")
+    s = Scenario(num_nodes=2, params=91e9, pricing=Pricing.RENTAL)
     e = estimate(s, mode="default")
     assert e.cost.total_usd == pytest.approx(2 * 16 * 2.20 * T740 / 3600, rel=EXACT)
     assert estimate(s, mode="paper").cost.total_usd == pytest.approx(1_613_760.0, rel=EXACT)
@@ -520,7 +520,8 @@ def test_table1_row_1e24() -> None:
 def test_table1_row_1e25() -> None:
     """Sec. 10 / Table 1: 1e25: 16 x GH200 FP8, N = 34, hierarchical 8 x 4 (= flat), 160B, H 19, eta 0.3698."""
     s = Scenario(
-        hardware="gh200", precision="fp8", num_nodes=34, params=160e9, algorithm="hierarchical", group_size=8
+        hardware="gh200", precision=Precision.FP8, num_nodes=34, params=160e9, algorithm=Algorithm.HIERARCHICAL,
+        group_size=8,
     )
     e = estimate(s, mode="paper")
     flat = estimate(s.replace(algorithm="streaming"), mode="paper")
@@ -562,7 +563,7 @@ def test_backup_workers_cost_a_tenth_of_the_nodes() -> None:
     """Backup workers (spec sec. 3): f' = 1 + 0.3 (f_sync - 1), and only N / 1.1 nodes do useful work."""
     from dispersal.model.scenario import Scenario as S
 
-    sync = estimate(S(num_nodes=34, params=160e9, hardware="gh200", straggler="synchronous", inner_steps=50), mode="paper")
-    backup = estimate(S(num_nodes=34, params=160e9, hardware="gh200", straggler="backup", inner_steps=50), mode="paper")
+    sync = estimate(S(num_nodes=34, params=160e9, hardware="gh200", straggler=Straggler.SYNCHRONOUS, inner_steps=50), mode="paper")
+    backup = estimate(S(num_nodes=34, params=160e9, hardware="gh200", straggler=Straggler.BACKUP, inner_steps=50), mode="paper")
     # H fixed and compute-bound in both: tokens differ by exactly the 1/1.1 of useful nodes.
     assert backup.tokens == pytest.approx(sync.tokens / 1.1, rel=1e-12)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from dispersal.model import Scenario, estimate
 from dispersal.model.planner import Constraints, plan
+from dispersal.model.scenario import Algorithm
 
 LINK_SLACK = 1e-9
 
@@ -37,7 +38,7 @@ def _check_links(e: object) -> None:
 def test_no_link_overcommitted_with_h_min(algo: str, n: int, params_b: int, up_mbps: float, down_ratio: float,
                                           codec: str, fragments: int, tau: int, group: int) -> None:
     """Any default-mode run at H = H_min: the busiest node's busy time per direction <= wall time."""
-    s = Scenario(algorithm=algo, num_nodes=n, params=params_b * 1e9, bandwidth_up_bits_per_s=up_mbps * 1e6,
+    s = Scenario(algorithm=Algorithm(algo), num_nodes=n, params=params_b * 1e9, bandwidth_up_bits_per_s=up_mbps * 1e6,
                  bandwidth_down_bits_per_s=up_mbps * 1e6 * down_ratio, codec=codec, fragments=fragments,
                  overlap_depth=tau, group_size=group, regime="treaty", duration_s=1e12)
     e = estimate(s)
@@ -49,7 +50,7 @@ def test_no_link_overcommitted_with_h_min(algo: str, n: int, params_b: int, up_m
 def test_pipeline_stage_shares_its_link_with_the_shard_sync() -> None:
     """A middle PP stage sends 2A bits of activations per step on the same WAN link as its shard sync:
     H is raised until both fit (more steps than with the sync alone)."""
-    s = Scenario(algorithm="pp_diloco", num_nodes=60, params=400e9)
+    s = Scenario(algorithm=Algorithm.PP_DILOCO, num_nodes=60, params=400e9)
     shared = estimate(s)
     split = estimate(s.replace(split_links=True, pp_bandwidth_bits_per_s=1e12))
     assert shared.pipeline_stages >= 3
@@ -59,7 +60,7 @@ def test_pipeline_stage_shares_its_link_with_the_shard_sync() -> None:
 
 def test_hierarchical_leader_carries_regional_and_global_syncs() -> None:
     """On one shared link a leader's regional rounds and the global sync take turns."""
-    s = Scenario(algorithm="hierarchical", num_nodes=64, group_size=8, params=70e9)
+    s = Scenario(algorithm=Algorithm.HIERARCHICAL, num_nodes=64, group_size=8, params=70e9)
     e = estimate(s)
     assert e.algorithm == "hierarchical"
     _check_links(e)

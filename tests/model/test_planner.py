@@ -4,17 +4,19 @@ invariants of issue #3 (constraints never broken, looser constraints never cost 
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dispersal.model import planner
-from dispersal.model.bisection import first_true, last_true
+from dispersal.model.bisection import Arr, IntArr, Predicate, first_true, last_true
 from dispersal.model.candidates import make_space
 from dispersal.model.catalog import accelerator, regime
 from dispersal.model.estimate import estimate
-from dispersal.model.planner import Constraints, Metric, Mode, compare_searches, plan
-from dispersal.model.scenario import max_chips_under
+from dispersal.model.params import DEFAULT_PARAMS
+from dispersal.model.planner import Constraints, Metric, compare_searches, plan
+from dispersal.model.scenario import Mode, max_chips_under
 
 
 @pytest.mark.parametrize(
@@ -26,7 +28,8 @@ from dispersal.model.scenario import max_chips_under
         (1e26, "h100_sxm", "fp8", 4706, "pp_diloco", 180, 3, 3.80e9),
     ],
 )
-def test_paper_bisection_reproduces_table1(target, hardware, precision, nodes, algorithm, params_b, h, cost):
+def test_paper_bisection_reproduces_table1(target: float, hardware: str, precision: str, nodes: int, algorithm: str,
+                                            params_b: float, h: int, cost: float) -> None:
     """Paper mode + bisection reproduces Rahman 2026 Table 1 rows (spec sec. 10): node type, N, mode,
     P, H exactly and cost within 1% (the table rounds to 3 digits)."""
     b = plan(target, mode="paper").best
@@ -36,11 +39,11 @@ def test_paper_bisection_reproduces_table1(target, hardware, precision, nodes, a
     assert b.cost_usd == pytest.approx(cost, rel=0.01)
 
 
-def test_exact_matches_brute_force_on_a_small_problem():
+def test_exact_matches_brute_force_on_a_small_problem() -> None:
     """On one node type and N <= 400, the exact search equals evaluating best(N) at every N."""
     c = Constraints(hardware=("h100_sxm",), max_nodes=400)
     target = 2e25
-    space = make_space(Mode.PAPER, c, "treaty", planner.DEFAULT_PARAMS)
+    space = make_space(Mode.PAPER, c, "treaty", DEFAULT_PARAMS)
     brute = {}
     for n in range(1, 401):
         best = planner._best_at(space, np.full(space.n_hw, float(n)), Metric.C_LOCAL)
@@ -52,16 +55,20 @@ def test_exact_matches_brute_force_on_a_small_problem():
 
 
 @pytest.mark.parametrize("target", [1e25, 3.8e25])
-def test_exact_never_costs_more_than_bisection(target):
+def test_exact_never_costs_more_than_bisection(target: float) -> None:
     """The exact search's plan is never more expensive than the paper's bisection."""
     r = compare_searches(target)
-    assert r["exact"].best.cost_usd <= r["bisect"].best.cost_usd * (1 + 1e-12)
+    exact, bisect = r["exact"].best, r["bisect"].best
+    assert exact is not None and bisect is not None
+    assert exact.cost_usd <= bisect.cost_usd * (1 + 1e-12)
 
 
-def test_bisection_misses_the_cheap_window_for_llama_level():
+def test_bisection_misses_the_cheap_window_for_llama_level() -> None:
     """Finding about the paper: at C_local 3.8e25 the bisection's plan costs about twice the exact one."""
     r = compare_searches(3.8e25)
-    assert r["exact"].best.cost_usd < 0.6 * r["bisect"].best.cost_usd
+    exact, bisect = r["exact"].best, r["bisect"].best
+    assert exact is not None and bisect is not None
+    assert exact.cost_usd < 0.6 * bisect.cost_usd
 
 
 @settings(max_examples=8, deadline=None)
@@ -71,7 +78,7 @@ def test_bisection_misses_the_cheap_window_for_llama_level():
     mode=st.sampled_from(["paper", "default"]),
     days=st.sampled_from([365.0, 548.0, 740.0]),
 )
-def test_plan_never_breaks_a_constraint(target, regime_name, mode, days):
+def test_plan_never_breaks_a_constraint(target: float, regime_name: str, mode: str, days: float) -> None:
     """Whatever the target and regime, the best plan is feasible under estimate(), meets the target,
     keeps every node under the regime's rules, stays in the time budget and the overtraining window."""
     c = Constraints(max_duration_s=days * 86400.0)
@@ -80,6 +87,7 @@ def test_plan_never_breaks_a_constraint(target, regime_name, mode, days):
         assert p.reasons
         return
     b = p.best
+    assert b is not None
     e = estimate(b.scenario, mode=mode)
     assert e.feasible, e.reasons
     metric = e.c_local_flop if p.metric == "c_local" else e.c_quality_flop
@@ -101,15 +109,17 @@ def test_plan_never_breaks_a_constraint(target, regime_name, mode, days):
         (Constraints(max_nodes=50), Constraints(max_nodes=5000)),
     ],
 )
-def test_looser_constraint_never_costs_more(tight, loose):
+def test_looser_constraint_never_costs_more(tight: Constraints, loose: Constraints) -> None:
     """With the exact search, relaxing a constraint never makes the cheapest plan more expensive."""
     a = plan(1e25, constraints=tight, mode="paper", search="exact")
     b = plan(1e25, constraints=loose, mode="paper", search="exact")
     if a.feasible:
-        assert b.feasible and b.best.cost_usd <= a.best.cost_usd * (1 + 1e-12)
+        assert a.best is not None
+        assert b.feasible and b.best is not None
+        assert b.best.cost_usd <= a.best.cost_usd * (1 + 1e-12)
 
 
-def test_infeasible_target_gives_binding_reason():
+def test_infeasible_target_gives_binding_reason() -> None:
     """1e29 FLOP in 30 days at 1 Mbps is infeasible, and says what binds."""
     # One node type and a node cap keep the (exhaustive) default-mode search short.
     c = Constraints(max_duration_s=30 * 86400.0, bandwidth_up_bits_per_s=1e6, bandwidth_down_bits_per_s=1e6,
@@ -120,7 +130,7 @@ def test_infeasible_target_gives_binding_reason():
     assert p.to_dict()["feasible"] is False
 
 
-def test_bad_inputs_raise_naming_the_field():
+def test_bad_inputs_raise_naming_the_field() -> None:
     """Bad targets and constraints raise InputError naming the field."""
     with pytest.raises(ValueError, match="target"):
         plan(-1.0)
@@ -130,13 +140,14 @@ def test_bad_inputs_raise_naming_the_field():
         Constraints(hardware=("h10",))
 
 
-def test_centralized_baseline_and_premium():
+def test_centralized_baseline_and_premium() -> None:
     """The centralized baseline (one cluster, no rule, datacenter links) is cheaper than evading, and in
     paper mode at C_local 1e25 the premium is about the paper's 3x (Rahman 2026: ~3x). plan(baseline=True)
     carries that baseline and the premium, in the object and its JSON."""
     base = planner.centralized_baseline(1e25, mode="paper").best
     p = plan(1e25, mode="paper", baseline=True)
     evade = p.best
+    assert base is not None and evade is not None
     assert base.chips_per_node == 8 and base.compression_ratio == 1.0
     assert evade.cost_usd / base.cost_usd == pytest.approx(3.0, rel=0.05)
     assert p.centralized is not None and p.centralized.best == base
@@ -149,7 +160,7 @@ def test_centralized_baseline_and_premium():
     assert plain.centralized is None and plain.cost_premium is None and "cost_premium" not in plain.to_dict()
 
 
-def test_premium_is_none_when_the_evader_cannot_reach_the_target():
+def test_premium_is_none_when_the_evader_cannot_reach_the_target() -> None:
     """An infeasible evader plan still carries the (feasible) baseline, but no premium."""
     c = Constraints(max_duration_s=30 * 86400.0, bandwidth_up_bits_per_s=1e6, bandwidth_down_bits_per_s=1e6,
                     hardware=("h100_sxm",))
@@ -164,15 +175,15 @@ def test_premium_is_none_when_the_evader_cannot_reach_the_target():
     bounds=st.lists(st.tuples(st.integers(0, 700), st.integers(0, 700), st.integers(0, 701)), min_size=1,
                     max_size=12),
 )
-def test_bisections_find_the_edge_of_a_monotone_predicate(bounds):
+def test_bisections_find_the_edge_of_a_monotone_predicate(bounds: list[tuple[int, int, int]]) -> None:
     """first_true / last_true equal a scan of every integer, for many intervals at once, and never ask
     the predicate about a closed interval or a point outside its interval."""
     lo = np.asarray([min(a, b) for a, b, _ in bounds], dtype=float)
     hi = np.asarray([max(a, b) for a, b, _ in bounds], dtype=float)
     edge = np.asarray([e for _, _, e in bounds], dtype=float)
 
-    def checked(pred):
-        def f(sel, n):
+    def checked(pred: Predicate) -> Predicate:
+        def f(sel: IntArr, n: Arr) -> npt.ArrayLike:
             assert np.all((lo[sel] <= n) & (n <= hi[sel]) & (lo[sel] < hi[sel]))
             return pred(sel, n)
 
@@ -188,17 +199,18 @@ def test_bisections_find_the_edge_of_a_monotone_predicate(bounds):
         assert got[i] == (holds[-1] if holds else lo[i])
 
 
-def test_bisection_rejects_unbounded_intervals():
+def test_bisection_rejects_unbounded_intervals() -> None:
     """An open interval must have finite ends (a closed one may be anything)."""
     with pytest.raises(ValueError, match="finite"):
         first_true([1.0], [np.inf], lambda sel, n: n > 0)
     assert first_true([np.inf], [np.inf], lambda sel, n: n > 0)[0] == np.inf
 
 
-def test_budget_caps_the_node_count_and_binds():
+def test_budget_caps_the_node_count_and_binds() -> None:
     """max_cost_usd caps each node type's node count; a budget below the cheapest plan is the binding reason,
     and the time objective finds a shorter run that fits a larger budget."""
     tight = plan(1e25, mode="paper", constraints=Constraints(max_cost_usd=20e6))
     assert not tight.feasible and "budget" in tight.reasons[0]
     fast = plan(1e25, mode="paper", objective="time", constraints=Constraints(max_cost_usd=100e6))
-    assert fast.feasible and fast.best.cost_usd <= 100e6 and fast.best.days < 740
+    assert fast.feasible and fast.best is not None
+    assert fast.best.cost_usd <= 100e6 and fast.best.days < 740

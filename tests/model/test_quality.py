@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -36,7 +37,7 @@ POINTS = load_points()["point"]
 CH = {"e": 1.8172, "a": 482.01, "b": 2085.43, "alpha": 0.3478, "beta": 0.3658, "tokens_per_param": 25.6}
 
 
-def _rows(set_name: str) -> list[dict[str, float]]:
+def _rows(set_name: str) -> list[dict[str, Any]]:
     return [r for r in POINTS if r["set"] == set_name]
 
 
@@ -123,14 +124,14 @@ def test_efficiency_selects_mapping_per_element() -> None:
     p = np.array([1e11, 1e11])
     lo = chinchilla.loss(p, 25.6 * p, CH["e"], CH["a"], CH["b"], CH["alpha"], CH["beta"])
     codes = np.array([MAPPING_CODES[QualityMapping.COMPUTE], MAPPING_CODES[QualityMapping.LOSS]])
-    out = efficiency(codes, 8, 100, p, 1, lo, **CH)
+    out = efficiency(codes, 8, 100, p, 1, lo, q=None, **CH)
     assert out[0] == pytest.approx(float(compute_fraction(8, 100, 1e11)))
     assert out[1] == pytest.approx(float(loss_space_fraction(lo[1], loss_ratio(8, 100, 1e11), **CH)))
-    all_compute = efficiency(np.zeros((3, 1), dtype=int), [2, 8], 100, 1e11, 1, lo[0], **CH)
+    all_compute = efficiency(np.zeros((3, 1), dtype=int), [2, 8], 100, 1e11, 1, lo[0], q=None, **CH)
     assert all_compute.shape == (3, 2)
     assert all_compute[2] == pytest.approx(compute_fraction([2, 8], 100, 1e11))
     with pytest.raises(InputError, match="quality_mapping"):
-        efficiency(2, 8, 100, 1e11, 1, lo[0], **CH)
+        efficiency(2, 8, 100, 1e11, 1, lo[0], q=None, **CH)
 
 
 def test_mapping_code_and_input_errors() -> None:

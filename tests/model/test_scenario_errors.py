@@ -9,7 +9,7 @@ import pytest
 from dispersal.model.errors import InputError
 from dispersal.model.params import ModelParams
 from dispersal.model.presets import load_scenario
-from dispersal.model.scenario import Scenario, latency_from_distance
+from dispersal.model.scenario import Precision, Scenario, latency_from_distance
 from dispersal.model.timelimit import max_run_length_s
 
 BAD: list[tuple[str, Any]] = [
@@ -74,7 +74,7 @@ def test_active_params_above_params() -> None:
 
 def test_fp8_on_chip_without_fp8() -> None:
     with pytest.raises(InputError) as err:
-        Scenario(hardware="a100_80gb", precision="fp8")
+        Scenario(hardware="a100_80gb", precision=Precision.FP8)
     assert err.value.field == "precision"
 
 

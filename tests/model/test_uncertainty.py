@@ -11,6 +11,7 @@ import pytest
 from dispersal.model import planner
 from dispersal.model.candidates import make_space
 from dispersal.model.errors import InputError
+from dispersal.model.params import DEFAULT_PARAMS
 from dispersal.model.scenario import PAPER_MFU, Mode
 from dispersal.model.uncertainty import (
     PARAMETERS,
@@ -50,7 +51,7 @@ def test_default_spec_covers_every_parameter_with_a_source() -> None:
 def test_nominal_values_are_the_model_defaults() -> None:
     """At the nominal values the model parameters are exactly the defaults (the headline plan)."""
     spec = default_spec()
-    assert model_params_for(spec.nominal(), spec) == planner.DEFAULT_PARAMS
+    assert model_params_for(spec.nominal(), spec) == DEFAULT_PARAMS
     # The MFU draws are centred on the paper's 0.40; default mode (Constraints.mfu None: the
     # catalogue's MFU per accelerator) uses them as a relative scale around it.
     assert planner.Constraints().mfu is None
@@ -125,9 +126,9 @@ def test_monte_carlo_uses_the_planners_candidates_and_rule() -> None:
     spec = default_spec()
     nom = spec.nominal()
     c = constraints_for(nom, SMALL)
-    space = make_space(Mode.DEFAULT, c, "treaty", planner.DEFAULT_PARAMS)
-    arrays = _draw_arrays({k: np.asarray([v]) for k, v in nom.items()}, spec, planner.DEFAULT_PARAMS, 1)
-    s = _Search(space=space, draws=arrays, p=planner.DEFAULT_PARAMS, metric=planner.Metric.C_QUALITY, target=3e24,
+    space = make_space(Mode.DEFAULT, c, "treaty", DEFAULT_PARAMS)
+    arrays = _draw_arrays({k: np.asarray([v]) for k, v in nom.items()}, spec, DEFAULT_PARAMS, 1)
+    s = _Search(space=space, draws=arrays, p=DEFAULT_PARAMS, metric=planner.Metric.C_QUALITY, target=3e24,
                 c=c)
     k = len(space.combo_hw)
     cc = np.tile(np.arange(k, dtype=np.int64), 4)
