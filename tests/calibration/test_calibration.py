@@ -140,8 +140,10 @@ def test_malformed_calibration_is_one_line_input_error(tmp_path: Path, text: str
 def test_estimate_and_plan_accept_calibration(tmp_path: Path) -> None:
     p = _write_cal(tmp_path / "c.toml", {"eta_h_alpha0": 0.3, "eta_h_size_scale": 50.0})
     runner = CliRunner()
-    base = json.loads(runner.invoke(app, ["estimate", "--json", "--algorithm", "diloco"]).stdout)
-    res = runner.invoke(app, ["estimate", "--json", "--algorithm", "diloco", "--calibration", str(p)])
+    # The calibrated eta_H form acts where the model uses eta_H: paper mode. (Default mode's fitted
+    # compute-space multiplier g carries the H effect itself, so its eta_H is 1 with or without it.)
+    base = json.loads(runner.invoke(app, ["estimate", "--json", "--algorithm", "diloco", "--mode", "paper"]).stdout)
+    res = runner.invoke(app, ["estimate", "--json", "--algorithm", "diloco", "--mode", "paper", "--calibration", str(p)])
     assert res.exit_code == 0, res.output
     cal = json.loads(res.stdout)
     assert cal["efficiency"]["eta_h"] < base["efficiency"]["eta_h"]
