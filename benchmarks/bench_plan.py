@@ -21,8 +21,12 @@ def main() -> None:
     rng = np.random.default_rng(0)
     n_loop = 300
     scenarios = [
-        Scenario(num_nodes=int(rng.integers(2, 500)), params=float(rng.choice(PAPER_PARAM_GRID_B[:20])) * 1e9,
-                 bandwidth_up_bits_per_s=float(rng.uniform(1e7, 1e9)), latency_s=float(rng.uniform(0.001, 0.3)))
+        Scenario(
+            num_nodes=int(rng.integers(2, 500)),
+            params=float(rng.choice(PAPER_PARAM_GRID_B[:20])) * 1e9,
+            bandwidth_up_bits_per_s=float(rng.uniform(1e7, 1e9)),
+            latency_s=float(rng.uniform(0.001, 0.3)),
+        )
         for _ in range(n_loop)
     ]
     t0 = time.perf_counter()

@@ -44,7 +44,9 @@ def test_interpolation_fallback_is_monotone_and_exact_at_points() -> None:
     assert 1e9 < mid < 4e9
 
 
-def _synthetic(alpha: dict[str, float], beta0: dict[str, float], comp: dict[str, float]) -> list[dict[str, Any]]:
+def _synthetic(
+    alpha: dict[str, float], beta0: dict[str, float], comp: dict[str, float]
+) -> list[dict[str, Any]]:
     """Records generated from the model's own structure on a known DDP curve (no noise)."""
     recs = []
     sizes = {"tiny": 1.2e5, "tiny-w128": 4.4e5}
@@ -53,18 +55,47 @@ def _synthetic(alpha: dict[str, float], beta0: dict[str, float], comp: dict[str,
         base = dict(size=size, codec="none", global_batch=16, seed=0, params=p)
         for f in (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1, 2):
             flop = 6 * p * 16 * 64 * 1000 * f
-            recs.append({**base, "algorithm": "ddp", "H": 1, "workers": 1, "steps": round(1000 * f),
-                         "role": "reference", "flop": flop, "val_losses": [float(curve.loss(flop))] * 4})
+            recs.append(
+                {
+                    **base,
+                    "algorithm": "ddp",
+                    "H": 1,
+                    "workers": 1,
+                    "steps": round(1000 * f),
+                    "role": "reference",
+                    "flop": flop,
+                    "val_losses": [float(curve.loss(flop))] * 4,
+                }
+            )
         flop = 6 * p * 16 * 64 * 1000
         pts = [(h, 4, "none") for h in (10, 50, 100, 500)] + [(50, m, "none") for m in (1, 2, 8)]
         pts += [(50, 4, c) for c in comp]
         for h, m, codec in pts:
-            eta = float(F._predict(curve, np.array(flop), np.array(h, float), np.array(m, float),
-                                   np.array(alpha[size]), np.array(beta0[size])))
+            eta = float(
+                F._predict(
+                    curve,
+                    np.array(flop),
+                    np.array(h, float),
+                    np.array(m, float),
+                    np.array(alpha[size]),
+                    np.array(beta0[size]),
+                )
+            )
             eta *= comp.get(codec, 1.0)
             loss = float(curve.loss(eta * flop))
-            recs.append({**base, "algorithm": "diloco", "H": h, "workers": m, "codec": codec, "steps": 1000,
-                         "role": "sweep", "flop": flop, "val_losses": [loss] * 4})
+            recs.append(
+                {
+                    **base,
+                    "algorithm": "diloco",
+                    "H": h,
+                    "workers": m,
+                    "codec": codec,
+                    "steps": 1000,
+                    "role": "sweep",
+                    "flop": flop,
+                    "val_losses": [loss] * 4,
+                }
+            )
     return recs
 
 
@@ -97,9 +128,16 @@ def _write_cal(path: Path, params: dict[str, Any]) -> Path:
 
 def test_calibration_file_round_trips(tmp_path: Path) -> None:
     table = [list(r) for r in F.compression_table(0.02, 0.05)]
-    p = _write_cal(tmp_path / "c.toml", {"eta_h_alpha0": 0.031, "eta_h_size_scale": 7.5,
-                                         "replica_beta_coeff": 0.5, "replica_beta_exponent": 0.2,
-                                         "compression_table": table})
+    p = _write_cal(
+        tmp_path / "c.toml",
+        {
+            "eta_h_alpha0": 0.031,
+            "eta_h_size_scale": 7.5,
+            "replica_beta_coeff": 0.5,
+            "replica_beta_exponent": 0.2,
+            "compression_table": table,
+        },
+    )
     mp = load_calibration(p)
     assert mp.eta_h_alpha0 == 0.031 and mp.eta_h_size_scale == 7.5
     assert mp.replica_beta_exponent == 0.2
@@ -120,7 +158,7 @@ def test_shipped_calibration_loads() -> None:
     [
         ("schema_version = 1\n[params]\neta_h_alpha0 = -0.1\n", "params.eta_h_alpha0"),
         ("schema_version = 1\n[params]\nnot_a_field = 1.0\n", "params.not_a_field"),
-        ("schema_version = 1\n[params]\neta_h_alpha0 = \"x\"\n", "params.eta_h_alpha0"),
+        ('schema_version = 1\n[params]\neta_h_alpha0 = "x"\n', "params.eta_h_alpha0"),
         ("schema_version = 2\n[params]\neta_h_alpha0 = 0.1\n", "schema_version"),
         ("[params]\neta_h_alpha0 = 0.1\n", "schema_version"),
         ("schema_version = 1\n", "params"),
@@ -142,8 +180,12 @@ def test_estimate_and_plan_accept_calibration(tmp_path: Path) -> None:
     runner = CliRunner()
     # The calibrated eta_H form acts where the model uses eta_H: paper mode. (Default mode's fitted
     # compute-space multiplier g carries the H effect itself, so its eta_H is 1 with or without it.)
-    base = json.loads(runner.invoke(app, ["estimate", "--json", "--algorithm", "diloco", "--mode", "paper"]).stdout)
-    res = runner.invoke(app, ["estimate", "--json", "--algorithm", "diloco", "--mode", "paper", "--calibration", str(p)])
+    base = json.loads(
+        runner.invoke(app, ["estimate", "--json", "--algorithm", "diloco", "--mode", "paper"]).stdout
+    )
+    res = runner.invoke(
+        app, ["estimate", "--json", "--algorithm", "diloco", "--mode", "paper", "--calibration", str(p)]
+    )
     assert res.exit_code == 0, res.output
     cal = json.loads(res.stdout)
     assert cal["efficiency"]["eta_h"] < base["efficiency"]["eta_h"]
@@ -157,7 +199,9 @@ def test_estimate_and_plan_accept_calibration(tmp_path: Path) -> None:
 
 
 def test_counter_accepts_calibration(tmp_path: Path) -> None:
-    p = _write_cal(tmp_path / "c.toml", {"eta_h_alpha0": 0.3, "eta_h_size_scale": 50.0, "replica_beta_coeff": 5.0})
+    p = _write_cal(
+        tmp_path / "c.toml", {"eta_h_alpha0": 0.3, "eta_h_size_scale": 50.0, "replica_beta_coeff": 5.0}
+    )
     runner = CliRunner()
     base = json.loads(runner.invoke(app, ["counter", "--lever", "bandwidth_cap", "--json"]).stdout)
     res = runner.invoke(app, ["counter", "--lever", "bandwidth_cap", "--json", "--calibration", str(p)])
@@ -170,17 +214,39 @@ def test_counter_accepts_calibration(tmp_path: Path) -> None:
 
 
 def test_calibrate_analyse_only_end_to_end(tmp_path: Path) -> None:
-    recs = _synthetic({"tiny": 0.1, "tiny-w128": 0.08}, {"tiny": 0.05, "tiny-w128": 0.03}, {"int8": 0.99, "topk": 0.95})
+    recs = _synthetic(
+        {"tiny": 0.1, "tiny-w128": 0.08}, {"tiny": 0.05, "tiny-w128": 0.03}, {"int8": 0.99, "topk": 0.95}
+    )
     out = tmp_path / "run"
     out.mkdir()
     rng = np.random.default_rng(0)
     with open(out / "results.jsonl", "w") as fh:
         for i, r in enumerate(recs):
-            r = {**r, "key": f"k{i}", "val_losses": list(np.asarray(r["val_losses"]) + rng.normal(0, 1e-3, 4)),
-                 "val_loss": float(np.mean(r["val_losses"])), "wall_s": 1.0, "tier": 0, "tokens": 1}
+            r = {
+                **r,
+                "key": f"k{i}",
+                "val_losses": list(np.asarray(r["val_losses"]) + rng.normal(0, 1e-3, 4)),
+                "val_loss": float(np.mean(r["val_losses"])),
+                "wall_s": 1.0,
+                "tier": 0,
+                "tokens": 1,
+            }
             fh.write(json.dumps(r) + "\n")
-    res = CliRunner().invoke(app, ["calibrate", "--analyse-only", "--out", str(out), "--bootstrap", "5",
-                                   "--docs", str(tmp_path / "docs"), "--bench", str(tmp_path / "b.md")])
+    res = CliRunner().invoke(
+        app,
+        [
+            "calibrate",
+            "--analyse-only",
+            "--out",
+            str(out),
+            "--bootstrap",
+            "5",
+            "--docs",
+            str(tmp_path / "docs"),
+            "--bench",
+            str(tmp_path / "b.md"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     mp = load_calibration(out / "calibration.toml")
     assert mp.eta_h_alpha0 > 0
@@ -192,9 +258,13 @@ def test_calibrate_analyse_only_end_to_end(tmp_path: Path) -> None:
 # ------------------------------------------------------------- the range rule (issue 12)
 def _ranged(tmp_path: Path, extra: str = "") -> Path:
     table = [list(r) for r in F.compression_table(0.3, 0.01, (3.5, 25.0))]
-    p = _write_cal(tmp_path / "r.toml", {"eta_h_alpha0": 0.031, "replica_beta_coeff": 0.5, "compression_table": table})
-    p.write_text(p.read_text() + "\n[range]\nparams = [1.2e5, 4.4e5]\ncompression_ratio_ef = [1.0, 25.0]\n"
-                 "compression_ratio_no_ef = [1.0, 3.5]\n" + extra)
+    p = _write_cal(
+        tmp_path / "r.toml", {"eta_h_alpha0": 0.031, "replica_beta_coeff": 0.5, "compression_table": table}
+    )
+    p.write_text(
+        p.read_text() + "\n[range]\nparams = [1.2e5, 4.4e5]\ncompression_ratio_ef = [1.0, 25.0]\n"
+        "compression_ratio_no_ef = [1.0, 3.5]\n" + extra
+    )
     return p
 
 
@@ -207,7 +277,9 @@ def test_calibration_never_replaces_published_entries_outside_its_range(tmp_path
     # size laws act at every size: withheld, published values stay
     assert mp.eta_h_alpha0 == DEFAULT_PARAMS.eta_h_alpha0
     assert mp.replica_beta_coeff == DEFAULT_PARAMS.replica_beta_coeff
-    assert set(res.withheld) == {"eta_h_alpha0", "replica_beta_coeff"} and res.applied == ("compression_table",)
+    assert set(res.withheld) == {"eta_h_alpha0", "replica_beta_coeff"} and res.applied == (
+        "compression_table",
+    )
     rows = {r[0]: r for r in mp.compression_table}
     # with error feedback: measured up to 25x (row at 25 = 1 - 0.3 log10 25), published beyond
     assert rows[25.0][2] == pytest.approx(1 - 0.3 * math.log10(25), abs=1e-4)
@@ -228,11 +300,16 @@ def test_range_derived_from_measured_tables(tmp_path: Path) -> None:
     from dispersal.calibration.tomlio import measured_range, read_calibration
 
     p = _write_cal(tmp_path / "m.toml", {"eta_h_alpha0": 0.031})
-    p.write_text(p.read_text() + "\n[measured.tiny]\nparams = 120576.0\n[measured.big]\nparams = 437760.0\n"
-                 "[measured.codec_topk]\nratio = 25.0\n[measured.codec_int8]\nratio = 1.88\n")
+    p.write_text(
+        p.read_text() + "\n[measured.tiny]\nparams = 120576.0\n[measured.big]\nparams = 437760.0\n"
+        "[measured.codec_topk]\nratio = 25.0\n[measured.codec_int8]\nratio = 1.88\n"
+    )
     rng = measured_range(read_calibration(p))
-    assert rng == {"params": (120576.0, 437760.0), "compression_ratio_ef": (1.0, 25.0),
-                   "compression_ratio_no_ef": (1.0, 1.88)}
+    assert rng == {
+        "params": (120576.0, 437760.0),
+        "compression_ratio_ef": (1.0, 25.0),
+        "compression_ratio_no_ef": (1.0, 1.88),
+    }
     assert load_calibration(p).eta_h_alpha0 == DEFAULT_PARAMS.eta_h_alpha0
 
 

@@ -18,10 +18,20 @@ from dispersal.testbed.config import TestbedConfig  # noqa: E402
 def test_runner_matches_testbed(tmp_path: Path, algorithm: str, codec: str) -> None:
     from dispersal.testbed.supervisor import run_local
 
-    cfg = TestbedConfig(algorithm=algorithm, workers=2, steps=20, inner_steps=5, model="tiny", codec=codec,
-                        seed=3, batch_size=8)
+    cfg = TestbedConfig(
+        algorithm=algorithm,
+        workers=2,
+        steps=20,
+        inner_steps=5,
+        model="tiny",
+        codec=codec,
+        seed=3,
+        batch_size=8,
+    )
     summary = run_local(cfg, tmp_path / "tb")
-    mine = train_point(cfg, tmp_path / "tb" / "data", eval_batches=cfg.eval_batches, eval_batch_size=cfg.batch_size)
+    mine = train_point(
+        cfg, tmp_path / "tb" / "data", eval_batches=cfg.eval_batches, eval_batch_size=cfg.batch_size
+    )
     assert mine["val_loss"] == summary["final_val_loss"]
 
 

@@ -39,8 +39,12 @@ def test_hold_back_recovers_a_form_that_follows_the_published_law() -> None:
     assert hb.max_abs_log_error < 1e-9
     assert hb.a == pytest.approx(0.05) and hb.c == pytest.approx(-0.2 * 4**-q.kb)
     # a size law the published one does not have shows up as a held-back error
-    bad = [p if p.size == "small" else MeasuredPoint(p.size, p.params, p.inner_steps, p.replicas, p.codec, p.eta * 0.8)
-           for p in pts]
+    bad = [
+        p
+        if p.size == "small"
+        else MeasuredPoint(p.size, p.params, p.inner_steps, p.replicas, p.codec, p.eta * 0.8)
+        for p in pts
+    ]
     hb2 = shape.hold_back(bad, q)
     assert hb2 is not None and hb2.max_abs_log_error == pytest.approx(-math.log(0.8), rel=1e-9)
 
@@ -78,8 +82,18 @@ def test_points_from_toml_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="measured_points"):
         shape.points_from_toml({})
     with pytest.raises(InputError, match="same length"):
-        shape.points_from_toml({"measured_points": {"size": ["a"], "params": [1.0, 2.0], "inner_steps": [1.0],
-                                                    "replicas": [1.0], "codec": ["none"], "eta": [1.0]}})
+        shape.points_from_toml(
+            {
+                "measured_points": {
+                    "size": ["a"],
+                    "params": [1.0, 2.0],
+                    "inner_steps": [1.0],
+                    "replicas": [1.0],
+                    "codec": ["none"],
+                    "eta": [1.0],
+                }
+            }
+        )
     bad = tmp_path / "x.toml"
     bad.write_text("schema_version = 1\n")
     assert shape.main([str(bad)]) == 2

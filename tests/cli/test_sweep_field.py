@@ -15,8 +15,23 @@ from dispersal.model.presets import load_scenario
 
 def test_field_sweep_charts_an_estimate_figure(tmp_path: Path) -> None:
     out = tmp_path / "s.csv"
-    r = CliRunner().invoke(app, ["sweep", "--field", "utilisation", "--x", "bandwidth=100Mbps,1Gbps",
-                                 "--y", "inner_steps=10,100", "--scenario", "intellect1", "--out", str(out), "--json"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            "--field",
+            "utilisation",
+            "--x",
+            "bandwidth=100Mbps,1Gbps",
+            "--y",
+            "inner_steps=10,100",
+            "--scenario",
+            "intellect1",
+            "--out",
+            str(out),
+            "--json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     rows = json.loads(r.output)["rows"]
     assert len(rows) == 4 and (tmp_path / "sweep.png").exists()
@@ -26,16 +41,45 @@ def test_field_sweep_charts_an_estimate_figure(tmp_path: Path) -> None:
     assert got["utilisation"] == want.utilisation
     # More bandwidth never lowers utilisation at fixed H.
     for h in ("10", "100"):
-        lo, hi = (next(x for x in rows if x["bandwidth"] == b and x["inner_steps"] == h) for b in ("100Mbps", "1Gbps"))
+        lo, hi = (
+            next(x for x in rows if x["bandwidth"] == b and x["inner_steps"] == h)
+            for b in ("100Mbps", "1Gbps")
+        )
         assert hi["utilisation"] >= lo["utilisation"]
     with out.open() as f:
         assert len(list(csv.DictReader(f))) == 4
 
 
 def test_field_sweep_nested_figure_and_errors(tmp_path: Path) -> None:
-    ok = CliRunner().invoke(app, ["sweep", "--field", "traffic.mean_mbps", "--x", "num_nodes=2,4", "--y",
-                                  "latency_s=10ms,100ms", "--out", str(tmp_path / "t.csv"), "--no-plot"])
+    ok = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            "--field",
+            "traffic.mean_mbps",
+            "--x",
+            "num_nodes=2,4",
+            "--y",
+            "latency_s=10ms,100ms",
+            "--out",
+            str(tmp_path / "t.csv"),
+            "--no-plot",
+        ],
+    )
     assert ok.exit_code == 0, ok.output
-    bad = CliRunner().invoke(app, ["sweep", "--field", "nonsense", "--x", "num_nodes=2,4", "--y", "latency_s=10ms",
-                                   "--out", str(tmp_path / "u.csv"), "--no-plot"])
+    bad = CliRunner().invoke(
+        app,
+        [
+            "sweep",
+            "--field",
+            "nonsense",
+            "--x",
+            "num_nodes=2,4",
+            "--y",
+            "latency_s=10ms",
+            "--out",
+            str(tmp_path / "u.csv"),
+            "--no-plot",
+        ],
+    )
     assert bad.exit_code == 2 and "nonsense" in bad.output

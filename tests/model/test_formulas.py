@@ -86,7 +86,13 @@ def test_moe_expert_parallel_latency() -> None:
 
 def test_memory_pmax_a100_node() -> None:
     """Sec. 2: P_max = HBM / beta: 50 x A100 80GB = 4,000 GB -> 250B at 16 B/param."""
-    s = Scenario(hardware="a100_80gb", precision=Precision.BF16, num_nodes=2, params=250e9, algorithm=Algorithm.STREAMING)
+    s = Scenario(
+        hardware="a100_80gb",
+        precision=Precision.BF16,
+        num_nodes=2,
+        params=250e9,
+        algorithm=Algorithm.STREAMING,
+    )
     assert s.resolved_chips_per_node() == 50
     e = estimate(s, mode="paper")
     assert e.node_memory_bytes == pytest.approx(4000e9, rel=EXACT)
@@ -520,7 +526,11 @@ def test_table1_row_1e24() -> None:
 def test_table1_row_1e25() -> None:
     """Sec. 10 / Table 1: 1e25: 16 x GH200 FP8, N = 34, hierarchical 8 x 4 (= flat), 160B, H 19, eta 0.3698."""
     s = Scenario(
-        hardware="gh200", precision=Precision.FP8, num_nodes=34, params=160e9, algorithm=Algorithm.HIERARCHICAL,
+        hardware="gh200",
+        precision=Precision.FP8,
+        num_nodes=34,
+        params=160e9,
+        algorithm=Algorithm.HIERARCHICAL,
         group_size=8,
     )
     e = estimate(s, mode="paper")
@@ -563,7 +573,13 @@ def test_backup_workers_cost_a_tenth_of_the_nodes() -> None:
     """Backup workers (spec sec. 3): f' = 1 + 0.3 (f_sync - 1), and only N / 1.1 nodes do useful work."""
     from dispersal.model.scenario import Scenario as S
 
-    sync = estimate(S(num_nodes=34, params=160e9, hardware="gh200", straggler=Straggler.SYNCHRONOUS, inner_steps=50), mode="paper")
-    backup = estimate(S(num_nodes=34, params=160e9, hardware="gh200", straggler=Straggler.BACKUP, inner_steps=50), mode="paper")
+    sync = estimate(
+        S(num_nodes=34, params=160e9, hardware="gh200", straggler=Straggler.SYNCHRONOUS, inner_steps=50),
+        mode="paper",
+    )
+    backup = estimate(
+        S(num_nodes=34, params=160e9, hardware="gh200", straggler=Straggler.BACKUP, inner_steps=50),
+        mode="paper",
+    )
     # H fixed and compute-bound in both: tokens differ by exactly the 1/1.1 of useful nodes.
     assert backup.tokens == pytest.approx(sync.tokens / 1.1, rel=1e-12)

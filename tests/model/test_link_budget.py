@@ -35,12 +35,31 @@ def _check_links(e: object) -> None:
     tau=st.integers(0, 5),
     group=st.sampled_from([2, 4, 8]),
 )
-def test_no_link_overcommitted_with_h_min(algo: str, n: int, params_b: int, up_mbps: float, down_ratio: float,
-                                          codec: str, fragments: int, tau: int, group: int) -> None:
+def test_no_link_overcommitted_with_h_min(
+    algo: str,
+    n: int,
+    params_b: int,
+    up_mbps: float,
+    down_ratio: float,
+    codec: str,
+    fragments: int,
+    tau: int,
+    group: int,
+) -> None:
     """Any default-mode run at H = H_min: the busiest node's busy time per direction <= wall time."""
-    s = Scenario(algorithm=Algorithm(algo), num_nodes=n, params=params_b * 1e9, bandwidth_up_bits_per_s=up_mbps * 1e6,
-                 bandwidth_down_bits_per_s=up_mbps * 1e6 * down_ratio, codec=codec, fragments=fragments,
-                 overlap_depth=tau, group_size=group, regime="treaty", duration_s=1e12)
+    s = Scenario(
+        algorithm=Algorithm(algo),
+        num_nodes=n,
+        params=params_b * 1e9,
+        bandwidth_up_bits_per_s=up_mbps * 1e6,
+        bandwidth_down_bits_per_s=up_mbps * 1e6 * down_ratio,
+        codec=codec,
+        fragments=fragments,
+        overlap_depth=tau,
+        group_size=group,
+        regime="treaty",
+        duration_s=1e12,
+    )
     e = estimate(s)
     assume_ran = e.tokens > 0 and math.isfinite(e.outer_step_time_s)
     if assume_ran:

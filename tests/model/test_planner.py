@@ -28,14 +28,28 @@ from dispersal.model.scenario import Mode, max_chips_under
         (1e26, "h100_sxm", "fp8", 4706, "pp_diloco", 180, 3, 3.80e9),
     ],
 )
-def test_paper_bisection_reproduces_table1(target: float, hardware: str, precision: str, nodes: int, algorithm: str,
-                                            params_b: float, h: int, cost: float) -> None:
+def test_paper_bisection_reproduces_table1(
+    target: float,
+    hardware: str,
+    precision: str,
+    nodes: int,
+    algorithm: str,
+    params_b: float,
+    h: int,
+    cost: float,
+) -> None:
     """Paper mode + bisection reproduces Rahman 2026 Table 1 rows (spec sec. 10): node type, N, mode,
     P, H exactly and cost within 1% (the table rounds to 3 digits)."""
     b = plan(target, mode="paper").best
     assert b is not None
     assert (b.hardware, b.precision, b.nodes, b.algorithm, b.params, b.inner_steps) == (
-        hardware, precision, nodes, algorithm, params_b * 1e9, h)
+        hardware,
+        precision,
+        nodes,
+        algorithm,
+        params_b * 1e9,
+        h,
+    )
     assert b.cost_usd == pytest.approx(cost, rel=0.01)
 
 
@@ -122,8 +136,13 @@ def test_looser_constraint_never_costs_more(tight: Constraints, loose: Constrain
 def test_infeasible_target_gives_binding_reason() -> None:
     """1e29 FLOP in 30 days at 1 Mbps is infeasible, and says what binds."""
     # One node type and a node cap keep the (exhaustive) default-mode search short.
-    c = Constraints(max_duration_s=30 * 86400.0, bandwidth_up_bits_per_s=1e6, bandwidth_down_bits_per_s=1e6,
-                    hardware=("h100_sxm",), max_nodes=1_000)
+    c = Constraints(
+        max_duration_s=30 * 86400.0,
+        bandwidth_up_bits_per_s=1e6,
+        bandwidth_down_bits_per_s=1e6,
+        hardware=("h100_sxm",),
+        max_nodes=1_000,
+    )
     p = plan(1e29, constraints=c)
     assert not p.feasible and p.best is None
     assert "time budget" in p.reasons[0]
@@ -162,8 +181,12 @@ def test_centralized_baseline_and_premium() -> None:
 
 def test_premium_is_none_when_the_evader_cannot_reach_the_target() -> None:
     """An infeasible evader plan still carries the (feasible) baseline, but no premium."""
-    c = Constraints(max_duration_s=30 * 86400.0, bandwidth_up_bits_per_s=1e6, bandwidth_down_bits_per_s=1e6,
-                    hardware=("h100_sxm",))
+    c = Constraints(
+        max_duration_s=30 * 86400.0,
+        bandwidth_up_bits_per_s=1e6,
+        bandwidth_down_bits_per_s=1e6,
+        hardware=("h100_sxm",),
+    )
     p = plan(3e25, mode="paper", constraints=c, baseline=True)
     assert not p.feasible and p.centralized is not None
     assert p.centralized_cost_usd is not None and p.cost_premium is None
@@ -172,8 +195,9 @@ def test_premium_is_none_when_the_evader_cannot_reach_the_target() -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(
-    bounds=st.lists(st.tuples(st.integers(0, 700), st.integers(0, 700), st.integers(0, 701)), min_size=1,
-                    max_size=12),
+    bounds=st.lists(
+        st.tuples(st.integers(0, 700), st.integers(0, 700), st.integers(0, 701)), min_size=1, max_size=12
+    ),
 )
 def test_bisections_find_the_edge_of_a_monotone_predicate(bounds: list[tuple[int, int, int]]) -> None:
     """first_true / last_true equal a scan of every integer, for many intervals at once, and never ask

@@ -62,7 +62,12 @@ def test_formula_exact() -> None:
     q = QualityParams(u0=-0.001, u1=-0.0005, b0=0.004, kb=0.3, p=0.5, q=0.4, delta=0.002)
     m, h, n, f = 4.0, 100.0, 1e9, 3.0
     x = math.log(n / q.pivot_params)
-    lr = -0.001 - 0.0005 * x + 0.004 * (n / q.pivot_params) ** -0.3 * (4**0.5 - 1) / 0.5 * (1 + 0.4 * math.log(100 / 30)) + 0.002
+    lr = (
+        -0.001
+        - 0.0005 * x
+        + 0.004 * (n / q.pivot_params) ** -0.3 * (4**0.5 - 1) / 0.5 * (1 + 0.4 * math.log(100 / 30))
+        + 0.002
+    )
     assert float(log_loss_ratio(m, h, n, f, q)) == pytest.approx(lr, rel=1e-12)
     assert float(compute_fraction(m, h, n, f, q)) == pytest.approx(math.exp(-lr / (0.0953 / 2)), rel=1e-12)
 
@@ -70,7 +75,9 @@ def test_formula_exact() -> None:
 def test_size_offset_held_at_fit_edges_and_h_floor() -> None:
     q = QualityParams()
     # M = 1: only u(P), constant beyond the fitted sizes
-    assert float(log_loss_ratio(1, 30, 1e12, 1, q)) == pytest.approx(float(log_loss_ratio(1, 30, 2.4e9, 1, q)))
+    assert float(log_loss_ratio(1, 30, 1e12, 1, q)) == pytest.approx(
+        float(log_loss_ratio(1, 30, 2.4e9, 1, q))
+    )
     assert float(log_loss_ratio(1, 30, 1e6, 1, q)) == pytest.approx(float(log_loss_ratio(1, 30, 3.5e7, 1, q)))
     # H below 30 is held at H = 30
     assert float(compute_fraction(8, 1, 1e9)) == pytest.approx(float(compute_fraction(8, 30, 1e9)))
@@ -84,9 +91,12 @@ def test_diloco_beats_dp_at_small_m_large_models() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(
-    m=st.floats(1.0, 1e4), dm=st.floats(0.0, 1e3),
-    h=st.floats(1.0, 1e5), dh=st.floats(0.0, 1e4),
-    n=st.floats(1e6, 1e13), f=st.floats(1.0, 100.0),
+    m=st.floats(1.0, 1e4),
+    dm=st.floats(0.0, 1e3),
+    h=st.floats(1.0, 1e5),
+    dh=st.floats(0.0, 1e4),
+    n=st.floats(1e6, 1e13),
+    f=st.floats(1.0, 100.0),
 )
 def test_bounded_and_monotone(m: float, dm: float, h: float, dh: float, n: float, f: float) -> None:
     g = float(compute_fraction(m, h, n, f))
@@ -112,7 +122,8 @@ def test_loss_space_bound() -> None:
     lo = float(chinchilla.loss(p, d, CH["e"], CH["a"], CH["b"], CH["alpha"], CH["beta"]))
     r = float(loss_ratio(8, 30, p))
     expect = float(
-        chinchilla.optimal_compute_for_loss(lo * r, *CH.values()) / chinchilla.optimal_compute_for_loss(lo, *CH.values())
+        chinchilla.optimal_compute_for_loss(lo * r, *CH.values())
+        / chinchilla.optimal_compute_for_loss(lo, *CH.values())
     )
     got = float(loss_space_fraction(lo, r, **CH))
     assert got == pytest.approx(expect, rel=1e-12)
@@ -197,13 +208,17 @@ def test_replica_tail() -> None:
     # t = p continues the fitted curve exactly; t = 0 is logarithmic beyond M = 8
     assert replica_term(m, 0.65, 8.0, 0.65) == pytest.approx((m**0.65 - 1) / 0.65, rel=1e-12)
     s8 = (8**0.65 - 1) / 0.65
-    assert float(replica_term(100.0, 0.65, 8.0, 0.0)) == pytest.approx(s8 + 8**0.65 * math.log(100 / 8), rel=1e-12)
+    assert float(replica_term(100.0, 0.65, 8.0, 0.0)) == pytest.approx(
+        s8 + 8**0.65 * math.log(100 / 8), rel=1e-12
+    )
     eps = 1e-7  # continuous slope in ln M at M = 8
     lo = float(replica_term(8 * math.exp(-eps), 0.65, 8.0, 0.0))
     hi = float(replica_term(8 * math.exp(eps), 0.65, 8.0, 0.0))
     assert (hi - lo) / (2 * eps) == pytest.approx(8**0.65, rel=1e-5)
     log_tail = QualityParams(replica_tail_exponent=0.0)
-    assert float(compute_fraction(8, 100, 1e11, 1, log_tail)) == pytest.approx(float(compute_fraction(8, 100, 1e11)))
+    assert float(compute_fraction(8, 100, 1e11, 1, log_tail)) == pytest.approx(
+        float(compute_fraction(8, 100, 1e11))
+    )
     assert float(compute_fraction(1024, 100, 1e11, 1, log_tail)) > float(compute_fraction(1024, 100, 1e11))
 
 

@@ -128,8 +128,9 @@ def test_monte_carlo_uses_the_planners_candidates_and_rule() -> None:
     c = constraints_for(nom, SMALL)
     space = make_space(Mode.DEFAULT, c, "treaty", DEFAULT_PARAMS)
     arrays = _draw_arrays({k: np.asarray([v]) for k, v in nom.items()}, spec, DEFAULT_PARAMS, 1)
-    s = _Search(space=space, draws=arrays, p=DEFAULT_PARAMS, metric=planner.Metric.C_QUALITY, target=3e24,
-                c=c)
+    s = _Search(
+        space=space, draws=arrays, p=DEFAULT_PARAMS, metric=planner.Metric.C_QUALITY, target=3e24, c=c
+    )
     k = len(space.combo_hw)
     cc = np.tile(np.arange(k, dtype=np.int64), 4)
     n = np.repeat(np.asarray([1.0, 40.0, 300.0, 2500.0]), k)

@@ -25,16 +25,27 @@ def _random_scenarios(rng: np.random.Generator, n: int) -> list[Scenario]:
     for _ in range(n):
         hw = str(rng.choice(names))
         fp8 = accelerators()[hw].dense_fp8_flop_per_s > 0 and rng.random() < 0.5
-        out.append(Scenario(
-            hardware=hw, precision=Precision.FP8 if fp8 else Precision.BF16, num_nodes=int(rng.integers(1, 3000)),
-            params=float(10 ** rng.uniform(8.5, 12)), algorithm=Algorithm(str(rng.choice(ALGORITHMS))),
-            inner_steps=int(rng.choice([0, 0, 1, 10, 100, 500])), compression_ratio=float(rng.choice([1, 16, 150, 500])),
-            error_feedback=bool(rng.random() < 0.7), bandwidth_up_bits_per_s=float(10 ** rng.uniform(6, 10)),
-            bandwidth_down_bits_per_s=float(10 ** rng.uniform(6, 10)), latency_s=float(rng.uniform(0, 0.3)),
-            group_size=int(rng.integers(2, 33)), straggler=Straggler(str(rng.choice(["relay", "synchronous", "threshold", "backup"]))),
-            duration_s=float(rng.uniform(30, 740)) * 86400.0, tokens=None if rng.random() < 0.7 else float(10 ** rng.uniform(10, 13)),
-            regime=str(rng.choice(["treaty", "treaty_hbm", "none"])), mfu=float(rng.uniform(0.2, 0.6)),
-        ))
+        out.append(
+            Scenario(
+                hardware=hw,
+                precision=Precision.FP8 if fp8 else Precision.BF16,
+                num_nodes=int(rng.integers(1, 3000)),
+                params=float(10 ** rng.uniform(8.5, 12)),
+                algorithm=Algorithm(str(rng.choice(ALGORITHMS))),
+                inner_steps=int(rng.choice([0, 0, 1, 10, 100, 500])),
+                compression_ratio=float(rng.choice([1, 16, 150, 500])),
+                error_feedback=bool(rng.random() < 0.7),
+                bandwidth_up_bits_per_s=float(10 ** rng.uniform(6, 10)),
+                bandwidth_down_bits_per_s=float(10 ** rng.uniform(6, 10)),
+                latency_s=float(rng.uniform(0, 0.3)),
+                group_size=int(rng.integers(2, 33)),
+                straggler=Straggler(str(rng.choice(["relay", "synchronous", "threshold", "backup"]))),
+                duration_s=float(rng.uniform(30, 740)) * 86400.0,
+                tokens=None if rng.random() < 0.7 else float(10 ** rng.uniform(10, 13)),
+                regime=str(rng.choice(["treaty", "treaty_hbm", "none"])),
+                mfu=float(rng.uniform(0.2, 0.6)),
+            )
+        )
     return out
 
 
@@ -47,10 +58,15 @@ def test_vectorised_kernel_matches_scalar_estimate(mode: str) -> None:
     batch = {k: np.asarray([float(r[k]) for r in rows]) for k in rows[0]}
     r = evaluate(batch, DEFAULT_PARAMS)
     checks: dict[str, Callable[[Estimate], float]] = {
-        "c_local_flop": lambda e: e.c_local_flop, "c_quality_flop": lambda e: e.c_quality_flop,
-        "tokens": lambda e: e.tokens, "run_time_s": lambda e: e.run_time_s, "cost_usd": lambda e: e.cost.total_usd,
-        "eta": lambda e: e.efficiency.eta, "chi": lambda e: e.efficiency.chi,
-        "inner_steps": lambda e: float(e.inner_steps), "sync_time_s": lambda e: e.sync_time_s,
+        "c_local_flop": lambda e: e.c_local_flop,
+        "c_quality_flop": lambda e: e.c_quality_flop,
+        "tokens": lambda e: e.tokens,
+        "run_time_s": lambda e: e.run_time_s,
+        "cost_usd": lambda e: e.cost.total_usd,
+        "eta": lambda e: e.efficiency.eta,
+        "chi": lambda e: e.efficiency.chi,
+        "inner_steps": lambda e: float(e.inner_steps),
+        "sync_time_s": lambda e: e.sync_time_s,
         "mean_up_bits_per_s": lambda e: e.traffic.mean_mbps * 1e6,
     }
     for i, s in enumerate(scenarios):

@@ -1232,16 +1232,21 @@ def summary_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
         ("C_local", f"{d['c_local_flop']:.4g} FLOP"),
         ("C_quality", f"{d['c_quality_flop']:.4g} FLOP"),
         ("loss (Chinchilla fit)", f"{d['loss']:.4f}"),
-        ("compute utilisation", f"{d['utilisation']:.1%} (compute time / wall time; hardware MFU {d['mfu']:.3g})"),
+        (
+            "compute utilisation",
+            f"{d['utilisation']:.1%} (compute time / wall time; hardware MFU {d['mfu']:.3g})",
+        ),
         ("global MFU (C_local / peak)", f"{d['mfu_global']:.1%}"),
     ]
     tr = d.get("traffic") or {}
     if tr:
-        rows.append((
-            "sync payload up / down",
-            f"{units.format_bytes(tr.get('sync_upload_bytes', 0.0))} / {units.format_bytes(tr.get('sync_download_bytes', 0.0))}"
-            f"; busiest link {max(tr.get('link_utilisation_up', 0.0), tr.get('link_utilisation_down', 0.0)):.0%} used",
-        ))
+        rows.append(
+            (
+                "sync payload up / down",
+                f"{units.format_bytes(tr.get('sync_upload_bytes', 0.0))} / {units.format_bytes(tr.get('sync_download_bytes', 0.0))}"
+                f"; busiest link {max(tr.get('link_utilisation_up', 0.0), tr.get('link_utilisation_down', 0.0)):.0%} used",
+            )
+        )
     if d.get("extrapolation"):
         rows.append(("extrapolation", "; ".join(d["extrapolation"])))
     return [{"quantity": k, "value": v} for k, v in rows]

@@ -45,7 +45,9 @@ class ScalingCurve:
         if self.kind == "power":
             gap = ll - self.e
             with np.errstate(divide="ignore", invalid="ignore"):
-                out = np.where(gap > 0, (self.a_coeff / np.where(gap > 0, gap, 1.0)) ** (1.0 / self.a_exp), np.inf)
+                out = np.where(
+                    gap > 0, (self.a_coeff / np.where(gap > 0, gap, 1.0)) ** (1.0 / self.a_exp), np.inf
+                )
             return np.asarray(out, dtype=np.float64)
         lc, lo = np.log(np.asarray(self.c_points)), np.log(np.asarray(self.l_points))
         # loss decreases with compute: interpolate log C against log L (sorted ascending in L)
@@ -129,8 +131,10 @@ def fit_scaling_curve(compute: npt.ArrayLike, loss: npt.ArrayLike, max_rms: floa
         if best is None or not np.isfinite(best[0]):
             break
         _, e0, _, a0 = best
-        best = search(np.geomspace(a0 / fa, a0 * fa, 60), np.linspace(max(0.0, e0 - de), min(lmin - 1e-6, e0 + de), 60))
-        de, fa = de / 10, fa ** 0.1
+        best = search(
+            np.geomspace(a0 / fa, a0 * fa, 60), np.linspace(max(0.0, e0 - de), min(lmin - 1e-6, e0 + de), 60)
+        )
+        de, fa = de / 10, fa**0.1
     if best is None or not np.isfinite(best[0]):
         return fallback
     res, e, a_c, a_exp = best
@@ -145,4 +149,6 @@ def fit_scaling_curve(compute: npt.ArrayLike, loss: npt.ArrayLike, max_rms: floa
 
 def efficiency(curve: ScalingCurve, loss: npt.ArrayLike, compute_spent: npt.ArrayLike) -> Arr:
     """eta = C_DDP(loss) / C_spent."""
-    return np.asarray(curve.compute_for_loss(loss) / np.asarray(compute_spent, dtype=np.float64), dtype=np.float64)
+    return np.asarray(
+        curve.compute_for_loss(loss) / np.asarray(compute_spent, dtype=np.float64), dtype=np.float64
+    )

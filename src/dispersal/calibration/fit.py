@@ -32,8 +32,13 @@ BASE_BITS = 16.0  # model's bits_per_value for bf16 training: C_r is measured ag
 
 def codec_ratio(codec: str, block: int = 64, topk_fraction: float = 0.01) -> float:
     """Compression ratio C_r of a testbed codec against a 16-bit payload."""
-    bits = {"none": 16.0, "bf16": 16.0, "int8": 8.0 + 32.0 / block, "int4": 4.0 + 32.0 / block,
-            "topk": 64.0 * topk_fraction}
+    bits = {
+        "none": 16.0,
+        "bf16": 16.0,
+        "int8": 8.0 + 32.0 / block,
+        "int4": 4.0 + 32.0 / block,
+        "topk": 64.0 * topk_fraction,
+    }
     return BASE_BITS / bits[codec]
 
 
@@ -42,8 +47,9 @@ def point_key(r: dict[str, Any]) -> tuple[Any, ...]:
     return (r["size"], r["algorithm"], int(r["H"]), int(r["workers"]), r["codec"], int(r["steps"]), r["role"])
 
 
-def _predict(curve: ScalingCurve, c: np.ndarray, h: np.ndarray, m: np.ndarray,
-             alpha: np.ndarray, beta0: np.ndarray) -> np.ndarray:
+def _predict(
+    curve: ScalingCurve, c: np.ndarray, h: np.ndarray, m: np.ndarray, alpha: np.ndarray, beta0: np.ndarray
+) -> np.ndarray:
     """Predicted eta for points (last axis) under grids of alpha, beta0 (broadcast)."""
     eh = np.clip(1.0 - alpha * np.log10(h), 1e-3, None)
     l1 = curve.loss(eh * c)
@@ -51,7 +57,9 @@ def _predict(curve: ScalingCurve, c: np.ndarray, h: np.ndarray, m: np.ndarray,
     return efficiency(curve, l1 * m**beta, c)
 
 
-def fit_size(curve: ScalingCurve, c: np.ndarray, h: np.ndarray, m: np.ndarray, eta: np.ndarray) -> tuple[float, float]:
+def fit_size(
+    curve: ScalingCurve, c: np.ndarray, h: np.ndarray, m: np.ndarray, eta: np.ndarray
+) -> tuple[float, float]:
     """(alpha, beta_0) minimising sum (log eta - log eta_pred)^2; beta_0 is NaN without any M > 1 point."""
     ok = np.isfinite(eta) & (eta > 0) & (h > 1)
     c, h, m, eta = c[ok], h[ok], m[ok], eta[ok]
@@ -76,6 +84,7 @@ def fit_size(curve: ScalingCurve, c: np.ndarray, h: np.ndarray, m: np.ndarray, e
     bg = np.concatenate([-pos[::-1][:120], [0.0], pos]) if has_m else np.zeros(1)
     ag = np.linspace(-0.5, 0.9, 141)
     a1, b1 = search(ag, bg)
+
     def obj(v: np.ndarray) -> float:
         pred = _predict(curve, c, h, m, np.asarray(v[0]), np.asarray(v[1] if has_m else 0.0))
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -87,8 +96,15 @@ def fit_size(curve: ScalingCurve, c: np.ndarray, h: np.ndarray, m: np.ndarray, e
     return a1, (b1 if has_m else math.nan)
 
 
-def nelder_mead(f: Any, x0: np.ndarray, step: np.ndarray, *, fixed_second: bool = False,
-                iters: int = 300, tol: float = 1e-12) -> np.ndarray:
+def nelder_mead(
+    f: Any,
+    x0: np.ndarray,
+    step: np.ndarray,
+    *,
+    fixed_second: bool = False,
+    iters: int = 300,
+    tol: float = 1e-12,
+) -> np.ndarray:
     """Minimise f over 2 variables (or only the first) with the Nelder-Mead simplex (no SciPy)."""
     if fixed_second:
         best = nelder_mead(lambda v: f(np.array([v[0], x0[1]])), x0[:1], step[:1], iters=iters, tol=tol)
@@ -130,8 +146,11 @@ def fit_alpha_of_size(p: np.ndarray, alpha: np.ndarray) -> tuple[float, float]:
         return math.nan, math.nan
     lg = np.log10(p / 1e9)
     s_min = max(0.05, float(np.max(-lg)) * 1.001)  # every denominator > 0
-    grid = (np.array([DEFAULT_PARAMS.eta_h_size_scale]) if p.size == 1 and DEFAULT_PARAMS.eta_h_size_scale > s_min
-            else np.geomspace(s_min, 1e4, 4000))
+    grid = (
+        np.array([DEFAULT_PARAMS.eta_h_size_scale])
+        if p.size == 1 and DEFAULT_PARAMS.eta_h_size_scale > s_min
+        else np.geomspace(s_min, 1e4, 4000)
+    )
     g = 1.0 / (1.0 + lg[None, :] / grid[:, None])
     a0 = (g * alpha).sum(1) / (g * g).sum(1)
     res = ((alpha - a0[:, None] * g) ** 2).sum(1)
@@ -145,7 +164,7 @@ def fit_beta_of_size(p: np.ndarray, beta0: np.ndarray) -> tuple[float, float]:
     p, beta0 = p[ok], beta0[ok]
     if p.size == 0:
         return math.nan, math.nan
-    grid = (np.array([DEFAULT_PARAMS.replica_beta_exponent]) if p.size == 1 else np.linspace(0.0, 2.0, 4001))
+    grid = np.array([DEFAULT_PARAMS.replica_beta_exponent]) if p.size == 1 else np.linspace(0.0, 2.0, 4001)
     g = p[None, :] ** (-grid[:, None])
     c = (g * beta0).sum(1) / (g * g).sum(1)
     res = ((beta0 - c[:, None] * g) ** 2).sum(1)
@@ -166,7 +185,9 @@ def fit_gamma(ratios: list[float], etas: list[float]) -> float:
 def analyse_once(records: list[dict[str, Any]], losses: dict[int, float]) -> dict[str, Any]:
     """One pass: curves, per-point eta, fits. ``losses[i]`` is record i's (possibly resampled) loss."""
     out: dict[str, Any] = {"curves": {}, "points": {}, "sizes": {}, "codecs": {}}
-    sizes = sorted({r["size"] for r in records}, key=lambda s: min(r["params"] for r in records if r["size"] == s))
+    sizes = sorted(
+        {r["size"] for r in records}, key=lambda s: min(r["params"] for r in records if r["size"] == s)
+    )
     groups: dict[tuple[Any, ...], list[int]] = defaultdict(list)
     for i, r in enumerate(records):
         groups[point_key(r)].append(i)
@@ -182,7 +203,9 @@ def analyse_once(records: list[dict[str, Any]], losses: dict[int, float]) -> dic
             loss = float(np.mean([losses[i] for i in idx]))
             flop = records[idx[0]]["flop"]
             out["points"][key] = float(efficiency(curve, loss, flop))
-        pts = [(k, v) for k, v in out["points"].items() if k[0] == size and k[1] == "diloco" and k[4] == "none"]
+        pts = [
+            (k, v) for k, v in out["points"].items() if k[0] == size and k[1] == "diloco" and k[4] == "none"
+        ]
         if pts:
             c = np.array([records[groups[k][0]]["flop"] for k, _ in pts])
             h = np.array([k[2] for k, _ in pts], dtype=np.float64)
@@ -203,16 +226,21 @@ def analyse_once(records: list[dict[str, Any]], losses: dict[int, float]) -> dic
     sz = [s for s in sizes if s in out["sizes"]]
     p = np.array([out["sizes"][s]["params"] for s in sz])
     out["alpha0"], out["size_scale"] = fit_alpha_of_size(p, np.array([out["sizes"][s]["alpha"] for s in sz]))
-    out["beta_coeff"], out["beta_exponent"] = fit_beta_of_size(p, np.array([out["sizes"][s]["beta0"] for s in sz]))
+    out["beta_coeff"], out["beta_exponent"] = fit_beta_of_size(
+        p, np.array([out["sizes"][s]["beta0"] for s in sz])
+    )
     noef = [c for c in out["codecs"] if c in ("int8", "int4", "bf16")]
     out["gamma_no_ef"] = fit_gamma([codec_ratio(c) for c in noef], [out["codecs"][c] for c in noef])
-    out["gamma_ef"] = fit_gamma([codec_ratio("topk")] if "topk" in out["codecs"] else [],
-                                [out["codecs"]["topk"]] if "topk" in out["codecs"] else [])
+    out["gamma_ef"] = fit_gamma(
+        [codec_ratio("topk")] if "topk" in out["codecs"] else [],
+        [out["codecs"]["topk"]] if "topk" in out["codecs"] else [],
+    )
     return out
 
 
-def compression_table(gamma_ef: float, gamma_no_ef: float,
-                      extra_ratios: tuple[float, ...] = ()) -> tuple[tuple[float, ...], ...]:
+def compression_table(
+    gamma_ef: float, gamma_no_ef: float, extra_ratios: tuple[float, ...] = ()
+) -> tuple[tuple[float, ...], ...]:
     """The model's table with the *expected* columns replaced by 1 - gamma log10 C_r (clipped to
     [0.05, 1]); optimistic/conservative keep the published values but are widened to bracket it.
     ``extra_ratios`` (the measured codecs' C_r) add rows there, published columns log-interpolated,
@@ -220,9 +248,15 @@ def compression_table(gamma_ef: float, gamma_no_ef: float,
     pub = DEFAULT_PARAMS.compression_table
     known = {r[0] for r in pub}
     base_rows = list(pub) + [
-        tuple([cr] + [float(np.interp(math.log10(cr), [math.log10(r[0]) for r in pub], [r[i] for r in pub]))
-                      for i in range(1, 7)])
-        for cr in sorted(set(extra_ratios)) if cr not in known and cr >= 1
+        tuple(
+            [cr]
+            + [
+                float(np.interp(math.log10(cr), [math.log10(r[0]) for r in pub], [r[i] for r in pub]))
+                for i in range(1, 7)
+            ]
+        )
+        for cr in sorted(set(extra_ratios))
+        if cr not in known and cr >= 1
     ]
     rows = []
     for row in sorted(base_rows, key=lambda r: r[0]):
@@ -268,7 +302,11 @@ def spread(values: list[float]) -> dict[str, float]:
     v = np.asarray([x for x in values if x is not None and math.isfinite(x)], dtype=np.float64)
     if v.size < 2:
         return {"std": math.nan, "p16": math.nan, "p84": math.nan}
-    return {"std": float(v.std(ddof=1)), "p16": float(np.percentile(v, 16)), "p84": float(np.percentile(v, 84))}
+    return {
+        "std": float(v.std(ddof=1)),
+        "p16": float(np.percentile(v, 16)),
+        "p84": float(np.percentile(v, 84)),
+    }
 
 
 def seed_spread(records: list[dict[str, Any]]) -> dict[tuple[Any, ...], float]:

@@ -40,11 +40,19 @@ def make_config(point: dict[str, Any], sizes: dict[str, dict[str, Any]]) -> Test
     if gb % m:
         raise ValueError(f"global_batch: {gb} is not divisible by workers={m}")
     return TestbedConfig(
-        algorithm=point["algorithm"], workers=m, steps=int(point["steps"]),
+        algorithm=point["algorithm"],
+        workers=m,
+        steps=int(point["steps"]),
         inner_steps=int(point["H"]) if point["algorithm"] != "ddp" else 1,
-        model=size["preset"], n_layer=size.get("n_layer", 0), n_head=size.get("n_head", 0),
-        n_embd=size.get("n_embd", 0), block_size=size.get("block_size", 0), batch_size=gb // m,
-        codec=point["codec"], seed=int(point["seed"]), inner_lr=float(point.get("inner_lr", 1e-3)),
+        model=size["preset"],
+        n_layer=size.get("n_layer", 0),
+        n_head=size.get("n_head", 0),
+        n_embd=size.get("n_embd", 0),
+        block_size=size.get("block_size", 0),
+        batch_size=gb // m,
+        codec=point["codec"],
+        seed=int(point["seed"]),
+        inner_lr=float(point.get("inner_lr", 1e-3)),
         topk_fraction=float(point.get("topk_fraction", 0.01)),
     )
 
@@ -68,7 +76,9 @@ def train_point(
     gcfg = GPTConfig(n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd, block_size=cfg.block_size)
     model = GPT(gcfg)
     n_params = model.num_params()
-    codecs = [make_codec(cfg.codec, block=cfg.block, topk_fraction=cfg.topk_fraction) for _ in range(cfg.workers)]
+    codecs = [
+        make_codec(cfg.codec, block=cfg.block, topk_fraction=cfg.topk_fraction) for _ in range(cfg.workers)
+    ]
     relay = make_codec(cfg.codec, block=cfg.block, topk_fraction=cfg.topk_fraction)
 
     def adamw_step(m: GPT, opt: torch.optim.Optimizer, step: int) -> None:
@@ -135,7 +145,9 @@ def measure_step_s(cfg: TestbedConfig, data_dir: Path, steps: int = 4) -> float:
     train_bin, _ = prepare_corpus(cfg.data, data_dir)
     train = ByteData(train_bin, cfg.block_size, cfg.batch_size * cfg.workers)
     torch.manual_seed(0)
-    model = GPT(GPTConfig(n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd, block_size=cfg.block_size))
+    model = GPT(
+        GPTConfig(n_layer=cfg.n_layer, n_head=cfg.n_head, n_embd=cfg.n_embd, block_size=cfg.block_size)
+    )
     opt = configure_adamw(model, 1e-3, 0.1)
     t = 0.0
     for i in range(steps + 1):

@@ -110,16 +110,37 @@ def points_from_toml(data: dict[str, Any]) -> list[MeasuredPoint]:
         raise InputError("measured_points", "all columns must have the same length")
     std = mp.get("eta_std", [math.nan] * n)
     algo = mp.get("algorithm", ["diloco"] * n)
-    return [MeasuredPoint(str(mp["size"][i]), float(mp["params"][i]), float(mp["inner_steps"][i]),
-                          float(mp["replicas"][i]), str(mp["codec"][i]), float(mp["eta"][i]), float(std[i]),
-                          str(algo[i])) for i in range(n)]
+    return [
+        MeasuredPoint(
+            str(mp["size"][i]),
+            float(mp["params"][i]),
+            float(mp["inner_steps"][i]),
+            float(mp["replicas"][i]),
+            str(mp["codec"][i]),
+            float(mp["eta"][i]),
+            float(std[i]),
+            str(algo[i]),
+        )
+        for i in range(n)
+    ]
 
 
 def points_from_summary(summary: dict[str, Any]) -> list[MeasuredPoint]:
     """The calibration report's summary points (`report.summarize`)."""
-    return [MeasuredPoint(p["size"], float(summary["sizes"][p["size"]]["params"]), float(p["H"]), float(p["M"]),
-                          p["codec"], float(p["eta"]), float(p["eta_std"]), p["algorithm"])
-            for p in summary["points"] if p["size"] in summary["sizes"] and math.isfinite(p["eta"])]
+    return [
+        MeasuredPoint(
+            p["size"],
+            float(summary["sizes"][p["size"]]["params"]),
+            float(p["H"]),
+            float(p["M"]),
+            p["codec"],
+            float(p["eta"]),
+            float(p["eta_std"]),
+            p["algorithm"],
+        )
+        for p in summary["points"]
+        if p["size"] in summary["sizes"] and math.isfinite(p["eta"])
+    ]
 
 
 def _diloco(points: list[MeasuredPoint]) -> list[MeasuredPoint]:
@@ -145,16 +166,40 @@ def sign_checks(points: list[MeasuredPoint], q: QualityParams | None = None) -> 
             seq = sorted((p.replicas, p.eta) for p in sp if p.inner_steps == h)
             if len(seq) >= 2:
                 meas = _direction([e for _, e in seq])
-                out.append(SignCheck(size, "M", f"H={h:g}", tuple(x for x, _ in seq), tuple(e for _, e in seq),
-                                     "non-increasing", meas, meas == "non-increasing"))
+                out.append(
+                    SignCheck(
+                        size,
+                        "M",
+                        f"H={h:g}",
+                        tuple(x for x, _ in seq),
+                        tuple(e for _, e in seq),
+                        "non-increasing",
+                        meas,
+                        meas == "non-increasing",
+                    )
+                )
         for m in sorted({p.replicas for p in sp}):
             seq = sorted((p.inner_steps, p.eta) for p in sp if p.replicas == m and p.inner_steps >= MIN_H)
             if len(seq) >= 2:
                 meas = _direction([e for _, e in seq])
                 pub = "non-increasing" if m > 1 else "flat (no H term at M = 1)"
-                ok = meas == "non-increasing" if m > 1 else max(e for _, e in seq) / min(e for _, e in seq) < 1.1
-                out.append(SignCheck(size, "H", f"M={m:g}", tuple(x for x, _ in seq), tuple(e for _, e in seq),
-                                     pub, meas, ok))
+                ok = (
+                    meas == "non-increasing"
+                    if m > 1
+                    else max(e for _, e in seq) / min(e for _, e in seq) < 1.1
+                )
+                out.append(
+                    SignCheck(
+                        size,
+                        "H",
+                        f"M={m:g}",
+                        tuple(x for x, _ in seq),
+                        tuple(e for _, e in seq),
+                        pub,
+                        meas,
+                        ok,
+                    )
+                )
         one = sorted((p.inner_steps, p.eta) for p in sp if p.replicas == 1 and p.inner_steps >= MIN_H)
         if one:
             params = sp[0].params
@@ -162,8 +207,18 @@ def sign_checks(points: list[MeasuredPoint], q: QualityParams | None = None) -> 
             pub = "eta > 1 (DiLoCo M = 1 beats DP)" if g1 > 1 else "eta <= 1"
             meas = ", ".join(f"H={h:g}: {'>' if e > 1 else '<='} 1" for h, e in one)
             agrees = all((e > 1) == (g1 > 1) for _, e in one)
-            out.append(SignCheck(size, "M = 1 vs DDP", "H >= 30", tuple(h for h, _ in one), tuple(e for _, e in one),
-                                 pub, meas, agrees))
+            out.append(
+                SignCheck(
+                    size,
+                    "M = 1 vs DDP",
+                    "H >= 30",
+                    tuple(h for h, _ in one),
+                    tuple(e for _, e in one),
+                    pub,
+                    meas,
+                    agrees,
+                )
+            )
     return out
 
 
@@ -185,7 +240,9 @@ def hold_back(points: list[MeasuredPoint], q: QualityParams | None = None) -> Ho
         m = np.array([p.replicas for p in ps])
         h = np.array([p.inner_steps for p in ps])
         s_m = quality.replica_term(m, qp.p, qp.fit_replicas_max, qp.p)
-        return np.asarray(s_m * (1.0 + qp.q * np.log(np.maximum(h, qp.inner_steps_floor) / 30.0)), dtype=np.float64)
+        return np.asarray(
+            s_m * (1.0 + qp.q * np.log(np.maximum(h, qp.inner_steps_floor) / 30.0)), dtype=np.float64
+        )
 
     # size-normalise the training sizes to the held size with the published law, then fit (a, c)
     p_held = test[0].params
@@ -195,14 +252,24 @@ def hold_back(points: list[MeasuredPoint], q: QualityParams | None = None) -> Ho
     (a, c), *_ = np.linalg.lstsq(design, y, rcond=None)
     pred = np.exp(a + c * term(test))
     g = quality.compute_fraction([p.replicas for p in test], [p.inner_steps for p in test], p_held, 1, qp)
-    return HoldBack(fit_sizes, held, float(a), float(c), tuple(test), tuple(float(x) for x in pred),
-                    tuple(float(x) for x in g))
+    return HoldBack(
+        fit_sizes,
+        held,
+        float(a),
+        float(c),
+        tuple(test),
+        tuple(float(x) for x in pred),
+        tuple(float(x) for x in g),
+    )
 
 
 def report_md(points: list[MeasuredPoint], q: QualityParams | None = None) -> str:
     """The shape-check section (markdown) for docs/calibration.md."""
     qp = q or QualityParams()
-    lines = ["### Sign and shape checks against the published quality model (`dispersal.calibration.shape`)", ""]
+    lines = [
+        "### Sign and shape checks against the published quality model (`dispersal.calibration.shape`)",
+        "",
+    ]
     checks = sign_checks(points, qp)
     agree = sum(c.agrees for c in checks)
     lines.append(f"Signs: {agree} of {len(checks)} checks agree with the published model's direction.")
@@ -213,19 +280,27 @@ def report_md(points: list[MeasuredPoint], q: QualityParams | None = None) -> st
     if hb is None:
         lines.append("Held-back extrapolation: needs two sizes with H >= 30 DiLoCo points; not available.")
     else:
-        lines.append(f"Held-back extrapolation: ln eta = a + c S(M) h(H) with the published p = {qp.p:.3f}, "
-                     f"q = {qp.q:.3f}, fitted on {', '.join(hb.fit_sizes)} (a = {hb.a:+.3f}, c = {hb.c:+.4f} at the "
-                     f"held size), carried to {hb.held_size} with the published c ~ P^-{qp.kb:.3f}:")
+        lines.append(
+            f"Held-back extrapolation: ln eta = a + c S(M) h(H) with the published p = {qp.p:.3f}, "
+            f"q = {qp.q:.3f}, fitted on {', '.join(hb.fit_sizes)} (a = {hb.a:+.3f}, c = {hb.c:+.4f} at the "
+            f"held size), carried to {hb.held_size} with the published c ~ P^-{qp.kb:.3f}:"
+        )
         lines.append("")
-        lines.append("| size | M | H | eta measured | +-1 sd | eta predicted (held back) | published g (extrapolated) |")
+        lines.append(
+            "| size | M | H | eta measured | +-1 sd | eta predicted (held back) | published g (extrapolated) |"
+        )
         lines.append("|---|---|---|---|---|---|---|")
         for m, pr, g in zip(hb.points, hb.predicted, hb.published_g, strict=True):
             sd = f"{m.eta_std:.3f}" if math.isfinite(m.eta_std) else "-"
-            lines.append(f"| {m.size} | {m.replicas:g} | {m.inner_steps:g} | {m.eta:.3f} | {sd} | {pr:.3f} | {g:.3f} |")
+            lines.append(
+                f"| {m.size} | {m.replicas:g} | {m.inner_steps:g} | {m.eta:.3f} | {sd} | {pr:.3f} | {g:.3f} |"
+            )
         lines.append("")
-        lines.append(f"Held-back error: max |eta_pred - eta| {hb.max_abs_error:.3f}, max |ln(eta_pred / eta)| "
-                     f"{hb.max_abs_log_error:.3f}; published g at these sizes (outside its 3.5e7-2.4e9 range): "
-                     f"max |ln(g / eta)| {hb.published_max_abs_log_error:.3f}.")
+        lines.append(
+            f"Held-back error: max |eta_pred - eta| {hb.max_abs_error:.3f}, max |ln(eta_pred / eta)| "
+            f"{hb.max_abs_log_error:.3f}; published g at these sizes (outside its 3.5e7-2.4e9 range): "
+            f"max |ln(g / eta)| {hb.published_max_abs_log_error:.3f}."
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -53,10 +53,30 @@ class SweepSpec:
     seeds: tuple[int, ...] = (0, 1)
 
 
-def point(size: str, algorithm: str, h: int, m: int, codec: str, steps: int, seed: int, role: str,
-          global_batch: int, tier: int) -> dict[str, Any]:
-    p = {"size": size, "algorithm": algorithm, "H": h, "workers": m, "codec": codec, "steps": steps,
-         "seed": seed, "role": role, "global_batch": global_batch, "tier": tier}
+def point(
+    size: str,
+    algorithm: str,
+    h: int,
+    m: int,
+    codec: str,
+    steps: int,
+    seed: int,
+    role: str,
+    global_batch: int,
+    tier: int,
+) -> dict[str, Any]:
+    p = {
+        "size": size,
+        "algorithm": algorithm,
+        "H": h,
+        "workers": m,
+        "codec": codec,
+        "steps": steps,
+        "seed": seed,
+        "role": role,
+        "global_batch": global_batch,
+        "tier": tier,
+    }
     p["key"] = f"{size}|{algorithm}|H{h}|M{m}|{codec}|S{steps}|B{global_batch}|seed{seed}|{role}"
     return p
 
@@ -135,8 +155,9 @@ def estimate_s(p: dict[str, Any], step_s: dict[str, float]) -> float:
     return float(p["steps"] * step_s[p["size"]] * overhead + 5.0)
 
 
-def select(points: list[dict[str, Any]], done: set[str], budget_s: float | None, jobs: int,
-           step_s: dict[str, float]) -> list[dict[str, Any]]:
+def select(
+    points: list[dict[str, Any]], done: set[str], budget_s: float | None, jobs: int, step_s: dict[str, float]
+) -> list[dict[str, Any]]:
     """The longest priority prefix of not-yet-run points that fits ``budget_s`` on ``jobs`` processes."""
     todo = [p for p in points if p["key"] not in done]
     if budget_s is None:
@@ -193,8 +214,13 @@ def measure_step_times(sizes: list[str], global_batch: int, data_dir: Path) -> d
         return {s: float(ex.submit(_measure, s, global_batch, str(data_dir)).result()) for s in sizes}
 
 
-def run_points(points: list[dict[str, Any]], out: Path, jobs: int,
-               on_done: Callable[[dict[str, Any]], None], deadline: float | None = None) -> None:
+def run_points(
+    points: list[dict[str, Any]],
+    out: Path,
+    jobs: int,
+    on_done: Callable[[dict[str, Any]], None],
+    deadline: float | None = None,
+) -> None:
     """Run points on ``jobs`` processes (one torch thread each); append each result as it finishes.
     No new point starts after ``deadline`` (time.monotonic()); the rest wait for the next invocation."""
     import multiprocessing as mp

@@ -76,7 +76,9 @@ def params_from_mapping(data: dict[str, Any], prefix: str = "params") -> ModelPa
                 if vals[0] < 1 or (rows and vals[0] <= rows[-1][0]):
                     raise InputError(f"{field}[{i}]", "first column must be >= 1 and strictly increasing")
                 if not all(0 < x <= 1 for x in vals[1:]):
-                    raise InputError(f"{field}[{i}]", f"quality values must be in (0, 1], got {list(vals[1:])}")
+                    raise InputError(
+                        f"{field}[{i}]", f"quality values must be in (0, 1], got {list(vals[1:])}"
+                    )
                 rows.append(vals)
             changes[k] = tuple(rows)
         else:
@@ -134,7 +136,7 @@ def measured_range(data: dict[str, Any]) -> dict[str, tuple[float, float]]:
     for key, v in measured.items():
         if not (key.startswith("codec_") and isinstance(v, dict) and "ratio" in v):
             continue
-        name = "compression_ratio_ef" if key[len("codec_"):] in EF_CODECS else "compression_ratio_no_ef"
+        name = "compression_ratio_ef" if key[len("codec_") :] in EF_CODECS else "compression_ratio_no_ef"
         lo, hi = out.get(name, (1.0, 1.0))
         out[name] = (min(lo, 1.0), max(hi, float(v["ratio"])))
     return out
@@ -163,8 +165,11 @@ def merge_compression_table(
     """The published table with the measured values only up to the measured ratios: EF columns
     (1-3) from ``measured`` for C_r <= ef_max, no-EF columns (4-6) for C_r <= no_ef_max; rows at the
     two edges are added (from the measured table) so its values hold exactly up to each edge."""
-    grid = sorted({r[0] for r in published} | {r[0] for r in measured if r[0] <= max(ef_max, no_ef_max)}
-                  | {ef_max, no_ef_max})
+    grid = sorted(
+        {r[0] for r in published}
+        | {r[0] for r in measured if r[0] <= max(ef_max, no_ef_max)}
+        | {ef_max, no_ef_max}
+    )
     out = []
     for cr in grid:
         row = [cr]
@@ -192,8 +197,11 @@ def apply_calibration(data: dict[str, Any], *, extrapolate: bool = False) -> App
     full = params_from_mapping(data["params"])  # validates every field first
     ranges = measured_range(data)
     if extrapolate or not ranges:
-        note = ("extrapolate: every field applied at every size" if extrapolate else
-                "no measured range declared: applied as an explicit override")
+        note = (
+            "extrapolate: every field applied at every size"
+            if extrapolate
+            else "no measured range declared: applied as an explicit override"
+        )
         return AppliedCalibration(full, tuple(sorted(data["params"])), (), (note,), ranges)
     applied, withheld, notes = [], [], []
     changes: dict[str, Any] = {}
@@ -202,14 +210,20 @@ def apply_calibration(data: dict[str, Any], *, extrapolate: bool = False) -> App
         if k == "compression_table":
             ef = ranges.get("compression_ratio_ef", (1.0, 1.0))[1]
             no_ef = ranges.get("compression_ratio_no_ef", (1.0, 1.0))[1]
-            changes[k] = merge_compression_table(DEFAULT_PARAMS.compression_table, full.compression_table, ef, no_ef)
+            changes[k] = merge_compression_table(
+                DEFAULT_PARAMS.compression_table, full.compression_table, ef, no_ef
+            )
             applied.append(k)
-            notes.append(f"compression_table: measured values used up to C_r {ef:g} (error feedback) and "
-                         f"{no_ef:g} (without); published rows beyond")
+            notes.append(
+                f"compression_table: measured values used up to C_r {ef:g} (error feedback) and "
+                f"{no_ef:g} (without); published rows beyond"
+            )
         else:
             withheld.append(k)
-            notes.append(f"{k}: not applied (a law for every model size; measured at {lo:.3g}-{hi:.3g} "
-                         "parameters): the published value stays; extrapolate=True applies it")
+            notes.append(
+                f"{k}: not applied (a law for every model size; measured at {lo:.3g}-{hi:.3g} "
+                "parameters): the published value stays; extrapolate=True applies it"
+            )
     params = DEFAULT_PARAMS.replace(**changes) if changes else DEFAULT_PARAMS
     return AppliedCalibration(params, tuple(applied), tuple(withheld), tuple(notes), ranges)
 

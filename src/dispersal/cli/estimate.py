@@ -84,22 +84,40 @@ def build_scenario(
 
 @guarded
 def estimate_cmd(
-    scenario: Annotated[str | None, typer.Option("--scenario", help="TOML scenario file or preset name.")] = None,
-    hardware: Annotated[str | None, typer.Option(help="Accelerator, e.g. h100_sxm, a100_80gb, gh200.")] = None,
+    scenario: Annotated[
+        str | None, typer.Option("--scenario", help="TOML scenario file or preset name.")
+    ] = None,
+    hardware: Annotated[
+        str | None, typer.Option(help="Accelerator, e.g. h100_sxm, a100_80gb, gh200.")
+    ] = None,
     nodes: Annotated[int | None, typer.Option(help="Number of nodes (sites).")] = None,
-    bandwidth: Annotated[str | None, typer.Option(help="WAN rate, e.g. 100Mbps or UP/DOWN 57Mbps/310Mbps.")] = None,
+    bandwidth: Annotated[
+        str | None, typer.Option(help="WAN rate, e.g. 100Mbps or UP/DOWN 57Mbps/310Mbps.")
+    ] = None,
     latency: Annotated[str | None, typer.Option(help="One-way WAN latency, e.g. 100ms.")] = None,
-    distance: Annotated[str | None, typer.Option(help="Fibre distance instead of latency, e.g. 1000km.")] = None,
+    distance: Annotated[
+        str | None, typer.Option(help="Fibre distance instead of latency, e.g. 1000km.")
+    ] = None,
     days: Annotated[float | None, typer.Option(help="Time budget in days.")] = None,
     params: Annotated[str | None, typer.Option(help="Parameters, e.g. 91B.")] = None,
-    tokens: Annotated[str | None, typer.Option(help="Tokens, e.g. 15T (default: fill the time budget).")] = None,
-    algorithm: Annotated[str | None, typer.Option(help="auto, ddp, diloco, streaming, hierarchical, pp_diloco.")] = None,
-    regime: Annotated[str | None, typer.Option(help="treaty, treaty_hbm, eu_ai_act, eo14110, sb53, none.")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="Any other scenario field: key=value.")] = None,
+    tokens: Annotated[
+        str | None, typer.Option(help="Tokens, e.g. 15T (default: fill the time budget).")
+    ] = None,
+    algorithm: Annotated[
+        str | None, typer.Option(help="auto, ddp, diloco, streaming, hierarchical, pp_diloco.")
+    ] = None,
+    regime: Annotated[
+        str | None, typer.Option(help="treaty, treaty_hbm, eu_ai_act, eo14110, sb53, none.")
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Any other scenario field: key=value.")
+    ] = None,
     mode: ModeOpt = "default",
     json_: Annotated[bool, typer.Option("--json", help="Print Estimate.to_dict() as JSON.")] = False,
     out: Annotated[Path | None, typer.Option(help="Also write the JSON to this file (atomically).")] = None,
-    calibration: Annotated[Path | None, typer.Option(help="Calibration TOML (dispersal calibrate) replacing model parameters.")] = None,
+    calibration: Annotated[
+        Path | None, typer.Option(help="Calibration TOML (dispersal calibrate) replacing model parameters.")
+    ] = None,
 ) -> None:
     """Estimate one distributed training run: time, efficiency, C_local, C_quality, cost, traffic.
 
@@ -107,8 +125,20 @@ def estimate_cmd(
     Exit status: 0 computed (feasible or not), 2 bad input.
     """
     m = check_mode(mode)
-    s = build_scenario(scenario, set_ or [], hardware=hardware, nodes=nodes, bandwidth=bandwidth, latency=latency,
-                       distance=distance, days=days, params=params, tokens=tokens, algorithm=algorithm, regime=regime)
+    s = build_scenario(
+        scenario,
+        set_ or [],
+        hardware=hardware,
+        nodes=nodes,
+        bandwidth=bandwidth,
+        latency=latency,
+        distance=distance,
+        days=days,
+        params=params,
+        tokens=tokens,
+        algorithm=algorithm,
+        regime=regime,
+    )
     if calibration is not None:
         from dispersal.calibration import load_calibration
 

@@ -18,45 +18,114 @@ DEFAULT_TARGETS = (1e24, 1e25, 1e26)
 
 
 def build_constraints(
-    *, bandwidth: str, latency: str | None, distance: str | None, max_days: float, hardware: list[str] | None,
-    max_nodes: int, compression: float, mfu: float | None, straggler: str, max_cost: str | None,
+    *,
+    bandwidth: str,
+    latency: str | None,
+    distance: str | None,
+    max_days: float,
+    hardware: list[str] | None,
+    max_nodes: int,
+    compression: float,
+    mfu: float | None,
+    straggler: str,
+    max_cost: str | None,
 ) -> Constraints:
     """Flags -> Constraints (units parsed, latency from distance when given)."""
     up, down = units.parse_up_down(bandwidth, "bandwidth")
     if latency is not None and distance is not None:
         raise InputError("latency", "give --latency or --distance, not both")
-    lat = (latency_from_distance(units.parse_distance(distance, "distance")) if distance is not None
-           else units.parse_duration(latency if latency is not None else "100ms", "latency"))
+    lat = (
+        latency_from_distance(units.parse_distance(distance, "distance"))
+        if distance is not None
+        else units.parse_duration(latency if latency is not None else "100ms", "latency")
+    )
     if not max_days > 0:
         raise InputError("max_days", f"must be > 0 days, got {max_days}")
     return Constraints(
-        bandwidth_up_bits_per_s=up, bandwidth_down_bits_per_s=down, latency_s=lat,
-        max_duration_s=max_days * units.SECONDS_PER_DAY, hardware=tuple(hardware or ()), max_nodes=max_nodes,
-        compression_ratio=compression, mfu=mfu, straggler=straggler,
+        bandwidth_up_bits_per_s=up,
+        bandwidth_down_bits_per_s=down,
+        latency_s=lat,
+        max_duration_s=max_days * units.SECONDS_PER_DAY,
+        hardware=tuple(hardware or ()),
+        max_nodes=max_nodes,
+        compression_ratio=compression,
+        mfu=mfu,
+        straggler=straggler,
         max_cost_usd=units.parse_money(max_cost, "max_cost") if max_cost else float("inf"),
     )
 
 
 def plan_table(plans: list[Plan]) -> Table:
     """One row per target: the best plan's key figures (and the centralized premium when planned)."""
-    t = Table(title=f"dispersal plan ({plans[0].mode} mode, {plans[0].search} search, metric {plans[0].metric}, "
-                    f"regime {plans[0].regime})")
-    for col in ("target", "hardware", "chips/node", "nodes", "algorithm", "model", "tokens", "H", "days", "cost",
-                "C_local", "C_quality", "eta", "chi", "WAN Mbps mean/peak", "centralized", "premium"):
+    t = Table(
+        title=f"dispersal plan ({plans[0].mode} mode, {plans[0].search} search, metric {plans[0].metric}, "
+        f"regime {plans[0].regime})"
+    )
+    for col in (
+        "target",
+        "hardware",
+        "chips/node",
+        "nodes",
+        "algorithm",
+        "model",
+        "tokens",
+        "H",
+        "days",
+        "cost",
+        "C_local",
+        "C_quality",
+        "eta",
+        "chi",
+        "WAN Mbps mean/peak",
+        "centralized",
+        "premium",
+    ):
         t.add_column(col, justify="right")
     for p in plans:
         b = p.best
         if b is None:
-            t.add_row(f"{p.target_flop:.3g}", "[red]infeasible[/]", "", "", "", "", "", "", "", "", "", "", "", "",
-                      "; ".join(p.reasons)[:80], "", "")
+            t.add_row(
+                f"{p.target_flop:.3g}",
+                "[red]infeasible[/]",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "",
+                "; ".join(p.reasons)[:80],
+                "",
+                "",
+            )
             continue
-        algo = b.algorithm + (f" {b.group_size}x{b.nodes // max(b.group_size, 1)}" if b.algorithm == "hierarchical"
-                              else f" {b.pipeline_stages}x{b.groups}" if b.algorithm == "pp_diloco" else "")
+        algo = b.algorithm + (
+            f" {b.group_size}x{b.nodes // max(b.group_size, 1)}"
+            if b.algorithm == "hierarchical"
+            else f" {b.pipeline_stages}x{b.groups}"
+            if b.algorithm == "pp_diloco"
+            else ""
+        )
         t.add_row(
-            f"{p.target_flop:.3g}", f"{b.hardware} {b.precision}", str(b.chips_per_node), f"{b.nodes:,}", algo,
-            units.format_count(b.params), units.format_count(b.tokens), str(b.inner_steps), f"{b.days:.4g}",
-            units.format_money(b.cost_usd), f"{b.c_local_flop:.3g}", f"{b.c_quality_flop:.3g}",
-            f"{b.efficiency['eta']:.4f}", f"{b.efficiency['chi']:.4f}",
+            f"{p.target_flop:.3g}",
+            f"{b.hardware} {b.precision}",
+            str(b.chips_per_node),
+            f"{b.nodes:,}",
+            algo,
+            units.format_count(b.params),
+            units.format_count(b.tokens),
+            str(b.inner_steps),
+            f"{b.days:.4g}",
+            units.format_money(b.cost_usd),
+            f"{b.c_local_flop:.3g}",
+            f"{b.c_quality_flop:.3g}",
+            f"{b.efficiency['eta']:.4f}",
+            f"{b.efficiency['chi']:.4f}",
             f"{b.mean_wan_mbps_per_node:.3g} / {b.peak_wan_mbps_per_node:.3g}",
             units.format_money(p.centralized_cost_usd) if p.centralized_cost_usd is not None else "-",
             f"{p.cost_premium:.2f}x" if p.cost_premium is not None else "-",
@@ -70,8 +139,14 @@ def runners_up_table(p: Plan) -> Table:
     for col in ("hardware", "nodes", "algorithm", "model", "cost", "C_quality"):
         t.add_column(col, justify="right")
     for o in p.per_hardware:
-        t.add_row(o.label, f"{o.nodes:,}", o.algorithm, units.format_count(o.params), units.format_money(o.cost_usd),
-                  f"{o.c_quality_flop:.3g}")
+        t.add_row(
+            o.label,
+            f"{o.nodes:,}",
+            o.algorithm,
+            units.format_count(o.params),
+            units.format_money(o.cost_usd),
+            f"{o.c_quality_flop:.3g}",
+        )
     for k, why in p.failures.items():
         t.add_row(k, "-", "[dim]" + why[:70] + "[/]", "", "", "")
     return t
@@ -79,28 +154,63 @@ def runners_up_table(p: Plan) -> Table:
 
 @guarded
 def plan_cmd(
-    target: Annotated[list[str] | None, typer.Option(help="Target compute, e.g. 1e25 (repeatable). Default: 1e24, 1e25, 1e26.")] = None,
-    metric: Annotated[str | None, typer.Option(help="c_local or c_quality (paper mode default c_local, else c_quality).")] = None,
-    regime: Annotated[str, typer.Option(help="treaty, treaty_hbm, eu_ai_act, eo14110, sb53, none.")] = "treaty",
-    bandwidth: Annotated[str, typer.Option(help="WAN rate per node, e.g. 100Mbps or UP/DOWN 57Mbps/310Mbps.")] = "100Mbps",
+    target: Annotated[
+        list[str] | None,
+        typer.Option(help="Target compute, e.g. 1e25 (repeatable). Default: 1e24, 1e25, 1e26."),
+    ] = None,
+    metric: Annotated[
+        str | None, typer.Option(help="c_local or c_quality (paper mode default c_local, else c_quality).")
+    ] = None,
+    regime: Annotated[
+        str, typer.Option(help="treaty, treaty_hbm, eu_ai_act, eo14110, sb53, none.")
+    ] = "treaty",
+    bandwidth: Annotated[
+        str, typer.Option(help="WAN rate per node, e.g. 100Mbps or UP/DOWN 57Mbps/310Mbps.")
+    ] = "100Mbps",
     latency: Annotated[str | None, typer.Option(help="One-way latency, e.g. 100ms (default).")] = None,
-    distance: Annotated[str | None, typer.Option(help="Fibre distance instead of latency, e.g. 1000km.")] = None,
+    distance: Annotated[
+        str | None, typer.Option(help="Fibre distance instead of latency, e.g. 1000km.")
+    ] = None,
     max_days: Annotated[float, typer.Option(help="Time budget in days (paper: 740).")] = 740.0,
-    hardware: Annotated[list[str] | None, typer.Option(help="Restrict to these accelerators (repeatable).")] = None,
+    hardware: Annotated[
+        list[str] | None, typer.Option(help="Restrict to these accelerators (repeatable).")
+    ] = None,
     max_nodes: Annotated[int, typer.Option(help="Largest node count searched.")] = 100_000,
     compression: Annotated[float, typer.Option(help="Pseudo-gradient compression ratio C_r.")] = 150.0,
-    mfu: Annotated[float | None, typer.Option(help="Model FLOP utilisation (6 P FLOP/token); default: 0.40 in paper mode, the catalogue's per accelerator and precision in default mode.")] = None,
+    mfu: Annotated[
+        float | None,
+        typer.Option(
+            help="Model FLOP utilisation (6 P FLOP/token); default: 0.40 in paper mode, the catalogue's per accelerator and precision in default mode."
+        ),
+    ] = None,
     straggler: Annotated[str, typer.Option(help="relay, synchronous, threshold or backup.")] = "relay",
-    max_cost: Annotated[str | None, typer.Option(help="Budget, e.g. 500M (binds the time objective).")] = None,
+    max_cost: Annotated[
+        str | None, typer.Option(help="Budget, e.g. 500M (binds the time objective).")
+    ] = None,
     objective: Annotated[str, typer.Option(help="cost, nodes or time.")] = "cost",
-    search: Annotated[str | None, typer.Option(help="bisect (the paper's) or exact (default mode's default).")] = None,
+    search: Annotated[
+        str | None, typer.Option(help="bisect (the paper's) or exact (default mode's default).")
+    ] = None,
     mode: Annotated[str, typer.Option(help="paper or default.")] = "default",
-    samples: Annotated[int, typer.Option(help="Monte Carlo samples of the uncertain parameters (0 = none).")] = 0,
+    samples: Annotated[
+        int, typer.Option(help="Monte Carlo samples of the uncertain parameters (0 = none).")
+    ] = 0,
     seed: Annotated[int, typer.Option(help="Random seed for --samples.")] = 0,
-    runners_up: Annotated[bool, typer.Option("--runners-up", help="Also show the best plan per hardware.")] = False,
-    baseline: Annotated[bool, typer.Option(help="Also plan the centralized baseline (one cluster, no rule, datacenter links) and report the cost premium.")] = True,
-    json_: Annotated[bool, typer.Option("--json", help="JSON: always a list of plan objects, one per target.")] = False,
-    calibration: Annotated[str | None, typer.Option(help="Calibration TOML (dispersal calibrate) replacing model parameters.")] = None,
+    runners_up: Annotated[
+        bool, typer.Option("--runners-up", help="Also show the best plan per hardware.")
+    ] = False,
+    baseline: Annotated[
+        bool,
+        typer.Option(
+            help="Also plan the centralized baseline (one cluster, no rule, datacenter links) and report the cost premium."
+        ),
+    ] = True,
+    json_: Annotated[
+        bool, typer.Option("--json", help="JSON: always a list of plan objects, one per target.")
+    ] = False,
+    calibration: Annotated[
+        str | None, typer.Option(help="Calibration TOML (dispersal calibrate) replacing model parameters.")
+    ] = None,
 ) -> None:
     """Find the cheapest way to reach a compute target with every node under the regime's thresholds.
 
@@ -110,18 +220,41 @@ def plan_cmd(
     targets = [units.parse_flop(t, "target") for t in (target or [])] or list(DEFAULT_TARGETS)
     if samples < 0:
         raise InputError("samples", f"must be >= 0, got {samples}")
-    c = build_constraints(bandwidth=bandwidth, latency=latency, distance=distance, max_days=max_days,
-                          hardware=hardware, max_nodes=max_nodes, compression=compression, mfu=mfu,
-                          straggler=straggler, max_cost=max_cost)
+    c = build_constraints(
+        bandwidth=bandwidth,
+        latency=latency,
+        distance=distance,
+        max_days=max_days,
+        hardware=hardware,
+        max_nodes=max_nodes,
+        compression=compression,
+        mfu=mfu,
+        straggler=straggler,
+        max_cost=max_cost,
+    )
     extra: dict[str, Any] = {}
     if calibration is not None:
         from dispersal.calibration import load_calibration
 
         if samples:
-            raise InputError("calibration", "cannot be combined with --samples (Monte Carlo samples the published set)")
+            raise InputError(
+                "calibration", "cannot be combined with --samples (Monte Carlo samples the published set)"
+            )
         extra["params"] = load_calibration(calibration)
-    plans = [plan(t, regime_name=regime, constraints=c, mode=m, metric=metric, objective=objective, search=search,
-                  baseline=baseline, **extra) for t in targets]
+    plans = [
+        plan(
+            t,
+            regime_name=regime,
+            constraints=c,
+            mode=m,
+            metric=metric,
+            objective=objective,
+            search=search,
+            baseline=baseline,
+            **extra,
+        )
+        for t in targets
+    ]
     dicts: list[dict[str, Any]] = [p.to_dict() for p in plans]
     tables: list[Any] = []
     if samples:
@@ -138,8 +271,15 @@ def plan_cmd(
                     prog.update(t, completed=done, total=total)
 
                 res = uncertainty.plan_samples(
-                    p.target_flop, samples=samples, seed=seed, regime_name=regime, constraints=c, mode=m,
-                    metric=metric, search=search, progress=advance,
+                    p.target_flop,
+                    samples=samples,
+                    seed=seed,
+                    regime_name=regime,
+                    constraints=c,
+                    mode=m,
+                    metric=metric,
+                    search=search,
+                    progress=advance,
                 )
                 d.update(res.to_dict())
                 tables.append(render_samples_table(res))
@@ -152,7 +292,9 @@ def plan_cmd(
     con.print(plan_table(plans))
     for p in plans:
         if p.extrapolation:
-            con.print(f"[yellow]extrapolation[/yellow] ({p.target_flop:.3g} FLOP): " + "; ".join(p.extrapolation))
+            con.print(
+                f"[yellow]extrapolation[/yellow] ({p.target_flop:.3g} FLOP): " + "; ".join(p.extrapolation)
+            )
     if runners_up:
         for p in plans:
             con.print(runners_up_table(p))

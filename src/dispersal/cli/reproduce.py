@@ -28,10 +28,12 @@ def _explain(h: Headline) -> str:
     if abs(h.ratio - 1.0) <= EXPLAIN_ABOVE:
         return ""
     if h.unit == "Mbps":
-        return (f"With H = H_min the uplink is busy for most of every outer step, so the mean per-node rate is "
-                f"{h.ours:.0f} Mbps on a 100 Mbps link; the paper's '< 40 Mbps' comes from an older straggler "
-                "setting (synchronous f = 1 + 0.05 log2 N, larger H) of its report (spec sec. 11), not from the "
-                "Table 1 configurations.")
+        return (
+            f"With H = H_min the uplink is busy for most of every outer step, so the mean per-node rate is "
+            f"{h.ours:.0f} Mbps on a 100 Mbps link; the paper's '< 40 Mbps' comes from an older straggler "
+            "setting (synchronous f = 1 + 0.05 log2 N, larger H) of its report (spec sec. 11), not from the "
+            "Table 1 configurations."
+        )
     return "Differs by more than 25%: see the row tables below for the configuration each search chose."
 
 
@@ -42,15 +44,21 @@ def _row_line(r: RowResult) -> str:
     if not o:
         return f"| {r.label} | {p['nodes']:,} | infeasible | | | | |"
     gap = r.bisection_gap
-    exact_txt = (f"{e.nodes:,} x {e.label}, {e.algorithm}, {units.format_count(e.params)}: "
-                 f"{units.format_money(e.cost_usd)}" if e else "infeasible")
+    exact_txt = (
+        f"{e.nodes:,} x {e.label}, {e.algorithm}, {units.format_count(e.params)}: "
+        f"{units.format_money(e.cost_usd)}"
+        if e
+        else "infeasible"
+    )
     flag = f"**bisection {gap:.0%} too expensive**" if gap > 1e-9 else "same"
-    return (f"| {r.label} | {p['hardware']} {'FP8' if p['fp8'] else 'BF16'}, {p['nodes']:,} nodes, {p['mode']}, "
-            f"{units.format_count(p['params'])}, H {p['inner_steps']}, eta {p['eta']:.4f}, chi {p['chi']:.4f}: "
-            f"{units.format_money(p['cost_usd'])} | {o['hardware']} {'FP8' if o['fp8'] else 'BF16'}, "
-            f"{o['nodes']:,} nodes, {o['mode']}, {units.format_count(o['params'])}, H {o['inner_steps']}, "
-            f"eta {o['eta']:.4f}, chi {o['chi']:.4f}: {units.format_money(o['cost_usd'])} | {r.cost_ratio:.3f} | "
-            f"{exact_txt} | {flag} |")
+    return (
+        f"| {r.label} | {p['hardware']} {'FP8' if p['fp8'] else 'BF16'}, {p['nodes']:,} nodes, {p['mode']}, "
+        f"{units.format_count(p['params'])}, H {p['inner_steps']}, eta {p['eta']:.4f}, chi {p['chi']:.4f}: "
+        f"{units.format_money(p['cost_usd'])} | {o['hardware']} {'FP8' if o['fp8'] else 'BF16'}, "
+        f"{o['nodes']:,} nodes, {o['mode']}, {units.format_count(o['params'])}, H {o['inner_steps']}, "
+        f"eta {o['eta']:.4f}, chi {o['chi']:.4f}: {units.format_money(o['cost_usd'])} | {r.cost_ratio:.3f} | "
+        f"{exact_txt} | {flag} |"
+    )
 
 
 def build_report(rows: list[RowResult], heads: list[Headline], seconds: float) -> str:
@@ -82,36 +90,59 @@ def build_report(rows: list[RowResult], heads: list[Headline], seconds: float) -
         return f"{v:.3g} {unit}"
 
     for h in heads:
-        out.append(f"| {h.name} | {fmt(h.published, h.unit)} | {fmt(h.ours, h.unit)} | {h.ratio:.3f} | "
-                   f"{fmt(h.ours_exact, h.unit)} | {h.note} |")
+        out.append(
+            f"| {h.name} | {fmt(h.published, h.unit)} | {fmt(h.ours, h.unit)} | {h.ratio:.3f} | "
+            f"{fmt(h.ours_exact, h.unit)} | {h.note} |"
+        )
     notes = [f"- {h.name}: {_explain(h)}" for h in heads if _explain(h)]
     if notes:
         out += ["", "Where ours and the published figure differ by more than 25%:", "", *notes]
     wrong = [r for r in rows if r.bisection_gap > 1e-9]
     out += ["", "## The bisection's misses (a finding about the paper)", ""]
     if wrong:
-        out.append("The paper's bisection over N assumes the best C_local rises with N. It does not: the "
-                   "overtraining window and the memory cap open and close ranges of N. The exact search finds "
-                   "cheaper plans for these rows:")
+        out.append(
+            "The paper's bisection over N assumes the best C_local rises with N. It does not: the "
+            "overtraining window and the memory cap open and close ranges of N. The exact search finds "
+            "cheaper plans for these rows:"
+        )
         out.append("")
         for r in wrong:
             b, e = r.bisect.best, r.exact.best
             assert b is not None and e is not None
-            out.append(f"- {r.table} {r.label}: bisection {b.nodes:,} x {b.label} ({b.algorithm}) "
-                       f"{units.format_money(b.cost_usd)}; exact {e.nodes:,} x {e.label} ({e.algorithm}, "
-                       f"{units.format_count(e.params)}) {units.format_money(e.cost_usd)}: {r.bisection_gap:.0%} cheaper.")
+            out.append(
+                f"- {r.table} {r.label}: bisection {b.nodes:,} x {b.label} ({b.algorithm}) "
+                f"{units.format_money(b.cost_usd)}; exact {e.nodes:,} x {e.label} ({e.algorithm}, "
+                f"{units.format_count(e.params)}) {units.format_money(e.cost_usd)}: {r.bisection_gap:.0%} cheaper."
+            )
     else:
         out.append("None: on every row the bisection found the cheapest plan.")
-    for table, title in (("table1", "Table 1 (100 Mbps, 100 ms)"), ("bandwidth", "Bandwidth sweep at C_local 1e25"),
-                         ("latency", "Latency sweep at C_local 1e25 (100 Mbps)")):
-        out += ["", f"## {title}", "",
-                "| row | published | ours (bisection) | cost ratio | ours (exact search) | bisection |",
-                "|---|---|---|--:|---|---|"]
+    for table, title in (
+        ("table1", "Table 1 (100 Mbps, 100 ms)"),
+        ("bandwidth", "Bandwidth sweep at C_local 1e25"),
+        ("latency", "Latency sweep at C_local 1e25 (100 Mbps)"),
+    ):
+        out += [
+            "",
+            f"## {title}",
+            "",
+            "| row | published | ours (bisection) | cost ratio | ours (exact search) | bisection |",
+            "|---|---|---|--:|---|---|",
+        ]
         out += [_row_line(r) for r in rows if r.table == table]
     misses = [r for r in rows if abs(r.cost_ratio - 1) > EXPLAIN_ABOVE]
-    out += ["", "Rows whose cost differs from the published one by more than 25%: "
-            + (", ".join(r.label for r in misses) if misses else "none") + ".", ""]
-    out += ["![cost vs target](reproduction_cost.png)", "", "![bandwidth sweep](reproduction_bandwidth.png)", ""]
+    out += [
+        "",
+        "Rows whose cost differs from the published one by more than 25%: "
+        + (", ".join(r.label for r in misses) if misses else "none")
+        + ".",
+        "",
+    ]
+    out += [
+        "![cost vs target](reproduction_cost.png)",
+        "",
+        "![bandwidth sweep](reproduction_bandwidth.png)",
+        "",
+    ]
     return "\n".join(out)
 
 
@@ -125,9 +156,18 @@ def _plots(rows: list[RowResult], folder: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.5))
     xs = [float(r.published["target"]) for r in t1]
     ax.loglog(xs, [float(r.published["cost_usd"]) for r in t1], "o-", label="published (Rahman 2026)")
-    ax.loglog(xs, [r.bisect.best.cost_usd if r.bisect.best else math.nan for r in t1], "s--",
-              label="dispersal, bisection")
-    ax.loglog(xs, [r.exact.best.cost_usd if r.exact.best else math.nan for r in t1], "^:", label="dispersal, exact search")
+    ax.loglog(
+        xs,
+        [r.bisect.best.cost_usd if r.bisect.best else math.nan for r in t1],
+        "s--",
+        label="dispersal, bisection",
+    )
+    ax.loglog(
+        xs,
+        [r.exact.best.cost_usd if r.exact.best else math.nan for r in t1],
+        "^:",
+        label="dispersal, exact search",
+    )
     ax.set_xlabel("target C_local (FLOP)")
     ax.set_ylabel("cost to evade (USD)")
     ax.set_title("Cost to reach a compute target with sub-threshold nodes (100 Mbps, 100 ms, 740 d)")
@@ -139,7 +179,12 @@ def _plots(rows: list[RowResult], folder: Path) -> None:
     idx = range(len(bw))
     ax.bar([i - 0.27 for i in idx], [float(r.published["cost_usd"]) for r in bw], 0.27, label="published")
     ax.bar(list(idx), [r.bisect.best.cost_usd if r.bisect.best else 0 for r in bw], 0.27, label="bisection")
-    ax.bar([i + 0.27 for i in idx], [r.exact.best.cost_usd if r.exact.best else 0 for r in bw], 0.27, label="exact")
+    ax.bar(
+        [i + 0.27 for i in idx],
+        [r.exact.best.cost_usd if r.exact.best else 0 for r in bw],
+        0.27,
+        label="exact",
+    )
     ax.set_yscale("log")
     ax.set_xticks(list(idx), [r.label.split(" (")[0] for r in bw], rotation=30, ha="right")
     ax.set_ylabel("cost to reach C_local 1e25 (USD)")
@@ -150,7 +195,12 @@ def _plots(rows: list[RowResult], folder: Path) -> None:
 
 @guarded
 def reproduce_cmd(
-    out: Annotated[Path | None, typer.Option(help="Folder for reproduction.md and the PNG plots (default: dispersal-output/reproduce; the committed report: --out docs).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Folder for reproduction.md and the PNG plots (default: dispersal-output/reproduce; the committed report: --out docs)."
+        ),
+    ] = None,
     json_: Annotated[bool, typer.Option("--json", help="Print the rows and headlines as JSON.")] = False,
     no_files: Annotated[bool, typer.Option("--no-files", help="Do not write the report and plots.")] = False,
 ) -> None:
@@ -166,9 +216,19 @@ def reproduce_cmd(
         _plots(rows, out)
     if json_:
         data: dict[str, Any] = {
-            "seconds": seconds, "rows": [r.to_dict() for r in rows],
-            "headlines": [{"name": h.name, "published": h.published, "ours": h.ours, "ours_exact": h.ours_exact,
-                           "ratio": h.ratio, "unit": h.unit} for h in heads],
+            "seconds": seconds,
+            "rows": [r.to_dict() for r in rows],
+            "headlines": [
+                {
+                    "name": h.name,
+                    "published": h.published,
+                    "ours": h.ours,
+                    "ours_exact": h.ours_exact,
+                    "ratio": h.ratio,
+                    "unit": h.unit,
+                }
+                for h in heads
+            ],
         }
         print_json(data)
         return

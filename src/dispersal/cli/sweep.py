@@ -91,8 +91,11 @@ def estimate_field(e: Estimate, field: str) -> float:
     obj: Any = e
     for part in field.split("."):
         if not hasattr(obj, part):
-            raise InputError("field", f"Estimate has no figure {field!r} (e.g. utilisation, days, "
-                             "c_local_flop, cost.total_usd, traffic.mean_mbps, efficiency.eta)")
+            raise InputError(
+                "field",
+                f"Estimate has no figure {field!r} (e.g. utilisation, days, "
+                "c_local_flop, cost.total_usd, traffic.mean_mbps, efficiency.eta)",
+            )
         obj = getattr(obj, part)
     if isinstance(obj, bool) or not isinstance(obj, int | float):
         raise InputError("field", f"{field!r} is not a number")
@@ -101,18 +104,46 @@ def estimate_field(e: Estimate, field: str) -> float:
 
 @guarded
 def sweep_cmd(
-    x: Annotated[str, typer.Option("--x", help="First input: NAME=v1,v2,... (target, bandwidth, latency, distance, regime, max_days, compression, mfu, sites).")] = "target=1e24,3e24,1e25,3e25,1e26",
+    x: Annotated[
+        str,
+        typer.Option(
+            "--x",
+            help="First input: NAME=v1,v2,... (target, bandwidth, latency, distance, regime, max_days, compression, mfu, sites).",
+        ),
+    ] = "target=1e24,3e24,1e25,3e25,1e26",
     y: Annotated[str, typer.Option("--y", help="Second input, same form.")] = "regime=treaty,treaty_hbm",
     regime: Annotated[str, typer.Option(help="Regime when not swept.")] = "treaty",
     mode: Annotated[str, typer.Option(help="paper or default.")] = "default",
     search: Annotated[str | None, typer.Option(help="bisect or exact.")] = None,
     metric: Annotated[str | None, typer.Option(help="c_local or c_quality.")] = None,
-    out: Annotated[Path | None, typer.Option(help="CSV (.csv) or Parquet (.parquet, needs pyarrow) file (default: dispersal-output/sweep/sweep.csv).")] = None,
-    plot: Annotated[Path | None, typer.Option(help="PNG: cost to evade against the first input, one line per second-input value (default: beside --out as sweep.png).")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="CSV (.csv) or Parquet (.parquet, needs pyarrow) file (default: dispersal-output/sweep/sweep.csv)."
+        ),
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            help="PNG: cost to evade against the first input, one line per second-input value (default: beside --out as sweep.png)."
+        ),
+    ] = None,
     no_plot: Annotated[bool, typer.Option("--no-plot", help="Do not write the PNG.")] = False,
-    json_: Annotated[bool, typer.Option("--json", help='Print {"out": ..., "plot": ..., "rows": [...]} as JSON (non-finite numbers null).')] = False,
-    field: Annotated[str | None, typer.Option(help="Chart this Estimate figure (e.g. utilisation, days, cost.total_usd, traffic.mean_mbps) over Scenario fields instead of the planner's cost; --x / --y then name Scenario fields (or bandwidth, distance).")] = None,
-    scenario: Annotated[str, typer.Option(help="With --field: preset name or TOML file of the base scenario.")] = "paper_threat_model",
+    json_: Annotated[
+        bool,
+        typer.Option(
+            "--json", help='Print {"out": ..., "plot": ..., "rows": [...]} as JSON (non-finite numbers null).'
+        ),
+    ] = False,
+    field: Annotated[
+        str | None,
+        typer.Option(
+            help="Chart this Estimate figure (e.g. utilisation, days, cost.total_usd, traffic.mean_mbps) over Scenario fields instead of the planner's cost; --x / --y then name Scenario fields (or bandwidth, distance)."
+        ),
+    ] = None,
+    scenario: Annotated[
+        str, typer.Option(help="With --field: preset name or TOML file of the base scenario.")
+    ] = "paper_threat_model",
 ) -> None:
     """Run the planner over a grid of two inputs (default: target FLOP x regime) and plot cost to evade;
     with --field, chart any Estimate figure over two Scenario fields."""
@@ -138,15 +169,23 @@ def sweep_cmd(
                 target, reg, c = _apply({xn: a, yn: b}, {"regime": regime})
                 p = plan(target, regime_name=reg, constraints=c, mode=m, search=search, metric=metric)
                 best = p.best
-                rows.append({
-                    xn: a, yn: b, "feasible": p.feasible, "target_flop": target, "regime": reg,
-                    "cost_usd": best.cost_usd if best else math.nan, "nodes": best.nodes if best else 0,
-                    "hardware": best.label if best else "", "algorithm": best.algorithm if best else "",
-                    "params": best.params if best else math.nan,
-                    "c_quality_flop": best.c_quality_flop if best else math.nan,
-                    "mean_wan_mbps_per_node": best.mean_wan_mbps_per_node if best else math.nan,
-                    "reason": "; ".join(p.reasons),
-                })
+                rows.append(
+                    {
+                        xn: a,
+                        yn: b,
+                        "feasible": p.feasible,
+                        "target_flop": target,
+                        "regime": reg,
+                        "cost_usd": best.cost_usd if best else math.nan,
+                        "nodes": best.nodes if best else 0,
+                        "hardware": best.label if best else "",
+                        "algorithm": best.algorithm if best else "",
+                        "params": best.params if best else math.nan,
+                        "c_quality_flop": best.c_quality_flop if best else math.nan,
+                        "mean_wan_mbps_per_node": best.mean_wan_mbps_per_node if best else math.nan,
+                        "reason": "; ".join(p.reasons),
+                    }
+                )
                 prog.advance(task)
     if out.suffix == ".parquet":
         try:
@@ -212,8 +251,9 @@ def _write_rows(rows: list[dict[str, Any]], out: Path) -> None:
     atomic_write_text(out, sio.getvalue())
 
 
-def _field_sweep(field: str, scenario: str, x: str, y: str, m: Mode, out: Path, plot: Path | None,
-                 json_: bool) -> None:
+def _field_sweep(
+    field: str, scenario: str, x: str, y: str, m: Mode, out: Path, plot: Path | None, json_: bool
+) -> None:
     """estimate() over a grid of two Scenario fields, charting one Estimate figure."""
     from dispersal.model.presets import load_scenario
 
@@ -227,8 +267,15 @@ def _field_sweep(field: str, scenario: str, x: str, y: str, m: Mode, out: Path, 
     for a in xv:
         for b in yv:
             e = estimate(_scenario_at(base, {xn: a, yn: b}), mode=m)
-            rows.append({xn: a, yn: b, "feasible": e.feasible, field: estimate_field(e, field),
-                         "reason": "; ".join(e.reasons)})
+            rows.append(
+                {
+                    xn: a,
+                    yn: b,
+                    "feasible": e.feasible,
+                    field: estimate_field(e, field),
+                    "reason": "; ".join(e.reasons),
+                }
+            )
     _write_rows(rows, out)
     if plot is not None:
         import matplotlib
@@ -245,7 +292,9 @@ def _field_sweep(field: str, scenario: str, x: str, y: str, m: Mode, out: Path, 
             except (TypeError, ValueError):
                 xs = [r[xn] for r in pts]  # a categorical input (hardware, algorithm, ...)
             ax.plot(xs, [r[field] for r in pts], "o-", label=f"{yn} = {b}")
-        ax.set_xlabel({"bandwidth": "WAN upload (bit/s)", "distance": "one-way latency from distance (s)"}.get(xn, xn))
+        ax.set_xlabel(
+            {"bandwidth": "WAN upload (bit/s)", "distance": "one-way latency from distance (s)"}.get(xn, xn)
+        )
         if xn in ("bandwidth", "bandwidth_up_bits_per_s", "bandwidth_down_bits_per_s"):
             ax.set_xscale("log")
         ax.set_ylabel(field)

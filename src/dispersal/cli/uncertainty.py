@@ -24,9 +24,14 @@ _EPILOG = (
     "an end that cannot meet the target is null). Costs are the default-mode total (hardware x 1.64 x 1.23 "
     "+ energy) or the paper's hardware-only cost in paper mode. Exit 0 = computed, 2 = bad input."
 )
-_FIG_NAMES = {"cost_usd": "cost", "nodes": "nodes", "c_quality_flop": "C_quality", "days": "days",
-              "cost_usd_compute_mapping": "cost, compute-space quality draws",
-              "cost_usd_loss_mapping": "cost, loss-space quality draws"}
+_FIG_NAMES = {
+    "cost_usd": "cost",
+    "nodes": "nodes",
+    "c_quality_flop": "C_quality",
+    "days": "days",
+    "cost_usd_compute_mapping": "cost, compute-space quality draws",
+    "cost_usd_loss_mapping": "cost, loss-space quality draws",
+}
 
 
 def _fmt(key: str, v: float) -> str:

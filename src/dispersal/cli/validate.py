@@ -32,11 +32,14 @@ def _fmt(v: float, metric: str) -> str:
 
 
 def _family(case_id: str) -> str:
-    for prefix, name in (("sdiloco_t4", "Streaming DiLoCo Table 4 (bandwidth for a utilisation)"),
-                         ("eager_t5", "Eager updates Table 5 (bandwidth for a utilisation)"),
-                         ("scaling_t6", "Scaling laws for DiLoCo Table 6 (bandwidth for a utilisation)"),
-                         ("sdiloco_t1", "Streaming DiLoCo Table 1 (wall time)"),
-                         ("intellect1", "INTELLECT-1"), ("opendiloco", "OpenDiLoCo")):
+    for prefix, name in (
+        ("sdiloco_t4", "Streaming DiLoCo Table 4 (bandwidth for a utilisation)"),
+        ("eager_t5", "Eager updates Table 5 (bandwidth for a utilisation)"),
+        ("scaling_t6", "Scaling laws for DiLoCo Table 6 (bandwidth for a utilisation)"),
+        ("sdiloco_t1", "Streaming DiLoCo Table 1 (wall time)"),
+        ("intellect1", "INTELLECT-1"),
+        ("opendiloco", "OpenDiLoCo"),
+    ):
         if case_id.startswith(prefix):
             return name
     return "Other"
@@ -66,20 +69,31 @@ def build_report(results: list[CaseResult], quality: list[QualityCase], seconds:
     by_family: dict[str, list[CaseResult]] = defaultdict(list)
     for r in results:
         by_family[_family(r.id)].append(r)
-    out += ["## Summary by family", "", "| family | cases | within | median ratio (default) | median ratio (paper) |",
-            "|---|--:|--:|--:|--:|"]
+    out += [
+        "## Summary by family",
+        "",
+        "| family | cases | within | median ratio (default) | median ratio (paper) |",
+        "|---|--:|--:|--:|--:|",
+    ]
     for fam, rs in by_family.items():
         rd = sorted(r.ratio_default for r in rs if r.ratio_default == r.ratio_default)
         rp = sorted(r.ratio_paper for r in rs if r.ratio_paper == r.ratio_paper)
         out.append(f"| {fam} | {len(rs)} | {sum(r.within for r in rs)} | {_median(rd)} | {_median(rp)} |")
     for fam, rs in by_family.items():
-        out += ["", f"## {fam}", "", "| case | status | reported | default | ratio | paper | ratio | within | note |",
-                "|---|---|--:|--:|--:|--:|--:|:-:|---|"]
+        out += [
+            "",
+            f"## {fam}",
+            "",
+            "| case | status | reported | default | ratio | paper | ratio | within | note |",
+            "|---|---|--:|--:|--:|--:|--:|:-:|---|",
+        ]
         for r in rs:
             note = "; ".join(r.notes)
-            out.append(f"| {r.id} | {r.status} | {_fmt(r.reported, r.metric)} | {_fmt(r.predicted_default, r.metric)} | "
-                       f"{r.ratio_default:.3f} | {_fmt(r.predicted_paper, r.metric)} | {r.ratio_paper:.3f} | "
-                       f"{'yes' if r.within else '**no**'} | {note} |")
+            out.append(
+                f"| {r.id} | {r.status} | {_fmt(r.reported, r.metric)} | {_fmt(r.predicted_default, r.metric)} | "
+                f"{r.ratio_default:.3f} | {_fmt(r.predicted_paper, r.metric)} | {r.ratio_paper:.3f} | "
+                f"{'yes' if r.within else '**no**'} | {note} |"
+            )
     misses = [r for r in results if not r.within]
     out += ["", "## Misses", ""]
     reasons: dict[str, list[CaseResult]] = defaultdict(list)
@@ -87,26 +101,38 @@ def build_report(results: list[CaseResult], quality: list[QualityCase], seconds:
         reasons[miss_reason(r.id) or "no reason recorded"].append(r)
     for why, rs in reasons.items():
         worst = max(rs, key=lambda r: abs(r.error))
-        out.append(f"- {len(rs)} case(s) ({', '.join(r.id for r in rs[:6])}{', ...' if len(rs) > 6 else ''}); "
-                   f"worst ratio {worst.ratio_default:.3f}: {why}.")
+        out.append(
+            f"- {len(rs)} case(s) ({', '.join(r.id for r in rs[:6])}{', ...' if len(rs) > 6 else ''}); "
+            f"worst ratio {worst.ratio_default:.3f}: {why}."
+        )
     if not misses:
         out.append("None.")
-    out += ["", "## Quality model: DiLoCo / DP loss ratio (Charles et al. 2025 Table 4 and other sets)", "",
-            "Fitted = the compute-space fit of `dispersal.model.quality` (default mode); paper = the replica loss "
-            "multiplier M^beta(P) ln H / ln 30 of Rahman 2026. Residual in ratio points (fitted - reported); the "
-            "issue's bound for Table 4 is 0.3 points (0.003).", "",
-            "| set | role | P | M | H | reported | fitted | residual (points) | paper form |",
-            "|---|---|--:|--:|--:|--:|--:|--:|--:|"]
+    out += [
+        "",
+        "## Quality model: DiLoCo / DP loss ratio (Charles et al. 2025 Table 4 and other sets)",
+        "",
+        "Fitted = the compute-space fit of `dispersal.model.quality` (default mode); paper = the replica loss "
+        "multiplier M^beta(P) ln H / ln 30 of Rahman 2026. Residual in ratio points (fitted - reported); the "
+        "issue's bound for Table 4 is 0.3 points (0.003).",
+        "",
+        "| set | role | P | M | H | reported | fitted | residual (points) | paper form |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|",
+    ]
     for q in quality:
-        out.append(f"| {q.set} | {q.role} | {units.format_count(q.params)} | {q.replicas} | {q.inner_steps:g} | "
-                   f"{q.reported_ratio:.4f} | {q.fitted_ratio:.4f} | {100 * q.residual_points:+.2f} | "
-                   f"{q.paper_ratio:.4f} |")
+        out.append(
+            f"| {q.set} | {q.role} | {units.format_count(q.params)} | {q.replicas} | {q.inner_steps:g} | "
+            f"{q.reported_ratio:.4f} | {q.fitted_ratio:.4f} | {100 * q.residual_points:+.2f} | "
+            f"{q.paper_ratio:.4f} |"
+        )
     t4 = [q for q in quality if q.set.startswith("charles2025_table4")]
     if t4:
         worst_q = max(t4, key=lambda q: abs(q.residual_points))
-        out += ["", f"Table 4: worst residual {100 * worst_q.residual_points:+.2f} points "
-                f"({units.format_count(worst_q.params)}, M = {worst_q.replicas}); the paper form's worst is "
-                f"{100 * max(abs(q.paper_ratio - q.reported_ratio) for q in t4):.2f} points."]
+        out += [
+            "",
+            f"Table 4: worst residual {100 * worst_q.residual_points:+.2f} points "
+            f"({units.format_count(worst_q.params)}, M = {worst_q.replicas}); the paper form's worst is "
+            f"{100 * max(abs(q.paper_ratio - q.reported_ratio) for q in t4):.2f} points.",
+        ]
     return "\n".join(out) + "\n"
 
 
@@ -116,8 +142,16 @@ def register(app: typer.Typer) -> None:
     @app.command()
     @guarded
     def validate(
-        case: Annotated[list[str] | None, typer.Option("--case", help="Only cases whose id starts with this (repeatable).")] = None,
-        out: Annotated[Path | None, typer.Option(help="Folder for validation.md (default: dispersal-output/validate; the committed report: --out docs).")] = None,
+        case: Annotated[
+            list[str] | None,
+            typer.Option("--case", help="Only cases whose id starts with this (repeatable)."),
+        ] = None,
+        out: Annotated[
+            Path | None,
+            typer.Option(
+                help="Folder for validation.md (default: dispersal-output/validate; the committed report: --out docs)."
+            ),
+        ] = None,
         json: Annotated[bool, typer.Option("--json", help="Print the results as JSON (one object).")] = False,
         no_files: Annotated[bool, typer.Option("--no-files", help="Do not write validation.md.")] = False,
     ) -> None:
@@ -137,15 +171,29 @@ def register(app: typer.Typer) -> None:
         quality = quality_cases()
         seconds = time.perf_counter() - t0
         if json:
-            print_json({"cases": [r.to_dict() for r in results], "quality": [q.to_dict() for q in quality],
-                        "within": sum(r.within for r in results), "total": len(results)})
+            print_json(
+                {
+                    "cases": [r.to_dict() for r in results],
+                    "quality": [q.to_dict() for q in quality],
+                    "within": sum(r.within for r in results),
+                    "total": len(results),
+                }
+            )
         else:
-            t = Table(title=f"validation: {sum(r.within for r in results)} of {len(results)} within tolerance")
+            t = Table(
+                title=f"validation: {sum(r.within for r in results)} of {len(results)} within tolerance"
+            )
             for col in ("case", "reported", "default", "ratio", "paper", "ok"):
                 t.add_column(col)
             for r in results:
-                t.add_row(r.id, _fmt(r.reported, r.metric), _fmt(r.predicted_default, r.metric),
-                          f"{r.ratio_default:.3f}", _fmt(r.predicted_paper, r.metric), "yes" if r.within else "NO")
+                t.add_row(
+                    r.id,
+                    _fmt(r.reported, r.metric),
+                    _fmt(r.predicted_default, r.metric),
+                    f"{r.ratio_default:.3f}",
+                    _fmt(r.predicted_paper, r.metric),
+                    "yes" if r.within else "NO",
+                )
             Console().print(t)
         if not no_files:
             folder = out or default_out("validate")

@@ -46,14 +46,81 @@ BoolArr = npt.NDArray[np.bool_]
 
 #: The paper's model-size grid, billions of parameters (71 values, spec sec. 10).
 PAPER_PARAM_GRID_B: tuple[float, ...] = (
-    0.5, 1, 2, 5, 10, 25, 28, 30, 32, 35, 40, 45, 50, 60, 70, 78, 85, 91, 92, 100, 110, 120, 130, 140, 150, 155,
-    160, 165, 170, 172, 175, 178, 180, 185, 195, 200, 210, 225, 235, 240, 245, 248, 250, 252, 255, 258, 260, 265,
-    270, 275, 280, 290, 300, 310, 315, 320, 325, 330, 335, 340, 350, 375, 400, 450, 500, 625, 750, 1000, 1500,
-    2500, 5000, 10000,
+    0.5,
+    1,
+    2,
+    5,
+    10,
+    25,
+    28,
+    30,
+    32,
+    35,
+    40,
+    45,
+    50,
+    60,
+    70,
+    78,
+    85,
+    91,
+    92,
+    100,
+    110,
+    120,
+    130,
+    140,
+    150,
+    155,
+    160,
+    165,
+    170,
+    172,
+    175,
+    178,
+    180,
+    185,
+    195,
+    200,
+    210,
+    225,
+    235,
+    240,
+    245,
+    248,
+    250,
+    252,
+    255,
+    258,
+    260,
+    265,
+    270,
+    275,
+    280,
+    290,
+    300,
+    310,
+    315,
+    320,
+    325,
+    330,
+    335,
+    340,
+    350,
+    375,
+    400,
+    450,
+    500,
+    625,
+    750,
+    1000,
+    1500,
+    2500,
+    5000,
+    10000,
 )
 #: Hierarchical group sizes searched (spec sec. 10).
 PAPER_GROUP_SIZES: tuple[int, ...] = (4, 8, 10, 12, 14, 16, 18, 20, 24, 32)
-
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -84,17 +151,29 @@ class Constraints:
     """Pipeline-stage link; None = the WAN, as above."""
 
     def __post_init__(self) -> None:
-        for name in ("bandwidth_up_bits_per_s", "bandwidth_down_bits_per_s", "max_duration_s", "mfu",
-                     "compression_ratio", "max_cost_usd"):
+        for name in (
+            "bandwidth_up_bits_per_s",
+            "bandwidth_down_bits_per_s",
+            "max_duration_s",
+            "mfu",
+            "compression_ratio",
+            "max_cost_usd",
+        ):
             v = getattr(self, name)
             if v is not None:
                 require(v > 0 and not math.isnan(v), name, f"must be > 0, got {v}")
         require(self.latency_s >= 0, "latency_s", f"must be >= 0 s, got {self.latency_s}")
         require(self.mfu is None or self.mfu <= 1, "mfu", f"must be in (0, 1], got {self.mfu}")
-        require(isinstance(self.max_nodes, int) and 1 <= self.max_nodes <= 10_000_000, "max_nodes",
-                f"must be an integer in [1, 10,000,000], got {self.max_nodes}")
-        require(0 < self.min_overtraining <= self.max_overtraining, "min_overtraining",
-                f"must be in (0, max_overtraining], got {self.min_overtraining}")
+        require(
+            isinstance(self.max_nodes, int) and 1 <= self.max_nodes <= 10_000_000,
+            "max_nodes",
+            f"must be an integer in [1, 10,000,000], got {self.max_nodes}",
+        )
+        require(
+            0 < self.min_overtraining <= self.max_overtraining,
+            "min_overtraining",
+            f"must be in (0, max_overtraining], got {self.min_overtraining}",
+        )
         try:
             object.__setattr__(self, "pricing", Pricing(self.pricing))
             Straggler(self.straggler)
@@ -106,7 +185,6 @@ class Constraints:
     def replace(self, **changes: Any) -> Constraints:
         """A validated copy with some fields changed."""
         return dataclasses.replace(self, **changes)
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +217,6 @@ def hardware_variants(mode: Mode, constraints: Constraints, regime_name: str) ->
     return out
 
 
-
 class CandidateSpace:
     """The planner's candidate set: (node type, P, slot) combinations as flat arrays over kernel inputs.
 
@@ -150,19 +227,38 @@ class CandidateSpace:
     and `node_window` the overtraining window in N.
     """
 
-    def __init__(self, variants: list[NodeType], mode: Mode, c: Constraints, regime_name: str,
-                 params_grid: Sequence[float], group_sizes: Sequence[int], p: ModelParams) -> None:
+    def __init__(
+        self,
+        variants: list[NodeType],
+        mode: Mode,
+        c: Constraints,
+        regime_name: str,
+        params_grid: Sequence[float],
+        group_sizes: Sequence[int],
+        p: ModelParams,
+    ) -> None:
         self.variants, self.mode, self.c, self.p = variants, mode, c, p
         self.params_grid = np.asarray(params_grid, dtype=np.float64)
         self.group_sizes = tuple(group_sizes)
         wan_min = min(c.bandwidth_up_bits_per_s, c.bandwidth_down_bits_per_s)
         self.base_scenarios = [
             Scenario(
-                name="plan", hardware=v.name, precision=v.precision, chips_per_node=v.chips, num_nodes=1,
-                params=1e9, algorithm=Algorithm.AUTO, compression_ratio=c.compression_ratio, mfu=c.mfu,
+                name="plan",
+                hardware=v.name,
+                precision=v.precision,
+                chips_per_node=v.chips,
+                num_nodes=1,
+                params=1e9,
+                algorithm=Algorithm.AUTO,
+                compression_ratio=c.compression_ratio,
+                mfu=c.mfu,
                 bandwidth_up_bits_per_s=c.bandwidth_up_bits_per_s,
-                bandwidth_down_bits_per_s=c.bandwidth_down_bits_per_s, latency_s=c.latency_s,
-                duration_s=c.max_duration_s, straggler=Straggler(c.straggler), pricing=c.pricing, regime=regime_name,
+                bandwidth_down_bits_per_s=c.bandwidth_down_bits_per_s,
+                latency_s=c.latency_s,
+                duration_s=c.max_duration_s,
+                straggler=Straggler(c.straggler),
+                pricing=c.pricing,
+                regime=regime_name,
                 # Every node is its own site: links between sites are the WAN unless the user says
                 # otherwise. Faster (co-located) links would make nodes one facility, i.e. one
                 # cluster that the covered-cluster rule counts as a whole.
@@ -172,7 +268,8 @@ class CandidateSpace:
                 pp_latency_s=c.latency_s,
                 # Default mode: one WAN link per node carries pipeline, regional and global traffic
                 # together, unless the user gave separate links.
-                split_links=c.regional_bandwidth_bits_per_s is not None or c.pp_bandwidth_bits_per_s is not None,
+                split_links=c.regional_bandwidth_bits_per_s is not None
+                or c.pp_bandwidth_bits_per_s is not None,
             )
             for v in variants
         ]
@@ -197,16 +294,25 @@ class CandidateSpace:
         # full budget): purchase x multiplier plus energy, or rental. It orders and prunes hardware.
         hours = c.max_duration_s / 3600.0
         self.node_cost = np.asarray(
-            [r["chips_per_node"] * (r["rental_usd_per_chip_hour"] * hours if r["rental"]
-                                    else r["price_usd_per_chip"] * r["capex_multiplier"]
-                                    + r["tdp_w"] * r["pue"] * hours / 1000.0 * r["electricity_usd_per_kwh"])
-             for r in rows]
+            [
+                r["chips_per_node"]
+                * (
+                    r["rental_usd_per_chip_hour"] * hours
+                    if r["rental"]
+                    else r["price_usd_per_chip"] * r["capex_multiplier"]
+                    + r["tdp_w"] * r["pue"] * hours / 1000.0 * r["electricity_usd_per_kwh"]
+                )
+                for r in rows
+            ]
         )
         self.evaluations = 0
         self.top_cache: Arr | None = None
         # Largest node count per node type: max_nodes, and what the budget buys (cost = N x node cost).
-        budget_nodes = np.floor(c.max_cost_usd / self.node_cost * (1 + 1e-12)) if math.isfinite(c.max_cost_usd) \
+        budget_nodes = (
+            np.floor(c.max_cost_usd / self.node_cost * (1 + 1e-12))
+            if math.isfinite(c.max_cost_usd)
             else np.full(self.n_hw, float(c.max_nodes))
+        )
         self.n_cap = np.clip(budget_nodes, 0.0, float(c.max_nodes))
 
     def combos_of(self, h: int) -> npt.NDArray[np.int64]:
@@ -266,7 +372,8 @@ class CandidateSpace:
         ot = r["overtraining_ratio"]
         return np.asarray(
             (r["feasible"] > 0)
-            & (ot >= c.min_overtraining * (1 - 1e-9)) & (ot <= c.max_overtraining * (1 + 1e-9))
+            & (ot >= c.min_overtraining * (1 - 1e-9))
+            & (ot <= c.max_overtraining * (1 + 1e-9))
             & np.where(sl > 0, (n_ >= 2 * group) & ~is_pp, True)
             & np.where(is_pp, r["groups"] >= 2, True)
             & (r["cost_usd"] <= c.max_cost_usd),
@@ -279,8 +386,9 @@ class CandidateSpace:
         sl = self.combo_slot[combo]
         return np.asarray(np.where(sl > 0, 2.0 * self.slot_group[sl], 64.0), dtype=np.float64)
 
-    def node_window(self, ref: Mapping[str, Arr], combo: npt.NDArray[np.int64], n_ref: Arr, *,
-                    slack: float | None = None) -> tuple[BoolArr, Arr, Arr]:
+    def node_window(
+        self, ref: Mapping[str, Arr], combo: npt.NDArray[np.int64], n_ref: Arr, *, slack: float | None = None
+    ) -> tuple[BoolArr, Arr, Arr]:
         """The node counts [n_lo, n_hi] inside the overtraining window, per combo.
 
         Tokens are proportional to the worker count (N for flat and hierarchical, floor(N / S) for
@@ -313,17 +421,28 @@ class CandidateSpace:
         n_lo = np.where(stages > 1, w_lo * stages, w_lo)
         n_lo = np.maximum(n_lo, np.where(sl > 0, 2.0 * group, np.where(stages > 1, 2.0 * stages, 1.0)))
         n_hi = np.where(stages > 1, w_hi * stages + stages - 1, w_hi)
-        return np.asarray(usable, dtype=bool), np.asarray(n_lo, dtype=np.float64), np.asarray(n_hi, dtype=np.float64)
+        return (
+            np.asarray(usable, dtype=bool),
+            np.asarray(n_lo, dtype=np.float64),
+            np.asarray(n_hi, dtype=np.float64),
+        )
 
 
-def make_space(mode: Mode, c: Constraints, regime_name: str, params: ModelParams,
-               params_grid: Sequence[float] | None = None,
-               group_sizes: Sequence[int] = PAPER_GROUP_SIZES) -> CandidateSpace:
+def make_space(
+    mode: Mode,
+    c: Constraints,
+    regime_name: str,
+    params: ModelParams,
+    params_grid: Sequence[float] | None = None,
+    group_sizes: Sequence[int] = PAPER_GROUP_SIZES,
+) -> CandidateSpace:
     """The candidate space of `plan()`: every node type of `hardware_variants`, the model sizes
     `params_grid` (parameters; default the paper's grid) and the hierarchical `group_sizes`."""
     grid = [v * 1e9 for v in PAPER_PARAM_GRID_B] if params_grid is None else list(params_grid)
     require(len(grid) > 0 and all(g > 0 for g in grid), "params_grid", "must be non-empty and positive")
-    return CandidateSpace(hardware_variants(mode, c, regime_name), mode, c, regime_name, grid, group_sizes, params)
+    return CandidateSpace(
+        hardware_variants(mode, c, regime_name), mode, c, regime_name, grid, group_sizes, params
+    )
 
 
 __all__ = [

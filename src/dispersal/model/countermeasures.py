@@ -461,7 +461,12 @@ def _plan_cached(target: float, regime_name: str, conv: Convention, bandwidth: f
         pp_bandwidth_bits_per_s=side,
     )
     return plan(
-        target, regime_name=regime_name, constraints=c, mode=conv.mode, metric=conv.metric, search=conv.search,
+        target,
+        regime_name=regime_name,
+        constraints=c,
+        mode=conv.mode,
+        metric=conv.metric,
+        search=conv.search,
         params=conv.params,
     )
 

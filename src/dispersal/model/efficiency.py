@@ -40,7 +40,11 @@ class Quality(IntEnum):
 
 
 STRAGGLER_CODES = {s: i for i, s in enumerate(Straggler)}
-QUALITY_NAMES = {"optimistic": Quality.OPTIMISTIC, "expected": Quality.EXPECTED, "conservative": Quality.CONSERVATIVE}
+QUALITY_NAMES = {
+    "optimistic": Quality.OPTIMISTIC,
+    "expected": Quality.EXPECTED,
+    "conservative": Quality.CONSERVATIVE,
+}
 
 
 def straggler_factor(n: npt.ArrayLike, code: npt.ArrayLike, p: ModelParams) -> Arr:
@@ -56,8 +60,11 @@ def straggler_factor(n: npt.ArrayLike, code: npt.ArrayLike, p: ModelParams) -> A
     sync = 1.0 + p.straggler_coeff_sync * lg
     backup = 1.0 + p.backup_worker_fraction * (sync - 1.0)
     out = np.select(
-        [c == STRAGGLER_CODES[Straggler.RELAY], c == STRAGGLER_CODES[Straggler.SYNCHRONOUS],
-         c == STRAGGLER_CODES[Straggler.THRESHOLD]],
+        [
+            c == STRAGGLER_CODES[Straggler.RELAY],
+            c == STRAGGLER_CODES[Straggler.SYNCHRONOUS],
+            c == STRAGGLER_CODES[Straggler.THRESHOLD],
+        ],
         [relay, sync, np.ones_like(lg)],
         default=backup,
     )

@@ -200,8 +200,9 @@ class Estimate:
         return cls(**kwargs)
 
 
-def estimate(scenario: Scenario | None = None, *, mode: Mode | str = Mode.DEFAULT,
-             params: ModelParams = DEFAULT_PARAMS) -> Estimate:
+def estimate(
+    scenario: Scenario | None = None, *, mode: Mode | str = Mode.DEFAULT, params: ModelParams = DEFAULT_PARAMS
+) -> Estimate:
     """Evaluate one scenario: step time, communication, efficiency, C_local, C_quality, cost, traffic.
 
     Args:
@@ -230,8 +231,10 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
             + (" (use pp_diloco or auto)" if algo != "pp_diloco" else "")
         )
     if not r["fits"] and algo != "pp_diloco" and np.isfinite(r["max_params_flat"]):
-        reasons.append(f"the largest model that fits one node flat is {units.format_count(r['max_params_flat'])} "
-                       "parameters")
+        reasons.append(
+            f"the largest model that fits one node flat is {units.format_count(r['max_params_flat'])} "
+            "parameters"
+        )
     if r["host_memory_required_bytes_per_node"] > x["host_memory_bytes"]:
         reasons.append(
             f"host memory: needs {units.format_bytes(r['host_memory_required_bytes_per_node'])} per node, "
@@ -261,9 +264,13 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
     if asked == "hierarchical" and algo != "hierarchical":
         notes.append(f"fewer than 2 groups of {s.group_size}: ran flat DiLoCo instead of hierarchical")
     if algo == "pp_diloco" and asked != "pp_diloco":
-        notes.append(f"the model does not fit one node: {int(r['pipeline_stages'])}-stage pipeline parallelism forced")
+        notes.append(
+            f"the model does not fit one node: {int(r['pipeline_stages'])}-stage pipeline parallelism forced"
+        )
     if r["offload"]:
-        notes.append(f"inner optimizer offloaded to host DRAM: +{r['offload_time_s']:.3g} s host-link time per step")
+        notes.append(
+            f"inner optimizer offloaded to host DRAM: +{r['offload_time_s']:.3g} s host-link time per step"
+        )
     if algo == "pp_diloco" and int(r["groups"]) == 1:
         notes.append("a single pipeline group: no DiLoCo replicas, so no sync across groups")
     payload_bits = r["payload_bits"]
@@ -307,16 +314,31 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
         optimizer_offloaded=bool(r["offload"]),
         mfu=float(x["mfu"]),
         mfu_global=r["mfu_global"],
-        efficiency=Efficiency(eta_h=r["eta_h"], eta_comp=r["eta_comp"], eta_act=r["eta_act"],
-                              eta_rep=r["eta_rep"], eta=r["eta"], chi=r["chi"]),
+        efficiency=Efficiency(
+            eta_h=r["eta_h"],
+            eta_comp=r["eta_comp"],
+            eta_act=r["eta_act"],
+            eta_rep=r["eta_rep"],
+            eta=r["eta"],
+            chi=r["chi"],
+        ),
         breakdown=TimeBreakdown(
-            compute_s=r["time_compute_s"], bubble_s=r["time_bubble_s"], pipeline_comm_s=r["time_pipeline_comm_s"],
-            expert_parallel_s=r["time_expert_parallel_s"], exposed_comm_s=r["time_exposed_comm_s"],
-            straggler_s=r["time_straggler_s"], hidden_comm_s=r["time_hidden_comm_s"],
+            compute_s=r["time_compute_s"],
+            bubble_s=r["time_bubble_s"],
+            pipeline_comm_s=r["time_pipeline_comm_s"],
+            expert_parallel_s=r["time_expert_parallel_s"],
+            exposed_comm_s=r["time_exposed_comm_s"],
+            straggler_s=r["time_straggler_s"],
+            hidden_comm_s=r["time_hidden_comm_s"],
             offload_s=r["time_offload_s"],
         ),
-        cost=Cost(hardware_usd=r["hardware_usd"], rental_usd=r["rental_usd"], energy_kwh=r["energy_kwh"],
-                  energy_usd=r["energy_usd"], total_usd=r["cost_usd"]),
+        cost=Cost(
+            hardware_usd=r["hardware_usd"],
+            rental_usd=r["rental_usd"],
+            energy_kwh=r["energy_kwh"],
+            energy_usd=r["energy_usd"],
+            total_usd=r["cost_usd"],
+        ),
         traffic=Traffic(
             bytes_per_sync=r["up_bits_per_outer_step"] / 8.0,
             syncs_per_day=units.SECONDS_PER_DAY / r["outer_step_time_s"],
@@ -330,8 +352,11 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
             link_utilisation_down=r["link_utilisation_down"],
             sync_upload_bytes=r["sync_up_bits"] / 8.0,
             sync_download_bytes=r["sync_down_bits"] / 8.0,
-        ) if up > 0 else Traffic(bytes_per_sync=0, syncs_per_day=0, mean_mbps=0, peak_mbps=0, duty_cycle=0,
-                                 bytes_per_day=0),
+        )
+        if up > 0
+        else Traffic(
+            bytes_per_sync=0, syncs_per_day=0, mean_mbps=0, peak_mbps=0, duty_cycle=0, bytes_per_day=0
+        ),
         notes=tuple(notes),
         extrapolation=tuple(extrapolation_messages(r, x)),
     )
@@ -344,7 +369,10 @@ def extrapolation_messages(r: dict[str, float], x: dict[str, Any]) -> list[str]:
         return []
     streaming = bool(x["streaming"])
     flags = quality.extrapolation_flags(
-        r["replicas"], r["inner_steps_effective"], x["params"], x["fragments"] if streaming else 1.0,
+        r["replicas"],
+        r["inner_steps_effective"],
+        x["params"],
+        x["fragments"] if streaming else 1.0,
         max(1.0, 16.0 / x["wire_bits_per_param"]),
     )
     return flags.messages()

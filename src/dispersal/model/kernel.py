@@ -109,8 +109,14 @@ INPUTS: dict[str, str] = {
 }
 
 AGG_PAPER, AGG_RING, AGG_RELAY, AGG_ALL_GATHER, AGG_RELAY_DENSE, AGG_GATHER_OR_DENSE = 0, 1, 2, 3, 4, 5
-AGGREGATION_CODES = {"paper": AGG_PAPER, "ring": AGG_RING, "relay": AGG_RELAY, "all_gather": AGG_ALL_GATHER,
-                     "relay_dense": AGG_RELAY_DENSE, "gather_or_dense": AGG_GATHER_OR_DENSE}
+AGGREGATION_CODES = {
+    "paper": AGG_PAPER,
+    "ring": AGG_RING,
+    "relay": AGG_RELAY,
+    "all_gather": AGG_ALL_GATHER,
+    "relay_dense": AGG_RELAY_DENSE,
+    "gather_or_dense": AGG_GATHER_OR_DENSE,
+}
 
 
 def _f(x: npt.ArrayLike) -> Arr:
@@ -151,8 +157,12 @@ def evaluate(
         return _evaluate(x, p, overrides or {}, quality_params)
 
 
-def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, npt.ArrayLike],
-              quality_params: quality.QualityLike | None) -> dict[str, Arr]:
+def _evaluate(
+    x: Mapping[str, npt.ArrayLike],
+    p: ModelParams,
+    ov: Mapping[str, npt.ArrayLike],
+    quality_params: quality.QualityLike | None,
+) -> dict[str, Arr]:
 
     def k(name: str) -> Arr:
         return _f(ov[name]) if name in ov else _f(getattr(p, name))
@@ -273,11 +283,24 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
         gathered = (m - 1.0) * v
         dense = n_params * dense_bits
         up_b = np.where(is_ring, ring, v)
-        down_b = np.where(is_ring, ring, np.where(is_gather, gathered, np.where(
-            is_dense, dense, np.where(is_god, np.minimum(gathered, dense), v))))
-        t = np.where(is_paper_agg, v / bw_up + v / bw_down + latency,
-                     np.where(is_ring, 2.0 * (m - 1.0) * (v / m / np.minimum(bw_up, bw_down) + latency),
-                              up_b / bw_up + down_b / bw_down + 2.0 * latency))
+        down_b = np.where(
+            is_ring,
+            ring,
+            np.where(
+                is_gather,
+                gathered,
+                np.where(is_dense, dense, np.where(is_god, np.minimum(gathered, dense), v)),
+            ),
+        )
+        t = np.where(
+            is_paper_agg,
+            v / bw_up + v / bw_down + latency,
+            np.where(
+                is_ring,
+                2.0 * (m - 1.0) * (v / m / np.minimum(bw_up, bw_down) + latency),
+                up_b / bw_up + down_b / bw_down + 2.0 * latency,
+            ),
+        )
         live_n = n > 1
         return np.where(live_n, t * f, 0.0), np.where(live_n, up_b, 0.0), np.where(live_n, down_b, 0.0)
 
@@ -313,8 +336,11 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
     # (Skipped when no configuration splits the model: the common case, and the planner's.)
     one_fragment = bool(np.all(Pf == 1.0))
     T_frag_flat = T_sync_flat if one_fragment else sync(P / Pf, N, f_N, up, down, lat)[0]
-    H_flat = np.where(N > 1, stream_h(np.where(streaming, T_frag_flat, T_sync_flat / Pf), T_step, zero),
-                      np.where(h_req > 0, h_req, 1.0))
+    H_flat = np.where(
+        N > 1,
+        stream_h(np.where(streaming, T_frag_flat, T_sync_flat / Pf), T_step, zero),
+        np.where(h_req > 0, h_req, 1.0),
+    )
     cyc_flat = cycle(H_flat, T_step, T_sync_flat, T_frag_flat, zero)
 
     # Hierarchical DiLoCo: groups of n_g on regional links, leaders sync over the WAN.
@@ -336,8 +362,11 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
         T_glob, u_glob, d_glob = sync(P, G_h, f_Gh, up, down, lat)
         slack = np.where(shared & streaming, H_in * T_step - T_reg, T_rc)
         H_reg = np.maximum(1.0, np.ceil(T_glob / np.maximum(slack, tiny * T_rc)))
-        cyc_hier = np.where(streaming, np.maximum(H_reg * T_rc, T_glob + np.where(shared, H_reg * T_reg, 0.0)),
-                            H_reg * T_rc + T_glob)
+        cyc_hier = np.where(
+            streaming,
+            np.maximum(H_reg * T_rc, T_glob + np.where(shared, H_reg * T_reg, 0.0)),
+            H_reg * T_rc + T_glob,
+        )
         H_eff_hier = H_in * H_reg**p.hierarchical_h_exponent
     else:
         T_reg = u_reg = d_reg = T_glob = u_glob = d_glob = np.zeros(shape)
@@ -360,8 +389,11 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
     # 2A bits each way (A for a 2-stage pipeline's end stages).
     act_node_bits = np.where(S > 2, 2.0, 1.0) * A_bits * (S > 1)
     act_busy = np.where(shared, act_node_bits / np.minimum(up, down), 0.0)
-    H_pp = np.where(G_pp > 1, stream_h(np.where(streaming, T_frag_pp, T_sync_pp / Pf), T_pp, act_busy),
-                    np.where(h_req > 0, h_req, 1.0))
+    H_pp = np.where(
+        G_pp > 1,
+        stream_h(np.where(streaming, T_frag_pp, T_sync_pp / Pf), T_pp, act_busy),
+        np.where(h_req > 0, h_req, 1.0),
+    )
     cyc_pp = cycle(H_pp, T_pp, T_sync_pp, T_frag_pp, act_busy)
 
     # Synchronous data parallel: ring all-reduce of uncompressed gradients every step
@@ -376,8 +408,9 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
         0.0,
     )
     hide = g("ddp_overlap_fraction") * T_step
-    hidden_ddp = np.where(g("ddp_overlap_fraction") >= 1.0, np.maximum(T_step, T_ar),
-                          T_step + np.maximum(0.0, T_ar - hide))
+    hidden_ddp = np.where(
+        g("ddp_overlap_fraction") >= 1.0, np.maximum(T_step, T_ar), T_step + np.maximum(0.0, T_ar - hide)
+    )
     cyc_ddp = np.where(streaming, hidden_ddp, T_step + T_ar)
     u_ddp = 2.0 * V_ddp * (1.0 - 1.0 / np.maximum(N, 1.0)) * (N > 1)
 
@@ -405,7 +438,9 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
     enough_workers = np.where(is_pp, G_pp >= 1, N >= 1)
 
     # Backup workers buy a smaller straggler factor with spare nodes: only N / 1.1 do useful work.
-    spare = np.where((strag == STRAGGLER_CODES[Straggler.BACKUP]) & (N > 1), 1.0 / k("backup_overprovision"), 1.0)
+    spare = np.where(
+        (strag == STRAGGLER_CODES[Straggler.BACKUP]) & (N > 1), 1.0 / k("backup_overprovision"), 1.0
+    )
     tokens_per_s = steps_per_cycle * B * workers * spare / cyc
     run_s = np.where(D_req > 0, D_req / tokens_per_s, T_budget)
     D = np.where(D_req > 0, D_req, tokens_per_s * T_budget)
@@ -450,7 +485,9 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
 
         Ll = chinchilla.loss(lv(Pa), lv(D), lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe))
         L[live] = Ll
-        C_opt[live] = chinchilla.optimal_compute_for_loss(Ll, lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe), lv(kopt))
+        C_opt[live] = chinchilla.optimal_compute_for_loss(
+            Ll, lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe), lv(kopt)
+        )
         leg = np.broadcast_to(legacy_q, shape)[live]
         if leg.any():
             beta0 = lv(k("replica_beta_coeff")) * lv(P) ** -lv(k("replica_beta_exponent"))
@@ -477,8 +514,19 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
             fields["replica_tail_exponent"] = None if tail is None else gl(_f(tail))
             qp = dataclasses.replace(qp, **fields)
         q_eff[gmask] = quality.efficiency(
-            np.maximum(gl(qmap), 0.0).astype(np.int64), m_q, h_q, gl(P), frag_q, L[gmask],
-            gl(ce), gl(ca), gl(cb), gl(cal), gl(cbe), gl(kopt), qp,
+            np.maximum(gl(qmap), 0.0).astype(np.int64),
+            m_q,
+            h_q,
+            gl(P),
+            frag_q,
+            L[gmask],
+            gl(ce),
+            gl(ca),
+            gl(cb),
+            gl(cal),
+            gl(cbe),
+            gl(kopt),
+            qp,
         )
         L_rep[gmask] = quality.loss_ratio(m_q, h_q, gl(P), frag_q, qp)
     e_r = np.where(distributed, np.where(legacy_q, np.minimum(1.0, C_opt_rep / C_opt), q_eff), 1.0)
@@ -527,7 +575,9 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
         # link; regional and pipeline traffic count only when they share that link.
         act_wan = np.where(shared, act_node_bits, 0.0)
         up_busiest = sel(u_ddp, u_flat, u_glob + np.where(shared, H_reg * u_reg, 0.0), u_pp + H_pp * act_wan)
-        down_busiest = sel(u_ddp, d_flat, d_glob + np.where(shared, H_reg * d_reg, 0.0), d_pp + H_pp * act_wan)
+        down_busiest = sel(
+            u_ddp, d_flat, d_glob + np.where(shared, H_reg * d_reg, 0.0), d_pp + H_pp * act_wan
+        )
         up_bits_cycle = np.where(grounded_traffic, up_busiest, up_bits_cycle)
         down_bits_cycle = np.where(grounded_traffic, down_busiest, down_bits_cycle)
     mean_up = up_bits_cycle / cyc
@@ -536,7 +586,9 @@ def _evaluate(x: Mapping[str, npt.ArrayLike], p: ModelParams, ov: Mapping[str, n
     link_use_down = (down_bits_cycle / down) / cyc
     duty = np.minimum(1.0, link_use_up)
     # Bursts run at the link rate; a PP node's activations use the (possibly faster) stage link.
-    peak_up = np.where(up_bits_cycle > 0, np.where(is_pp & (A_bits > 0), np.maximum(up, g("pp_bits_per_s")), up), 0.0)
+    peak_up = np.where(
+        up_bits_cycle > 0, np.where(is_pp & (A_bits > 0), np.maximum(up, g("pp_bits_per_s")), up), 0.0
+    )
     if grounded_traffic.any():
         sync_up = sel(u_ddp, u_flat, u_glob, u_pp)
         sync_down = sel(u_ddp, d_flat, d_glob, d_pp)

@@ -129,8 +129,10 @@ class ModelParams:
                 raise InputError(f.name, f"must be > 0, got {value}")
         bad = set(self.correction_set()) - set(CORRECTIONS)
         if bad:
-            raise InputError("corrections", f"unknown correction {sorted(bad)[0]!r}; known: all, none, "
-                             f"{', '.join(CORRECTIONS)}")
+            raise InputError(
+                "corrections",
+                f"unknown correction {sorted(bad)[0]!r}; known: all, none, {', '.join(CORRECTIONS)}",
+            )
         for name in ("hbm_usable_fraction", "ddp_overlap_fraction"):
             if not getattr(self, name) <= 1:
                 raise InputError(name, f"must be in (0, 1], got {getattr(self, name)}")

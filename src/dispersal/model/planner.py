@@ -165,9 +165,15 @@ class Plan:
         """JSON: the best option's fields at the top level, plus runners-up and failures, and
         (when computed) centralized_cost_usd, cost_premium and the centralized best option."""
         d: dict[str, Any] = {
-            "feasible": self.feasible, "target_flop": self.target_flop, "metric": self.metric,
-            "regime": self.regime, "mode": self.mode, "search": self.search, "objective": self.objective,
-            "reasons": list(self.reasons), "evaluations": self.evaluations,
+            "feasible": self.feasible,
+            "target_flop": self.target_flop,
+            "metric": self.metric,
+            "regime": self.regime,
+            "mode": self.mode,
+            "search": self.search,
+            "objective": self.objective,
+            "reasons": list(self.reasons),
+            "evaluations": self.evaluations,
         }
         if self.best is not None:
             d.update(self.best.to_dict())
@@ -340,12 +346,19 @@ def plan(
     Returns:
         A Plan; infeasible targets give ``feasible=False`` with the binding reason.
     """
-    require(isinstance(target_flop, int | float) and math.isfinite(target_flop) and target_flop > 0,
-            "target", f"must be a positive number of FLOP, got {target_flop!r}")
+    require(
+        isinstance(target_flop, int | float) and math.isfinite(target_flop) and target_flop > 0,
+        "target",
+        f"must be a positive number of FLOP, got {target_flop!r}",
+    )
     m = Mode(mode)
     c = constraints or Constraints()
     try:
-        met = Metric(metric) if metric is not None else (Metric.C_LOCAL if m is Mode.PAPER else Metric.C_QUALITY)
+        met = (
+            Metric(metric)
+            if metric is not None
+            else (Metric.C_LOCAL if m is Mode.PAPER else Metric.C_QUALITY)
+        )
         obj = Objective(objective)
         srch = Search(search) if search is not None else (Search.BISECT if m is Mode.PAPER else Search.EXACT)
     except ValueError as exc:
@@ -360,7 +373,9 @@ def plan(
             found = _exact(space, target_flop, met, found)
         out = _make_plan(space, found, target_flop, regime_name, m, met, obj, srch)
     if baseline:
-        base = centralized_baseline(target_flop, constraints=c, mode=m, metric=met, search=srch, params=params)
+        base = centralized_baseline(
+            target_flop, constraints=c, mode=m, metric=met, search=srch, params=params
+        )
         out = dataclasses.replace(out, centralized=base)
     return out
 
@@ -379,7 +394,9 @@ def compare_searches(
     One candidate set is built and the bisection's answer bounds the exact search, so this costs
     little more than the exact search alone. Used by `dispersal reproduce`.
     """
-    require(math.isfinite(target_flop) and target_flop > 0, "target", f"must be > 0 FLOP, got {target_flop!r}")
+    require(
+        math.isfinite(target_flop) and target_flop > 0, "target", f"must be > 0 FLOP, got {target_flop!r}"
+    )
     m = Mode(mode)
     c = constraints or Constraints()
     met = Metric(metric) if metric is not None else (Metric.C_LOCAL if m is Mode.PAPER else Metric.C_QUALITY)
@@ -392,8 +409,16 @@ def compare_searches(
     }
 
 
-def _make_plan(space: CandidateSpace, found: dict[int, int], target_flop: float, regime_name: str, m: Mode, met: Metric,
-               obj: Objective, srch: Search) -> Plan:
+def _make_plan(
+    space: CandidateSpace,
+    found: dict[int, int],
+    target_flop: float,
+    regime_name: str,
+    m: Mode,
+    met: Metric,
+    obj: Objective,
+    srch: Search,
+) -> Plan:
     options: list[PlanOption] = []
     failures: dict[str, str] = {}
     for h, v in enumerate(space.variants):
@@ -410,15 +435,28 @@ def _make_plan(space: CandidateSpace, found: dict[int, int], target_flop: float,
             failures[label] = f"best reachable {met.value} {_metric_value(opt, met):.3g} FLOP < target"
             continue
         options.append(opt)
-    key = (lambda o: (o.nodes, o.cost_usd)) if obj is Objective.NODES else (lambda o: (o.cost_usd, -o.c_quality_flop))
+    key = (
+        (lambda o: (o.nodes, o.cost_usd))
+        if obj is Objective.NODES
+        else (lambda o: (o.cost_usd, -o.c_quality_flop))
+    )
     options.sort(key=key)
     reasons: tuple[str, ...] = ()
     if not options:
         reasons = (_binding_reason(failures, target_flop, met, space.c),)
     return Plan(
-        target_flop=float(target_flop), metric=met.value, regime=regime_name, mode=m.value, search=srch.value,
-        objective=obj.value, feasible=bool(options), best=options[0] if options else None,
-        per_hardware=tuple(options), failures=failures, reasons=reasons, evaluations=space.evaluations,
+        target_flop=float(target_flop),
+        metric=met.value,
+        regime=regime_name,
+        mode=m.value,
+        search=srch.value,
+        objective=obj.value,
+        feasible=bool(options),
+        best=options[0] if options else None,
+        per_hardware=tuple(options),
+        failures=failures,
+        reasons=reasons,
+        evaluations=space.evaluations,
     )
 
 
@@ -441,10 +479,14 @@ def _why_not(space: CandidateSpace, h: int, target: float, met: Metric) -> str:
 def _binding_reason(failures: dict[str, str], target: float, met: Metric, c: Constraints) -> str:
     days = c.max_duration_s / units.SECONDS_PER_DAY
     link = units.format_bandwidth(min(c.bandwidth_up_bits_per_s, c.bandwidth_down_bits_per_s))
-    binds = (f"the budget ({units.format_money(c.max_cost_usd)}) binds" if math.isfinite(c.max_cost_usd)
-             else f"the time budget ({days:.4g} days) and the {link} links bind at {c.max_nodes:,} nodes")
-    return (f"no hardware reaches {target:.3g} FLOP {met.value}: {binds}; closest: "
-            + "; ".join(f"{k}: {v}" for k, v in list(failures.items())[:3]))
+    binds = (
+        f"the budget ({units.format_money(c.max_cost_usd)}) binds"
+        if math.isfinite(c.max_cost_usd)
+        else f"the time budget ({days:.4g} days) and the {link} links bind at {c.max_nodes:,} nodes"
+    )
+    return f"no hardware reaches {target:.3g} FLOP {met.value}: {binds}; closest: " + "; ".join(
+        f"{k}: {v}" for k, v in list(failures.items())[:3]
+    )
 
 
 def _option(space: CandidateSpace, h: int, n: int, combo: int, m: Mode) -> PlanOption:
@@ -452,37 +494,73 @@ def _option(space: CandidateSpace, h: int, n: int, combo: int, m: Mode) -> PlanO
     r = space.run(np.asarray([combo]), float(n))
     v = {k: float(np.asarray(val).reshape(-1)[0]) for k, val in r.items()}
     mode_code = int(v["mode_resolved"])
-    algo = {MODE_PP: Algorithm.PP_DILOCO, MODE_HIER: Algorithm.HIERARCHICAL}.get(mode_code, Algorithm.STREAMING)
+    algo = {MODE_PP: Algorithm.PP_DILOCO, MODE_HIER: Algorithm.HIERARCHICAL}.get(
+        mode_code, Algorithm.STREAMING
+    )
     base = space.base_scenarios[h]
     group = int(space.slot_group[slot])
     scen = base.replace(
-        name=f"plan: {MODE_NAMES[mode_code]} on {n} x {base.hardware}", num_nodes=n,
-        params=float(space.params_grid[pi]), algorithm=algo, group_size=group,
+        name=f"plan: {MODE_NAMES[mode_code]} on {n} x {base.hardware}",
+        num_nodes=n,
+        params=float(space.params_grid[pi]),
+        algorithm=algo,
+        group_size=group,
     )
     return PlanOption(
-        scenario=scen, hardware=base.hardware, precision=base.precision.value, chips_per_node=base.chips_per_node,
-        nodes=n, params=float(space.params_grid[pi]), tokens=v["tokens"], days=v["run_time_s"] / units.SECONDS_PER_DAY,
-        algorithm=MODE_NAMES[mode_code], group_size=group if mode_code == MODE_HIER else 0,
-        pipeline_stages=int(v["pipeline_stages"]), groups=int(v["groups"]), inner_steps=int(v["inner_steps"]),
-        inner_steps_effective=v["inner_steps_effective"], compression_ratio=base.compression_ratio,
-        cost_usd=v["cost_usd"], c_local_flop=v["c_local_flop"], c_quality_flop=v["c_quality_flop"],
-        overtraining_ratio=v["overtraining_ratio"], mean_wan_mbps_per_node=v["mean_up_bits_per_s"] / 1e6,
+        scenario=scen,
+        hardware=base.hardware,
+        precision=base.precision.value,
+        chips_per_node=base.chips_per_node,
+        nodes=n,
+        params=float(space.params_grid[pi]),
+        tokens=v["tokens"],
+        days=v["run_time_s"] / units.SECONDS_PER_DAY,
+        algorithm=MODE_NAMES[mode_code],
+        group_size=group if mode_code == MODE_HIER else 0,
+        pipeline_stages=int(v["pipeline_stages"]),
+        groups=int(v["groups"]),
+        inner_steps=int(v["inner_steps"]),
+        inner_steps_effective=v["inner_steps_effective"],
+        compression_ratio=base.compression_ratio,
+        cost_usd=v["cost_usd"],
+        c_local_flop=v["c_local_flop"],
+        c_quality_flop=v["c_quality_flop"],
+        overtraining_ratio=v["overtraining_ratio"],
+        mean_wan_mbps_per_node=v["mean_up_bits_per_s"] / 1e6,
         peak_wan_mbps_per_node=v["peak_up_bits_per_s"] / 1e6,
         efficiency={k: v[k] for k in ("eta_h", "eta_comp", "eta_act", "eta_rep", "eta", "chi")},
     )
 
 
-def _plan_fastest(target: float, regime_name: str, c: Constraints, m: Mode, met: Metric, srch: Search,
-                  params: ModelParams, params_grid: Sequence[float] | None, group_sizes: Sequence[int]) -> Plan:
+def _plan_fastest(
+    target: float,
+    regime_name: str,
+    c: Constraints,
+    m: Mode,
+    met: Metric,
+    srch: Search,
+    params: ModelParams,
+    params_grid: Sequence[float] | None,
+    group_sizes: Sequence[int],
+) -> Plan:
     """Objective time: the shortest duration (geometric grid, 30 days .. max) with a plan under budget."""
     days_max = c.max_duration_s / units.SECONDS_PER_DAY
     grid = sorted({*np.geomspace(min(30.0, days_max), days_max, 24).tolist(), days_max})
     last: Plan | None = None
     total = 0
     for d in grid:
-        p = plan(target, regime_name=regime_name, constraints=c.replace(max_duration_s=d * units.SECONDS_PER_DAY),
-                 mode=m, metric=met, objective=Objective.COST, search=srch, params=params,
-                 params_grid=params_grid, group_sizes=group_sizes)
+        p = plan(
+            target,
+            regime_name=regime_name,
+            constraints=c.replace(max_duration_s=d * units.SECONDS_PER_DAY),
+            mode=m,
+            metric=met,
+            objective=Objective.COST,
+            search=srch,
+            params=params,
+            params_grid=params_grid,
+            group_sizes=group_sizes,
+        )
         total += p.evaluations
         last = p
         if p.feasible:
@@ -511,12 +589,16 @@ def centralized_baseline(
     list. The evader's cost premium, plan(...).best.cost_usd / this plan's cost, is
     `plan(..., baseline=True).cost_premium`."""
     c = (constraints or Constraints()).replace(
-        bandwidth_up_bits_per_s=DATACENTER_BITS_PER_S, bandwidth_down_bits_per_s=DATACENTER_BITS_PER_S,
-        latency_s=DATACENTER_LATENCY_S, compression_ratio=1.0, regional_bandwidth_bits_per_s=None,
+        bandwidth_up_bits_per_s=DATACENTER_BITS_PER_S,
+        bandwidth_down_bits_per_s=DATACENTER_BITS_PER_S,
+        latency_s=DATACENTER_LATENCY_S,
+        compression_ratio=1.0,
+        regional_bandwidth_bits_per_s=None,
         pp_bandwidth_bits_per_s=None,
     )
-    return plan(target_flop, regime_name="none", constraints=c, mode=mode, metric=metric, search=search,
-                params=params)
+    return plan(
+        target_flop, regime_name="none", constraints=c, mode=mode, metric=metric, search=search, params=params
+    )
 
 
 __all__ = [

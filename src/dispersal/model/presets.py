@@ -25,9 +25,17 @@ def load_scenario_dict(name_or_path: str) -> dict[str, Any]:
     if path.suffix == ".toml" and path.exists():
         text = path.read_text(encoding="utf-8")
     elif name_or_path in scenario_names():
-        text = resources.files("dispersal.data").joinpath("scenarios").joinpath(f"{name_or_path}.toml").read_text("utf-8")
+        text = (
+            resources.files("dispersal.data")
+            .joinpath("scenarios")
+            .joinpath(f"{name_or_path}.toml")
+            .read_text("utf-8")
+        )
     else:
-        raise InputError("scenario", f"no scenario file or preset {name_or_path!r} (presets: {', '.join(scenario_names())})")
+        raise InputError(
+            "scenario",
+            f"no scenario file or preset {name_or_path!r} (presets: {', '.join(scenario_names())})",
+        )
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

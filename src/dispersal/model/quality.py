@@ -360,7 +360,9 @@ def extrapolation_flags(
 ) -> Extrapolation:
     """Which elements lie outside the fitted ranges (`FIT_RANGES`), per axis, broadcast together.
     `compression` is the outer-gradient payload reduction relative to a dense 16-bit payload."""
-    arrs = np.broadcast_arrays(_arr(replicas), _arr(inner_steps), _arr(params), _arr(fragments), _arr(compression))
+    arrs = np.broadcast_arrays(
+        _arr(replicas), _arr(inner_steps), _arr(params), _arr(fragments), _arr(compression)
+    )
     names = ("replicas", "inner_steps", "params", "fragments", "compression")
     flags = {}
     for name, x in zip(names, arrs, strict=True):
@@ -387,7 +389,10 @@ def fitted_covariance() -> tuple[tuple[str, ...], Arr, Arr]:
 
 
 def sample_quality_params(
-    rng: np.random.Generator, n: int, base: QualityParams | None = None, log_tail_fraction: float | None = None
+    rng: np.random.Generator,
+    n: int,
+    base: QualityParams | None = None,
+    log_tail_fraction: float | None = None,
 ) -> QualitySamples:
     """n draws of the fitted fields from the fit's Gaussian approximation N(theta_hat, Sigma)
     (Sigma = s^2 (J^T W J)^-1, s^2 the reduced chi-square; `quality_fit.toml`). Draws are

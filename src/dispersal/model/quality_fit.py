@@ -69,8 +69,16 @@ def columns(rows: list[dict[str, Any]]) -> Points:
     unit = ROUNDING_SD * 10.0**-dec
     sigma = np.sqrt((unit / loss) ** 2 + (unit / dp) ** 2)
     stream = np.array([r["set"].startswith("streaming") for r in rows], dtype=np.float64)
-    return Points(tuple(rows), col("params"), col("replicas"), col("inner_steps"), col("fragments"),
-                  np.log(loss / dp), sigma, stream)
+    return Points(
+        tuple(rows),
+        col("params"),
+        col("replicas"),
+        col("inner_steps"),
+        col("fragments"),
+        np.log(loss / dp),
+        sigma,
+        stream,
+    )
 
 
 def _params(theta: Arr, base: QualityParams) -> QualityParams:
@@ -81,14 +89,21 @@ def predict(theta: Arr, pts: Points, base: QualityParams) -> Arr:
     """Model ln r for the points, the Streaming nuisance term included."""
     qp = _params(theta, base)
     core = quality.log_loss_ratio(pts.replicas, pts.inner_steps, pts.params, pts.fragments, qp)
-    amp = quality.log_loss_ratio(pts.replicas, pts.inner_steps, pts.params, 1.0, qp.replace(u0=0.0, u1=0.0)) / qp.b0
+    amp = (
+        quality.log_loss_ratio(pts.replicas, pts.inner_steps, pts.params, 1.0, qp.replace(u0=0.0, u1=0.0))
+        / qp.b0
+    )
     return np.asarray(core + theta[len(FITTED_FIELDS)] * pts.streaming * amp, dtype=np.float64)
 
 
 def _linear_solve(kb: float, p: float, q: float, pts: Points, base: QualityParams) -> tuple[float, Arr]:
     """Given (kb, p, q), the weighted least-squares (u0, u1, b0, delta, kappa) and chi-square."""
     x = np.log(pts.params / base.pivot_params)
-    xc = np.clip(x, math.log(base.fit_params_min / base.pivot_params), math.log(base.fit_params_max / base.pivot_params))
+    xc = np.clip(
+        x,
+        math.log(base.fit_params_min / base.pivot_params),
+        math.log(base.fit_params_max / base.pivot_params),
+    )
     s_m = (pts.replicas**p - 1.0) / p
     h = 1.0 + q * np.log(np.maximum(pts.inner_steps, base.inner_steps_floor) / 30.0)
     t = np.exp(-kb * x) * s_m * h
@@ -159,17 +174,23 @@ def _fmt_row(r: dict[str, Any]) -> str:
     return f"{r['set']:<22} {size:>5} M={int(r['replicas']):<2} H={int(r['inner_steps']):<4} F={int(r['fragments']):<2}{extra}"
 
 
-def residual_table(rows: list[dict[str, Any]], theta: Arr, base: QualityParams, streaming_term: bool) -> tuple[list[str], Arr]:
+def residual_table(
+    rows: list[dict[str, Any]], theta: Arr, base: QualityParams, streaming_term: bool
+) -> tuple[list[str], Arr]:
     """Lines 'point | published r | predicted r | residual | g' and the residuals (ratio units)."""
     pts = columns(rows)
     if streaming_term:
         pred = predict(theta, pts, base)
     else:
-        pred = quality.log_loss_ratio(pts.replicas, pts.inner_steps, pts.params, pts.fragments, _params(theta, base))
+        pred = quality.log_loss_ratio(
+            pts.replicas, pts.inner_steps, pts.params, pts.fragments, _params(theta, base)
+        )
     g = np.minimum(base.g_max, np.exp(-pred / base.loss_compute_slope))
     pub, mod = np.exp(pts.y), np.exp(pred)
-    lines = [f"{_fmt_row(r)}  r_pub={a:.4f} r_fit={b:.4f} resid={b - a:+.4f} g={gg:.3f}"
-             for r, a, b, gg in zip(rows, pub, mod, g, strict=True)]
+    lines = [
+        f"{_fmt_row(r)}  r_pub={a:.4f} r_fit={b:.4f} resid={b - a:+.4f} g={gg:.3f}"
+        for r, a, b, gg in zip(rows, pub, mod, g, strict=True)
+    ]
     return lines, mod - pub
 
 
@@ -179,14 +200,20 @@ def pair_checks(pairs: list[dict[str, Any]], theta: Arr, base: QualityParams) ->
     out = []
     for pr in pairs:
         pub = math.log(pr["ppl_ref"] * pr["ppl_ratio"]) / math.log(pr["ppl_ref"])
-        lr = quality.log_loss_ratio(pr["replicas"], [pr["inner_steps_ref"], pr["inner_steps"]], pr["params"], pr["fragments"], qp)
+        lr = quality.log_loss_ratio(
+            pr["replicas"], [pr["inner_steps_ref"], pr["inner_steps"]], pr["params"], pr["fragments"], qp
+        )
         mod = float(np.exp(lr[1] - lr[0]))
-        out.append(f"{pr['set']:<22} M={pr['replicas']} H {pr['inner_steps_ref']}->{pr['inner_steps']}: "
-                   f"published {pub:.4f} predicted {mod:.4f} error {mod - pub:+.4f}")
+        out.append(
+            f"{pr['set']:<22} M={pr['replicas']} H {pr['inner_steps_ref']}->{pr['inner_steps']}: "
+            f"published {pub:.4f} predicted {mod:.4f} error {mod - pub:+.4f}"
+        )
     return out
 
 
-def to_toml(theta: Arr, cov: Arr, chi2: float, dof: int, fit_resid: Arr, holdout: dict[str, float], loo: float) -> str:
+def to_toml(
+    theta: Arr, cov: Arr, chi2: float, dof: int, fit_resid: Arr, holdout: dict[str, float], loo: float
+) -> str:
     """The data file's text (fitted values, covariance, summary)."""
     n = len(FITTED_FIELDS)
 
@@ -211,16 +238,22 @@ def to_toml(theta: Arr, cov: Arr, chi2: float, dof: int, fit_resid: Arr, holdout
         f"leave_out_2p4b_max_abs_error_ratio = {loo:.6f}",
         "",
         "[holdout_max_abs_error_ratio]",
-        *[f'{k} = {v:.6f}' for k, v in holdout.items()],
+        *[f"{k} = {v:.6f}" for k, v in holdout.items()],
         "",
     ]
     return "\n".join(lines)
 
 
 def run(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m dispersal.model.quality_fit", description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, default=None, help="data file to write (default: the package's quality_fit.toml)")
-    ap.add_argument("--check", action="store_true", help="do not write; exit 1 if the packaged file's values differ")
+    ap = argparse.ArgumentParser(
+        prog="python -m dispersal.model.quality_fit", description=__doc__.splitlines()[0]
+    )
+    ap.add_argument(
+        "--out", type=Path, default=None, help="data file to write (default: the package's quality_fit.toml)"
+    )
+    ap.add_argument(
+        "--check", action="store_true", help="do not write; exit 1 if the packaged file's values differ"
+    )
     args = ap.parse_args(argv)
     base = QualityParams()
     data = load_points()
@@ -235,8 +268,10 @@ def run(argv: list[str] | None = None) -> int:
     lines, fit_res = residual_table(fit_rows, theta, base, streaming_term=True)
     print("\n".join(lines))
     charles = np.array([r["set"] == "charles2025_table4" for r in fit_rows])
-    print(f"max |residual| Charles Table 4: {np.max(np.abs(fit_res[charles])):.4f}; "
-          f"Streaming Tables 5-6: {np.max(np.abs(fit_res[~charles])):.4f}")
+    print(
+        f"max |residual| Charles Table 4: {np.max(np.abs(fit_res[charles])):.4f}; "
+        f"Streaming Tables 5-6: {np.max(np.abs(fit_res[~charles])):.4f}"
+    )
 
     print("\nheld-out points (never fitted; g's own model, no Streaming nuisance term):")
     holdout: dict[str, float] = {}
@@ -250,7 +285,13 @@ def run(argv: list[str] | None = None) -> int:
         print(line)
     for pr in data.get("pair", []):
         pub = math.log(pr["ppl_ref"] * pr["ppl_ratio"]) / math.log(pr["ppl_ref"])
-        lr = quality.log_loss_ratio(pr["replicas"], [pr["inner_steps_ref"], pr["inner_steps"]], pr["params"], pr["fragments"], _params(theta, base))
+        lr = quality.log_loss_ratio(
+            pr["replicas"],
+            [pr["inner_steps_ref"], pr["inner_steps"]],
+            pr["params"],
+            pr["fragments"],
+            _params(theta, base),
+        )
         holdout[pr["set"]] = abs(float(np.exp(lr[1] - lr[0])) - pub)
 
     loo_rows = [r for r in fit_rows if not (r["set"] == "charles2025_table4" and float(r["params"]) > 2.0e9)]
@@ -268,8 +309,12 @@ def run(argv: list[str] | None = None) -> int:
     text = to_toml(theta, cov, chi2, dof, fit_res, holdout, loo)
     if args.check:
         current = quality.load_fit()
-        same = np.allclose(np.asarray(current["values"], dtype=float), theta[: len(FITTED_FIELDS)], rtol=1e-6, atol=1e-12)
-        print("\ncheck:", "packaged quality_fit.toml matches" if same else "packaged quality_fit.toml DIFFERS")
+        same = np.allclose(
+            np.asarray(current["values"], dtype=float), theta[: len(FITTED_FIELDS)], rtol=1e-6, atol=1e-12
+        )
+        print(
+            "\ncheck:", "packaged quality_fit.toml matches" if same else "packaged quality_fit.toml DIFFERS"
+        )
         return 0 if same else 1
     out = args.out or Path(str(resources.files("dispersal.data").joinpath(quality.FIT_FILE)))
     atomic_write_text(out, text)

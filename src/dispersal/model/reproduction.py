@@ -33,9 +33,18 @@ class RowResult:
         b = self.bisect.best
         if b is None:
             return {}
-        return {"hardware": b.hardware, "fp8": b.precision == "fp8", "nodes": b.nodes, "mode": b.algorithm,
-                "params": b.params, "inner_steps": b.inner_steps, "eta": b.efficiency["eta"],
-                "chi": b.efficiency["chi"], "cost_usd": b.cost_usd, "mean_wan_mbps": b.mean_wan_mbps_per_node}
+        return {
+            "hardware": b.hardware,
+            "fp8": b.precision == "fp8",
+            "nodes": b.nodes,
+            "mode": b.algorithm,
+            "params": b.params,
+            "inner_steps": b.inner_steps,
+            "eta": b.efficiency["eta"],
+            "chi": b.efficiency["chi"],
+            "cost_usd": b.cost_usd,
+            "mean_wan_mbps": b.mean_wan_mbps_per_node,
+        }
 
     @property
     def cost_ratio(self) -> float:
@@ -54,9 +63,15 @@ class RowResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         e = self.exact.best
-        return {"table": self.table, "label": self.label, "published": self.published, "ours_bisect": self.ours(),
-                "cost_ratio": self.cost_ratio, "bisection_gap": self.bisection_gap,
-                "exact": e.to_dict() if e else None}
+        return {
+            "table": self.table,
+            "label": self.label,
+            "published": self.published,
+            "ours_bisect": self.ours(),
+            "cost_ratio": self.cost_ratio,
+            "bisection_gap": self.bisection_gap,
+            "exact": e.to_dict() if e else None,
+        }
 
 
 def _mode_name(mode: str) -> str:
@@ -70,18 +85,38 @@ def run_rows() -> list[RowResult]:
     base = Constraints()
     for r in t["table1"]:
         res = compare_searches(float(r["target"]), constraints=base)
-        rows.append(RowResult(table="table1", label=r.get("label", f"{r['target']:.2g}"), published=dict(r),
-                              bisect=res["bisect"], exact=res["exact"]))
+        rows.append(
+            RowResult(
+                table="table1",
+                label=r.get("label", f"{r['target']:.2g}"),
+                published=dict(r),
+                bisect=res["bisect"],
+                exact=res["exact"],
+            )
+        )
     for r in t["bandwidth"]:
-        c = base.replace(bandwidth_up_bits_per_s=float(r["up"]), bandwidth_down_bits_per_s=float(r["down"]),
-                         latency_s=float(r["latency"]))
+        c = base.replace(
+            bandwidth_up_bits_per_s=float(r["up"]),
+            bandwidth_down_bits_per_s=float(r["down"]),
+            latency_s=float(r["latency"]),
+        )
         res = compare_searches(1e25, constraints=c)
-        rows.append(RowResult(table="bandwidth", label=r["label"], published=dict(r), bisect=res["bisect"],
-                              exact=res["exact"]))
+        rows.append(
+            RowResult(
+                table="bandwidth",
+                label=r["label"],
+                published=dict(r),
+                bisect=res["bisect"],
+                exact=res["exact"],
+            )
+        )
     for r in t["latency"]:
         res = compare_searches(1e25, constraints=base.replace(latency_s=float(r["latency"])))
-        rows.append(RowResult(table="latency", label=r["label"], published=dict(r), bisect=res["bisect"],
-                              exact=res["exact"]))
+        rows.append(
+            RowResult(
+                table="latency", label=r["label"], published=dict(r), bisect=res["bisect"], exact=res["exact"]
+            )
+        )
     return rows
 
 
@@ -102,7 +137,9 @@ class Headline:
         return self.ours / self.published if self.published else math.inf
 
 
-def hbm_countermeasure(metric: str = "c_quality", days: float = 548.0, target: float = 1e25) -> dict[str, Plan]:
+def hbm_countermeasure(
+    metric: str = "c_quality", days: float = 548.0, target: float = 1e25
+) -> dict[str, Plan]:
     """The report's HBM-threshold run: cheapest 1e25 C_quality plan in 548 days under the treaty with and
     without the 1,280 GB memory rule (both searches). Costs are reported with the paper's multiplier;
     the ratio is the same chip-only (one constant factor)."""
@@ -141,23 +178,68 @@ def headlines(rows: list[RowResult], hbm: dict[str, Plan]) -> list[Headline]:
         return (b.cost_usd / a.cost_usd - 1.0) if a and b else math.inf
 
     return [
-        Headline(name="cost to reach C_local 1e24", published=h["cost_1e24_usd"], ours=cost(t1[1e24], "bisect"),
-                 ours_exact=cost(t1[1e24], "exact"), unit="usd", note="Table 1"),
-        Headline(name="cost to reach C_local 1e25", published=h["cost_1e25_usd"], ours=cost(t1[1e25], "bisect"),
-                 ours_exact=cost(t1[1e25], "exact"), unit="usd", note="Table 1 ($30.7M in the table)"),
-        Headline(name="cost to reach C_local 1e26", published=h["cost_1e26_usd"], ours=cost(t1[1e26], "bisect"),
-                 ours_exact=cost(t1[1e26], "exact"), unit="usd", note="Table 1"),
-        Headline(name="nodes, GPT-4 level (C_local 2.1e25)", published=h["nodes_gpt4"], ours=nodes(t1[2.1e25], "bisect"),
-                 ours_exact=nodes(t1[2.1e25], "exact"), unit="nodes", note="Table 1"),
-        Headline(name="nodes, Llama 3.1 405B level (C_local 3.8e25)", published=h["nodes_llama405b"],
-                 ours=nodes(t1[3.8e25], "bisect"), ours_exact=nodes(t1[3.8e25], "exact"), unit="nodes",
-                 note="Table 1"),
-        Headline(name="cost ratio 100 Mbps / datacenter (1e25)", published=h["datacenter_cost_ratio"],
-                 ours=cost(wan, "bisect") / cost(dc, "bisect"), ours_exact=cost(wan, "exact") / cost(dc, "exact"),
-                 unit="x", note="bandwidth sweep: 100 Mbps row / 1000 Gbps row"),
-        Headline(name="max mean WAN traffic per node, Table 1 plans", published=h["max_traffic_mbps"], ours=traffic,
-                 ours_exact=traffic_e, unit="Mbps", note="paper: '< 40 Mbps'"),
-        Headline(name="HBM rule: cost increase at 1e25 (C_quality, 548 d)", published=h["hbm_cost_increase_fraction"],
-                 ours=hbm_increase("bisect"), ours_exact=hbm_increase("exact"), unit="fraction",
-                 note="report's countermeasure convention: C_quality, 1.5 years"),
+        Headline(
+            name="cost to reach C_local 1e24",
+            published=h["cost_1e24_usd"],
+            ours=cost(t1[1e24], "bisect"),
+            ours_exact=cost(t1[1e24], "exact"),
+            unit="usd",
+            note="Table 1",
+        ),
+        Headline(
+            name="cost to reach C_local 1e25",
+            published=h["cost_1e25_usd"],
+            ours=cost(t1[1e25], "bisect"),
+            ours_exact=cost(t1[1e25], "exact"),
+            unit="usd",
+            note="Table 1 ($30.7M in the table)",
+        ),
+        Headline(
+            name="cost to reach C_local 1e26",
+            published=h["cost_1e26_usd"],
+            ours=cost(t1[1e26], "bisect"),
+            ours_exact=cost(t1[1e26], "exact"),
+            unit="usd",
+            note="Table 1",
+        ),
+        Headline(
+            name="nodes, GPT-4 level (C_local 2.1e25)",
+            published=h["nodes_gpt4"],
+            ours=nodes(t1[2.1e25], "bisect"),
+            ours_exact=nodes(t1[2.1e25], "exact"),
+            unit="nodes",
+            note="Table 1",
+        ),
+        Headline(
+            name="nodes, Llama 3.1 405B level (C_local 3.8e25)",
+            published=h["nodes_llama405b"],
+            ours=nodes(t1[3.8e25], "bisect"),
+            ours_exact=nodes(t1[3.8e25], "exact"),
+            unit="nodes",
+            note="Table 1",
+        ),
+        Headline(
+            name="cost ratio 100 Mbps / datacenter (1e25)",
+            published=h["datacenter_cost_ratio"],
+            ours=cost(wan, "bisect") / cost(dc, "bisect"),
+            ours_exact=cost(wan, "exact") / cost(dc, "exact"),
+            unit="x",
+            note="bandwidth sweep: 100 Mbps row / 1000 Gbps row",
+        ),
+        Headline(
+            name="max mean WAN traffic per node, Table 1 plans",
+            published=h["max_traffic_mbps"],
+            ours=traffic,
+            ours_exact=traffic_e,
+            unit="Mbps",
+            note="paper: '< 40 Mbps'",
+        ),
+        Headline(
+            name="HBM rule: cost increase at 1e25 (C_quality, 548 d)",
+            published=h["hbm_cost_increase_fraction"],
+            ours=hbm_increase("bisect"),
+            ours_exact=hbm_increase("exact"),
+            unit="fraction",
+            note="report's countermeasure convention: C_quality, 1.5 years",
+        ),
     ]

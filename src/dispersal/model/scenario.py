@@ -225,34 +225,66 @@ class Scenario:
 
     def __post_init__(self) -> None:
         def pos(name: str, value: float, unit: str = "") -> None:
-            require(isinstance(value, int | float) and math.isfinite(value) and value > 0, name,
-                    f"must be a finite number > 0{unit}, got {value!r}")
+            require(
+                isinstance(value, int | float) and math.isfinite(value) and value > 0,
+                name,
+                f"must be a finite number > 0{unit}, got {value!r}",
+            )
 
-        require(self.schema_version == SCHEMA_VERSION, "schema_version",
-                f"must be {SCHEMA_VERSION}, got {self.schema_version!r}")
-        for name, enum in (("precision", Precision), ("algorithm", Algorithm), ("straggler", Straggler),
-                           ("pricing", Pricing), ("outer_state", OuterState), ("optimizer_offload", Offload)):
+        require(
+            self.schema_version == SCHEMA_VERSION,
+            "schema_version",
+            f"must be {SCHEMA_VERSION}, got {self.schema_version!r}",
+        )
+        for name, enum in (
+            ("precision", Precision),
+            ("algorithm", Algorithm),
+            ("straggler", Straggler),
+            ("pricing", Pricing),
+            ("outer_state", OuterState),
+            ("optimizer_offload", Offload),
+        ):
             value = getattr(self, name)
             try:
                 object.__setattr__(self, name, enum(value))
             except ValueError:
-                raise InputError(name, f"must be one of {', '.join(e.value for e in enum)}, got {value!r}") from None
+                raise InputError(
+                    name, f"must be one of {', '.join(e.value for e in enum)}, got {value!r}"
+                ) from None
         quality_code(self.compression_quality, "compression_quality")
         quality_code(self.activation_quality, "activation_quality")
         accelerator(self.hardware)
         regime(self.regime)
-        require(isinstance(self.num_nodes, int) and not isinstance(self.num_nodes, bool) and self.num_nodes >= 1,
-                "num_nodes", f"must be an integer >= 1, got {self.num_nodes!r}")
-        require(isinstance(self.chips_per_node, int) and self.chips_per_node >= 0, "chips_per_node",
-                f"must be an integer >= 0 (0 = largest under the regime cap), got {self.chips_per_node!r}")
-        require(isinstance(self.inner_steps, int) and self.inner_steps >= 0, "inner_steps",
-                f"must be an integer >= 0 (0 = H_min), got {self.inner_steps!r}")
-        require(isinstance(self.moe_layers, int) and self.moe_layers >= 0, "moe_layers",
-                f"must be an integer >= 0, got {self.moe_layers!r}")
-        require(isinstance(self.micro_batches, int) and self.micro_batches >= 1, "micro_batches",
-                f"must be an integer >= 1, got {self.micro_batches!r}")
-        require(isinstance(self.group_size, int) and self.group_size >= 2, "group_size",
-                f"must be an integer >= 2, got {self.group_size!r}")
+        require(
+            isinstance(self.num_nodes, int) and not isinstance(self.num_nodes, bool) and self.num_nodes >= 1,
+            "num_nodes",
+            f"must be an integer >= 1, got {self.num_nodes!r}",
+        )
+        require(
+            isinstance(self.chips_per_node, int) and self.chips_per_node >= 0,
+            "chips_per_node",
+            f"must be an integer >= 0 (0 = largest under the regime cap), got {self.chips_per_node!r}",
+        )
+        require(
+            isinstance(self.inner_steps, int) and self.inner_steps >= 0,
+            "inner_steps",
+            f"must be an integer >= 0 (0 = H_min), got {self.inner_steps!r}",
+        )
+        require(
+            isinstance(self.moe_layers, int) and self.moe_layers >= 0,
+            "moe_layers",
+            f"must be an integer >= 0, got {self.moe_layers!r}",
+        )
+        require(
+            isinstance(self.micro_batches, int) and self.micro_batches >= 1,
+            "micro_batches",
+            f"must be an integer >= 1, got {self.micro_batches!r}",
+        )
+        require(
+            isinstance(self.group_size, int) and self.group_size >= 2,
+            "group_size",
+            f"must be an integer >= 2, got {self.group_size!r}",
+        )
         for name in ("chip_fp16_flop_per_s", "chip_memory_bytes", "chip_price_usd", "chip_tdp_w"):
             v = getattr(self, name)
             if v is not None:
@@ -260,39 +292,65 @@ class Scenario:
         pos("params", self.params, " parameters")
         if self.active_params is not None:
             pos("active_params", self.active_params)
-            require(self.active_params <= self.params, "active_params",
-                    f"must be <= params ({self.params:g}), got {self.active_params:g}")
+            require(
+                self.active_params <= self.params,
+                "active_params",
+                f"must be <= params ({self.params:g}), got {self.active_params:g}",
+            )
         if self.tokens is not None:
             pos("tokens", self.tokens)
         pos("local_batch_tokens", self.local_batch_tokens, " tokens")
         if self.mfu is not None:
-            require(isinstance(self.mfu, int | float) and 0 < self.mfu <= 1, "mfu",
-                    f"must be in (0, 1], got {self.mfu!r}")
+            require(
+                isinstance(self.mfu, int | float) and 0 < self.mfu <= 1,
+                "mfu",
+                f"must be in (0, 1], got {self.mfu!r}",
+            )
         for name in ("fragments", "overlap_depth"):
             v = getattr(self, name)
             if v is None and name == "overlap_depth":
                 continue
             lo = 1 if name == "fragments" else 0
-            require(isinstance(v, int) and not isinstance(v, bool) and lo <= v <= 10_000, name,
-                    f"must be an integer in [{lo}, 10000], got {v!r}")
-        require(self.quality_mapping in ("compute", "loss"), "quality_mapping",
-                f"must be compute or loss, got {self.quality_mapping!r}")
+            require(
+                isinstance(v, int) and not isinstance(v, bool) and lo <= v <= 10_000,
+                name,
+                f"must be an integer in [{lo}, 10000], got {v!r}",
+            )
+        require(
+            self.quality_mapping in ("compute", "loss"),
+            "quality_mapping",
+            f"must be compute or loss, got {self.quality_mapping!r}",
+        )
         if self.codec != "auto":
             codec(self.codec)
-        require(self.aggregation in ("auto", *AGGREGATIONS), "aggregation",
-                f"must be one of auto, {', '.join(AGGREGATIONS)}, got {self.aggregation!r}")
+        require(
+            self.aggregation in ("auto", *AGGREGATIONS),
+            "aggregation",
+            f"must be one of auto, {', '.join(AGGREGATIONS)}, got {self.aggregation!r}",
+        )
         if self.aggregation == "ring" and self.codec_is_sparse:
-            raise InputError("aggregation", f"a ring all-reduce cannot sum sparse payloads (codec {self.codec!r}, "
-                             "supports differ between workers); use all_gather or relay_dense")
+            raise InputError(
+                "aggregation",
+                f"a ring all-reduce cannot sum sparse payloads (codec {self.codec!r}, "
+                "supports differ between workers); use all_gather or relay_dense",
+            )
         pos("compression_ratio", self.compression_ratio)
-        require(self.compression_ratio >= 1, "compression_ratio", f"must be >= 1, got {self.compression_ratio}")
+        require(
+            self.compression_ratio >= 1, "compression_ratio", f"must be >= 1, got {self.compression_ratio}"
+        )
         pos("activation_compression", self.activation_compression)
-        require(self.activation_compression >= 1, "activation_compression",
-                f"must be >= 1, got {self.activation_compression}")
+        require(
+            self.activation_compression >= 1,
+            "activation_compression",
+            f"must be >= 1, got {self.activation_compression}",
+        )
         pos("bandwidth_up_bits_per_s", self.bandwidth_up_bits_per_s, " bit/s")
         pos("bandwidth_down_bits_per_s", self.bandwidth_down_bits_per_s, " bit/s")
-        require(isinstance(self.latency_s, int | float) and math.isfinite(self.latency_s) and self.latency_s >= 0,
-                "latency_s", f"must be >= 0 s, got {self.latency_s!r}")
+        require(
+            isinstance(self.latency_s, int | float) and math.isfinite(self.latency_s) and self.latency_s >= 0,
+            "latency_s",
+            f"must be >= 0 s, got {self.latency_s!r}",
+        )
         for name in ("regional_bandwidth_bits_per_s", "pp_bandwidth_bits_per_s"):
             v = getattr(self, name)
             if v is not None:
@@ -304,12 +362,18 @@ class Scenario:
         pos("duration_s", self.duration_s, " s")
         pos("capex_multiplier", self.capex_multiplier)
         require(1 <= self.pue <= 5, "pue", f"must be in [1, 5], got {self.pue}")
-        require(math.isfinite(self.electricity_usd_per_kwh) and self.electricity_usd_per_kwh >= 0,
-                "electricity_usd_per_kwh", f"must be >= 0, got {self.electricity_usd_per_kwh}")
+        require(
+            math.isfinite(self.electricity_usd_per_kwh) and self.electricity_usd_per_kwh >= 0,
+            "electricity_usd_per_kwh",
+            f"must be >= 0, got {self.electricity_usd_per_kwh}",
+        )
         acc = self.accelerator
         if self.precision in (Precision.FP8, Precision.FP4):
-            require(acc.dense_fp8_flop_per_s > 0, "precision",
-                    f"{acc.name} has no FP8 tensor path; use bf16 or fp16")
+            require(
+                acc.dense_fp8_flop_per_s > 0,
+                "precision",
+                f"{acc.name} has no FP8 tensor path; use bf16 or fp16",
+            )
 
     # --- derived -----------------------------------------------------------------------------
     @property
@@ -320,7 +384,9 @@ class Scenario:
         if self.chip_fp16_flop_per_s is not None:
             changes["dense_fp16_flop_per_s"] = self.chip_fp16_flop_per_s
             # FP8 keeps the catalogue chip's FP8 / FP16 ratio (2x on every FP8 chip listed).
-            changes["dense_fp8_flop_per_s"] = acc.dense_fp8_flop_per_s / acc.dense_fp16_flop_per_s * self.chip_fp16_flop_per_s
+            changes["dense_fp8_flop_per_s"] = (
+                acc.dense_fp8_flop_per_s / acc.dense_fp16_flop_per_s * self.chip_fp16_flop_per_s
+            )
         if self.chip_memory_bytes is not None:
             changes["hbm_bytes"] = self.chip_memory_bytes
         if self.chip_price_usd is not None:
@@ -349,8 +415,12 @@ class Scenario:
             ef, dense = self.error_feedback, DENSE_WIRE_BITS
         else:
             c = codec(self.codec)
-            bits, default_agg, ef, dense = c.wire_bits_per_param, c.default_aggregation, c.error_feedback, \
-                c.dense_aggregate_bits
+            bits, default_agg, ef, dense = (
+                c.wire_bits_per_param,
+                c.default_aggregation,
+                c.error_feedback,
+                c.dense_aggregate_bits,
+            )
         if self.aggregation != "auto":
             agg = self.aggregation
         elif default_agg == "all_gather":
@@ -365,8 +435,15 @@ class Scenario:
         """Default mode: whether regional / pipeline links are separate from the WAN (see split_links)."""
         if self.split_links is not None:
             return self.split_links
-        return any(v is not None for v in (self.regional_bandwidth_bits_per_s, self.regional_latency_s,
-                                           self.pp_bandwidth_bits_per_s, self.pp_latency_s))
+        return any(
+            v is not None
+            for v in (
+                self.regional_bandwidth_bits_per_s,
+                self.regional_latency_s,
+                self.pp_bandwidth_bits_per_s,
+                self.pp_latency_s,
+            )
+        )
 
     @property
     def regime_entry(self) -> Regime:
@@ -403,9 +480,10 @@ class Scenario:
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if key not in names:
-                close = difflib.get_close_matches(key, list(names), n=3, cutoff=0.6) or [
-                    n for n in names if n.startswith(key.split("_")[0])
-                ][:3]
+                close = (
+                    difflib.get_close_matches(key, list(names), n=3, cutoff=0.6)
+                    or [n for n in names if n.startswith(key.split("_")[0])][:3]
+                )
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
                 raise InputError(key, f"unknown scenario key{hint}")
             kwargs[key] = coerce_field(key, value)
@@ -512,8 +590,12 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
     else:
         side_bw, side_lat = wan_min, s.latency_s
     mode_code = {
-        Algorithm.DDP: MODE_DDP, Algorithm.DILOCO: MODE_FLAT, Algorithm.STREAMING: MODE_FLAT,
-        Algorithm.HIERARCHICAL: MODE_HIER, Algorithm.PP_DILOCO: MODE_PP, Algorithm.AUTO: MODE_AUTO,
+        Algorithm.DDP: MODE_DDP,
+        Algorithm.DILOCO: MODE_FLAT,
+        Algorithm.STREAMING: MODE_FLAT,
+        Algorithm.HIERARCHICAL: MODE_HIER,
+        Algorithm.PP_DILOCO: MODE_PP,
+        Algorithm.AUTO: MODE_AUTO,
     }[s.algorithm]
     streaming = s.overlap_communication
     if s.algorithm is Algorithm.DILOCO:
@@ -541,8 +623,11 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
     # Switched-off corrections fall back to the paper's form inside default mode (docs/model.md).
     if not paper:
         if "wire" not in on:
-            wire_bits, ddp_bits, comp_ratio = BITS_PER_VALUE[prec] / s.compression_ratio, BITS_PER_VALUE[prec], \
-                s.compression_ratio
+            wire_bits, ddp_bits, comp_ratio = (
+                BITS_PER_VALUE[prec] / s.compression_ratio,
+                BITS_PER_VALUE[prec],
+                s.compression_ratio,
+            )
         if "aggregation" not in on:
             agg = "paper"
         if "mfu" not in on and s.mfu is None:
@@ -576,10 +661,13 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         "latency_s": s.latency_s,
         "regional_bits_per_s": (s.regional_bandwidth_bits_per_s or side_bw) if (paper or split) else side_bw,
         "regional_latency_s": (side_lat if s.regional_latency_s is None else s.regional_latency_s)
-        if (paper or split) else side_lat,
+        if (paper or split)
+        else side_lat,
         "group_size": s.group_size,
         "pp_bits_per_s": (s.pp_bandwidth_bits_per_s or side_bw) if (paper or split) else side_bw,
-        "pp_latency_s": (side_lat if s.pp_latency_s is None else s.pp_latency_s) if (paper or split) else side_lat,
+        "pp_latency_s": (side_lat if s.pp_latency_s is None else s.pp_latency_s)
+        if (paper or split)
+        else side_lat,
         "straggler": STRAGGLER_CODES[s.straggler],
         "local_batch_tokens": s.local_batch_tokens,
         "micro_batches": s.micro_batches,
@@ -605,7 +693,9 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         "dense_aggregate_bits_per_param": dense_bits,
         "outer_state_bytes_per_param": outer_bytes,
         "outer_state_in_hbm": outer_in_hbm,
-        "offload": {Offload.NEVER: 0, Offload.ALWAYS: 1, Offload.AUTO: 2}[s.optimizer_offload] if memory_on else 0,
+        "offload": {Offload.NEVER: 0, Offload.ALWAYS: 1, Offload.AUTO: 2}[s.optimizer_offload]
+        if memory_on
+        else 0,
         "offload_hbm_bytes_per_param": OFFLOAD_HBM_BYTES_PER_PARAM,
         "host_memory_bytes": chips * acc.host_memory_bytes if memory_on else math.inf,
         "host_link_bytes_per_s": acc.host_link_bytes_per_s,

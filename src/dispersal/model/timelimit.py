@@ -24,9 +24,12 @@ def max_run_length_s(hardware_growth: float, software_growth: float, investment_
 
     Growth factors are per year (1.5 = +50%/yr); their product must exceed 1.
     """
-    for name, g in (("hardware_growth", hardware_growth), ("software_growth", software_growth),
-                    ("investment_growth", investment_growth)):
+    for name, g in (
+        ("hardware_growth", hardware_growth),
+        ("software_growth", software_growth),
+        ("investment_growth", investment_growth),
+    ):
         require(g > 0 and math.isfinite(g), name, f"must be a positive yearly factor, got {g}")
     total = math.log10(hardware_growth) + math.log10(software_growth) + math.log10(investment_growth)
-    require(total > 0, "growth", f"the combined yearly growth must exceed 1x, got {10 ** total:.4g}x")
+    require(total > 0, "growth", f"the combined yearly growth must exceed 1x, got {10**total:.4g}x")
     return 1.0 / (total * math.log(10.0)) * SECONDS_PER_YEAR

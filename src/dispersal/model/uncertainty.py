@@ -611,7 +611,8 @@ class _Search:
             x["quality_mapping"] = np.where(x["quality_mapping"] >= 0, d["quality_mapping"][draw], -1.0)
             tail = d["q_tail"][draw]
             qp = quality.QualitySamples(
-                base=quality.QualityParams(), replica_tail_exponent=tail,
+                base=quality.QualityParams(),
+                replica_tail_exponent=tail,
                 **{f: d[f"q_{f}"][draw] for f in quality.FITTED_FIELDS},
             )
         x["compression_quality"] = d["compression_quality"][draw]
@@ -904,8 +905,11 @@ def plan_samples(
     if relative_mfu:
         # The spec's MFU draws are absolute around the paper's 0.40: in default mode (catalogue MFU
         # per accelerator) they act as a relative scale around that nominal.
-        arrays["mfu_scale"] = arrays["mfu"] / float(nom_vals.get("mfu", PAPER_MFU)) \
-            if "mfu" in nom_vals else np.ones(samples + 1)
+        arrays["mfu_scale"] = (
+            arrays["mfu"] / float(nom_vals.get("mfu", PAPER_MFU))
+            if "mfu" in nom_vals
+            else np.ones(samples + 1)
+        )
     if m is Mode.DEFAULT and not all(par.distribution.is_degenerate for par in spec.parameters):
         # Issue 12: sample the quality mapping and the fit's parameters (not for a degenerate spec,
         # whose draws all equal the nominal plan). Draw 0 is the nominal fit
@@ -918,7 +922,8 @@ def plan_samples(
         tail = qs.replica_tail_exponent if qs.replica_tail_exponent is not None else np.full(samples, np.nan)
         arrays["q_tail"] = np.concatenate([[np.nan], tail])
         arrays["quality_mapping"] = np.concatenate(
-            [[0.0], (rng_q.random(samples) < QUALITY_LOSS_MAPPING_SHARE).astype(np.float64)])
+            [[0.0], (rng_q.random(samples) < QUALITY_LOSS_MAPPING_SHARE).astype(np.float64)]
+        )
 
     def make(scale: float) -> _Search:
         pg = (

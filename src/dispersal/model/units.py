@@ -21,10 +21,27 @@ _SI = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E
 _BIN = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40, "Pi": 2.0**50}
 
 _SECONDS = {
-    "ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0, "min": 60.0,
-    "h": 3600.0, "hr": 3600.0, "hour": 3600.0, "hours": 3600.0, "d": 86400.0, "day": 86400.0,
-    "days": 86400.0, "w": 7 * 86400.0, "week": 7 * 86400.0, "weeks": 7 * 86400.0,
-    "y": 365.25 * 86400.0, "yr": 365.25 * 86400.0, "year": 365.25 * 86400.0, "years": 365.25 * 86400.0,
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "sec": 1.0,
+    "min": 60.0,
+    "h": 3600.0,
+    "hr": 3600.0,
+    "hour": 3600.0,
+    "hours": 3600.0,
+    "d": 86400.0,
+    "day": 86400.0,
+    "days": 86400.0,
+    "w": 7 * 86400.0,
+    "week": 7 * 86400.0,
+    "weeks": 7 * 86400.0,
+    "y": 365.25 * 86400.0,
+    "yr": 365.25 * 86400.0,
+    "year": 365.25 * 86400.0,
+    "years": 365.25 * 86400.0,
 }
 
 SECONDS_PER_DAY = 86400.0
@@ -169,15 +186,25 @@ def _fmt(value: float, units: list[tuple[float, str]], digits: int) -> str:
 
 def format_bandwidth(bits_per_s: float, digits: int = 3) -> str:
     """Print bits per second as ``"100 Mbps"``."""
-    return _fmt(bits_per_s, [(1e12, "Tbps"), (1e9, "Gbps"), (1e6, "Mbps"), (1e3, "kbps"), (1.0, "bps")], digits)
+    return _fmt(
+        bits_per_s, [(1e12, "Tbps"), (1e9, "Gbps"), (1e6, "Mbps"), (1e3, "kbps"), (1.0, "bps")], digits
+    )
 
 
 def format_duration(seconds: float, digits: int = 3) -> str:
     """Print seconds as the largest sensible unit: ``"740 d"``, ``"100 ms"``."""
     return _fmt(
         seconds,
-        [(SECONDS_PER_YEAR, "y"), (SECONDS_PER_DAY, "d"), (3600.0, "h"), (60.0, "min"), (1.0, "s"),
-         (1e-3, "ms"), (1e-6, "us"), (1e-9, "ns")],
+        [
+            (SECONDS_PER_YEAR, "y"),
+            (SECONDS_PER_DAY, "d"),
+            (3600.0, "h"),
+            (60.0, "min"),
+            (1.0, "s"),
+            (1e-3, "ms"),
+            (1e-6, "us"),
+            (1e-9, "ns"),
+        ],
         digits,
     )
 
@@ -194,7 +221,9 @@ def format_flop(flop: float, digits: int = 3) -> str:
 
 def format_money(usd: float, digits: int = 3) -> str:
     """Print dollars: ``"$1.6M"``, ``"$3.8B"``."""
-    return "$" + _fmt(usd, [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, "")], digits).replace(" ", "")
+    return "$" + _fmt(usd, [(1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k"), (1.0, "")], digits).replace(
+        " ", ""
+    )
 
 
 def format_count(n: float, digits: int = 3) -> str:

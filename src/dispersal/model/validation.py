@@ -38,7 +38,14 @@ from dispersal.model.scenario import Mode, Scenario
 from dispersal.model.solve import solve
 
 #: Metrics a case may report, and how to read each from an Estimate.
-METRICS = ("utilisation", "run_time_s", "compute_time_s", "sync_time_s", "step_time_s", "bandwidth_bits_per_s")
+METRICS = (
+    "utilisation",
+    "run_time_s",
+    "compute_time_s",
+    "sync_time_s",
+    "step_time_s",
+    "bandwidth_bits_per_s",
+)
 #: A reconstructed case whose model step time differs from the published one by more than this is flagged.
 STEP_TIME_CHECK_REL = 0.02
 
@@ -110,11 +117,20 @@ class CaseResult:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
         return {
-            "id": self.id, "title": self.title, "source": self.source, "status": self.status,
-            "metric": self.metric, "reported": self.reported, "tolerance": self.tolerance,
-            "tolerance_kind": self.tolerance_kind, "predicted_default": _finite(self.predicted_default),
-            "predicted_paper": _finite(self.predicted_paper), "ratio_default": _finite(self.ratio_default),
-            "ratio_paper": _finite(self.ratio_paper), "within": self.within, "notes": list(self.notes),
+            "id": self.id,
+            "title": self.title,
+            "source": self.source,
+            "status": self.status,
+            "metric": self.metric,
+            "reported": self.reported,
+            "tolerance": self.tolerance,
+            "tolerance_kind": self.tolerance_kind,
+            "predicted_default": _finite(self.predicted_default),
+            "predicted_paper": _finite(self.predicted_paper),
+            "ratio_default": _finite(self.ratio_default),
+            "ratio_paper": _finite(self.ratio_paper),
+            "within": self.within,
+            "notes": list(self.notes),
         }
 
 
@@ -141,10 +157,18 @@ class QualityCase:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict."""
-        return {"set": self.set, "role": self.role, "params": self.params, "replicas": self.replicas,
-                "inner_steps": self.inner_steps, "reported_ratio": self.reported_ratio,
-                "fitted_ratio": self.fitted_ratio, "paper_ratio": self.paper_ratio,
-                "residual_points": self.residual_points, "source": self.source}
+        return {
+            "set": self.set,
+            "role": self.role,
+            "params": self.params,
+            "replicas": self.replicas,
+            "inner_steps": self.inner_steps,
+            "reported_ratio": self.reported_ratio,
+            "fitted_ratio": self.fitted_ratio,
+            "paper_ratio": self.paper_ratio,
+            "residual_points": self.residual_points,
+            "source": self.source,
+        }
 
 
 def _finite(v: float) -> float | None:
@@ -159,7 +183,9 @@ def load_cases() -> tuple[dict[str, Any], ...]:
     cases = tuple(data["case"])
     for c in cases:
         if c["metric"] not in METRICS:
-            raise InputError(f"case {c['id']}: metric", f"must be one of {', '.join(METRICS)}, got {c['metric']!r}")
+            raise InputError(
+                f"case {c['id']}: metric", f"must be one of {', '.join(METRICS)}, got {c['metric']!r}"
+            )
     return cases
 
 
@@ -168,8 +194,16 @@ def case_scenario(case: dict[str, Any]) -> Scenario:
     s = Scenario.from_dict({"name": case["id"], **case["scenario"]})
     conv = case.get("mfu_convention")
     if conv and s.mfu is not None:
-        mfu = float(flops.mfu_to_6p(s.mfu, s.params, conv["layers"], conv["hidden"], conv["seq_len"],
-                                    reported_params=conv.get("reported_params")))
+        mfu = float(
+            flops.mfu_to_6p(
+                s.mfu,
+                s.params,
+                conv["layers"],
+                conv["hidden"],
+                conv["seq_len"],
+                reported_params=conv.get("reported_params"),
+            )
+        )
         s = s.replace(mfu=mfu)
     return s
 
@@ -191,8 +225,9 @@ def _parse_where(where: str) -> tuple[str, float]:
 def _predict(case: dict[str, Any], s: Scenario, mode: Mode, p: ModelParams, notes: list[str]) -> float:
     given = case.get("given", {})
     if "sync_time_s" in given:
-        sol = solve(s, vary="bandwidth", output="sync_time_s", target=float(given["sync_time_s"]),
-                          mode=mode, params=p)
+        sol = solve(
+            s, vary="bandwidth", output="sync_time_s", target=float(given["sync_time_s"]), mode=mode, params=p
+        )
         if not sol.reached:
             notes.append(f"{mode.value}: sync time {given['sync_time_s']} s not reachable: {sol.reason}")
             return math.nan
@@ -226,9 +261,20 @@ def run_case(case: dict[str, Any], p: ModelParams = DEFAULT_PARAMS) -> CaseResul
         within = abs(pred_d - reported) <= tol + 1e-12
     else:
         within = abs(pred_d / reported - 1.0) <= tol + 1e-12
-    return CaseResult(id=case["id"], title=case["title"], source=case["source"], status=case["status"],
-                      metric=case["metric"], reported=reported, tolerance=tol, tolerance_kind=kind,
-                      predicted_default=pred_d, predicted_paper=pred_p, within=within, notes=tuple(notes))
+    return CaseResult(
+        id=case["id"],
+        title=case["title"],
+        source=case["source"],
+        status=case["status"],
+        metric=case["metric"],
+        reported=reported,
+        tolerance=tol,
+        tolerance_kind=kind,
+        predicted_default=pred_d,
+        predicted_paper=pred_p,
+        within=within,
+        notes=tuple(notes),
+    )
 
 
 def run_cases(ids: Sequence[str] | None = None, p: ModelParams = DEFAULT_PARAMS) -> list[CaseResult]:
@@ -249,9 +295,23 @@ def quality_cases(p: ModelParams = DEFAULT_PARAMS) -> list[QualityCase]:
             continue
         P, M, H = float(pt["params"]), float(pt["replicas"]), float(pt["inner_steps"])
         fitted = float(quality.loss_ratio(M, max(H, 1.0), P, float(pt.get("fragments", 1))))
-        beta = p.replica_beta_coeff * P ** -p.replica_beta_exponent * math.log(max(H, 1.0)) / math.log(
-            p.replica_reference_h)
-        out.append(QualityCase(set=pt["set"], role=pt["role"], params=P, replicas=int(M), inner_steps=H,
-                               reported_ratio=float(pt["loss"]) / float(pt["loss_dp"]), fitted_ratio=fitted,
-                               paper_ratio=float(np.power(M, beta)), source=pt["source"]))
+        beta = (
+            p.replica_beta_coeff
+            * P**-p.replica_beta_exponent
+            * math.log(max(H, 1.0))
+            / math.log(p.replica_reference_h)
+        )
+        out.append(
+            QualityCase(
+                set=pt["set"],
+                role=pt["role"],
+                params=P,
+                replicas=int(M),
+                inner_steps=H,
+                reported_ratio=float(pt["loss"]) / float(pt["loss_dp"]),
+                fitted_ratio=fitted,
+                paper_ratio=float(np.power(M, beta)),
+                source=pt["source"],
+            )
+        )
     return out

@@ -230,7 +230,9 @@ def simulate(
         if progress is not None:
             progress(1)
     result = {
-        name: MeanEstimate(mean=float(np.mean(vals)), stderr=float(np.std(vals, ddof=1) / math.sqrt(len(vals))))
+        name: MeanEstimate(
+            mean=float(np.mean(vals)), stderr=float(np.std(vals, ddof=1) / math.sqrt(len(vals)))
+        )
         for name, vals in samples.items()
     }
     return SimulationResult(
