@@ -43,7 +43,8 @@ from dispersal.testbed.worker import H_CRC, H_INDEX, HEADER_LEN  # noqa: E402
 if TYPE_CHECKING:  # ``torch`` above is the module pytest imported, typed Any
     from torch import Tensor
 
-pytestmark = pytest.mark.torch
+# Real worker processes and sockets: part of the full suite, not of the fast tier (`-m "not slow"`).
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 CORPUS = (str(Path(sysconfig.get_paths()["stdlib"]) / "email"),)
 

@@ -14,7 +14,8 @@ torch = pytest.importorskip("torch")
 from dispersal.testbed.config import TestbedConfig  # noqa: E402
 from dispersal.testbed.supervisor import run_local  # noqa: E402
 
-pytestmark = pytest.mark.torch
+# Real worker processes and sockets: part of the full suite, not of the fast tier (`-m "not slow"`).
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 # A small corpus that is always present and never edited: the standard library's email package.
 CORPUS = (str(Path(sysconfig.get_paths()["stdlib"]) / "email"),)

@@ -28,7 +28,8 @@ torch = pytest.importorskip("torch")
 from dispersal.testbed.config import TestbedConfig  # noqa: E402
 from dispersal.testbed.data import prepare_corpus  # noqa: E402
 
-pytestmark = pytest.mark.torch
+# Real worker processes and sockets: part of the full suite, not of the fast tier (`-m "not slow"`).
+pytestmark = [pytest.mark.torch, pytest.mark.slow]
 # The identical-argv restart (3 s heartbeat) and the fault-plan parser run by default; every other
 # real-process case here is marked slow (about 8-12 s each on an idle 2-core machine).
 
