@@ -343,7 +343,8 @@ def test_sigstop_then_sigcont(tmp_path: Path) -> None:
     )
     summary = run_local(cfg, tmp_path)
     assert summary["completed"] is True and summary["final_members"] == ["w0", "w1"]
-    ev = _events(tmp_path)
+    # Several processes append to events.jsonl: order by their timestamps, not by file position.
+    ev = sorted(_events(tmp_path), key=lambda e: float(e.get("t", 0.0)))
     kinds = [(e["event"], e["worker"]) for e in ev]
     assert kinds.index(("stopped", "w1")) < kinds.index(("continued", "w1")) < kinds.index(("resumed", "w1"))
     assert ("killed", "w1") not in kinds and ("restarted", "w1") not in kinds  # the same process
