@@ -169,8 +169,14 @@ def _evaluate(
 
     shape = np.broadcast_shapes(*(np.shape(v) for v in x.values()))
 
+    cache: dict[str, Arr] = {}
+
     def g(name: str) -> Arr:
-        return np.broadcast_to(_f(x[name]), shape)
+        # Inputs are read many times; broadcasting each once keeps small calls (the planner's) cheap.
+        v = cache.get(name)
+        if v is None:
+            v = cache[name] = np.broadcast_to(_f(x[name]), shape)
+        return v
 
     mode = g("mode")
     streaming = g("streaming") > 0
@@ -419,8 +425,12 @@ def _evaluate(
     is_pp = mode == MODE_PP
     conds = [mode == MODE_DDP, is_flat, is_hier, is_pp]
 
+    c_ddp, c_flat, c_hier, c_pp = conds
+
     def sel(ddp: npt.ArrayLike, flat: npt.ArrayLike, hier: npt.ArrayLike, pp: npt.ArrayLike) -> Arr:
-        return np.asarray(np.select(conds, [ddp, flat, hier, pp], default=np.nan), dtype=np.float64)
+        # np.select's semantics (first true condition, else NaN) with nested where: cheaper per call.
+        out = np.where(c_ddp, ddp, np.where(c_flat, flat, np.where(c_hier, hier, np.where(c_pp, pp, np.nan))))
+        return np.asarray(out, dtype=np.float64)
 
     ones = np.ones(shape)
     cyc = sel(cyc_ddp, cyc_flat, cyc_hier, cyc_pp)
