@@ -198,6 +198,7 @@ def test_estimate_and_plan_accept_calibration(tmp_path: Path) -> None:
     assert "eta_h_floor" in res.output
 
 
+@pytest.mark.slow
 def test_counter_accepts_calibration(tmp_path: Path) -> None:
     p = _write_cal(
         tmp_path / "c.toml", {"eta_h_alpha0": 0.3, "eta_h_size_scale": 50.0, "replica_beta_coeff": 5.0}
@@ -213,6 +214,7 @@ def test_counter_accepts_calibration(tmp_path: Path) -> None:
     assert again[0]["cost_usd"] == base[0]["cost_usd"]
 
 
+@pytest.mark.slow
 def test_calibrate_analyse_only_end_to_end(tmp_path: Path) -> None:
     recs = _synthetic(
         {"tiny": 0.1, "tiny-w128": 0.08}, {"tiny": 0.05, "tiny-w128": 0.03}, {"int8": 0.99, "topk": 0.95}

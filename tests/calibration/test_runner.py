@@ -35,6 +35,7 @@ def test_runner_matches_testbed(tmp_path: Path, algorithm: str, codec: str) -> N
     assert mine["val_loss"] == summary["final_val_loss"]
 
 
+@pytest.mark.slow
 @pytest.mark.torch
 def test_runner_tiny_point(tmp_path: Path) -> None:
     from dispersal.calibration.runner import make_config

@@ -92,6 +92,7 @@ def test_bisection_misses_the_cheap_window_for_llama_level() -> None:
     mode=st.sampled_from(["paper", "default"]),
     days=st.sampled_from([365.0, 548.0, 740.0]),
 )
+@pytest.mark.slow
 def test_plan_never_breaks_a_constraint(target: float, regime_name: str, mode: str, days: float) -> None:
     """Whatever the target and regime, the best plan is feasible under estimate(), meets the target,
     keeps every node under the regime's rules, stays in the time budget and the overtraining window."""

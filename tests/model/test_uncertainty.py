@@ -58,6 +58,7 @@ def test_nominal_values_are_the_model_defaults() -> None:
     assert spec.nominal()["mfu"] == PAPER_MFU
 
 
+@pytest.mark.slow
 def test_monte_carlo_is_exactly_reproducible(mc: tuple[dict[str, object], dict[str, object]]) -> None:
     """The same seed gives exactly the same numbers; another seed gives different ones."""
     a, b = mc
@@ -66,6 +67,7 @@ def test_monte_carlo_is_exactly_reproducible(mc: tuple[dict[str, object], dict[s
     assert c["cost_usd_p50"] != a["cost_usd_p50"]
 
 
+@pytest.mark.slow
 def test_percentiles_are_ordered(mc: tuple[dict[str, object], dict[str, object]]) -> None:
     """P10 <= P50 <= P90 for every figure, and the JSON carries the documented keys."""
     a, _ = mc
@@ -94,6 +96,7 @@ def test_degenerate_distributions_reproduce_the_nominal_plan(kwargs: dict[str, o
             assert d[f"{fig}_{q}"] == pytest.approx(d[f"nominal_{fig}"], rel=1e-12), (fig, q)
 
 
+@pytest.mark.slow
 def test_price_multiplier_scales_hardware_cost_only() -> None:
     """Doubling every chip price doubles the hardware part of the nominal plan's cost, not energy."""
     spec = default_spec()
@@ -103,6 +106,7 @@ def test_price_multiplier_scales_hardware_cost_only() -> None:
     assert base.cost_usd < dear.cost_usd < 2 * base.cost_usd
 
 
+@pytest.mark.slow
 def test_tornado_bars_bracket_the_nominal_cost() -> None:
     """Each bar spans the nominal cost, and the bars are sorted by swing, largest first."""
     names = ["mfu", "chinchilla_e", "compression_quality", "price_scale", "eta_h_alpha0"]

@@ -249,6 +249,7 @@ def test_mean_interval_invariants(values: list[float], confidence: float) -> Non
 
 
 # ---------------------------------------------------------------------------------------- real processes
+@pytest.mark.slow
 def test_bpe_run_end_to_end(tmp_path: Path) -> None:
     """Two worker processes train on BPE tokens; the supervisor prepared the shards once."""
     cfg = TestbedConfig(

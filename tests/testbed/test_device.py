@@ -154,6 +154,7 @@ def test_flat_vectors_live_on_the_host_and_grads_stay_views_on_cpu() -> None:
     assert grad is not None and grad.data_ptr() == flat.data_ptr()  # no copy on CPU
 
 
+@pytest.mark.slow
 def test_bf16_run_with_real_processes_tracks_fp32(tmp_path: Path) -> None:
     """Two worker processes, DiLoCo, bf16 autocast on CPU vs fp32 from the same seed: both complete, the
     validation curves agree within 3 % round by round, and training got well below ln 256 = 5.55."""
