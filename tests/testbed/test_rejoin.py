@@ -346,7 +346,12 @@ def test_sigstop_then_sigcont(tmp_path: Path) -> None:
     # Several processes append to events.jsonl: order by their timestamps, not by file position.
     ev = sorted(_events(tmp_path), key=lambda e: float(e.get("t", 0.0)))
     kinds = [(e["event"], e["worker"]) for e in ev]
-    assert kinds.index(("stopped", "w1")) < kinds.index(("continued", "w1")) < kinds.index(("resumed", "w1"))
+    # The supervisor's "continued" (after SIGCONT) and the worker's "resumed" race by a few ms: both
+    # come after the stop; the worker resumes only once the 5 s freeze is over.
+    assert kinds.index(("stopped", "w1")) < kinds.index(("continued", "w1"))
+    assert kinds.index(("stopped", "w1")) < kinds.index(("resumed", "w1"))
+    resumed = next(e for e in ev if e["event"] == "resumed")
+    assert resumed["t"] - next(e for e in ev if e["event"] == "stopped")["t"] >= 5.0 - 0.05
     assert ("killed", "w1") not in kinds and ("restarted", "w1") not in kinds  # the same process
     stopped = next(e for e in ev if e["event"] == "stopped")
     continued = next(e for e in ev if e["event"] == "continued")
