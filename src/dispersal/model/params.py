@@ -88,6 +88,11 @@ class ModelParams:
     (Douillard et al. 2025, Figure 3). Paper mode hides DDP behind the whole step (1) and DiLoCo
     syncs behind none of it (0)."""
 
+    mfu_scale: float = 1.0
+    """Multiplier on the catalogue MFU a default-mode scenario uses when it sets none (capped at 1).
+    Not a model figure: 1 = the catalogue's sourced value. The sensitivity analysis sets it so an
+    MFU draw moves every accelerator's MFU by the same factor (`uncertainty.nominal_plan`)."""
+
     corrections: str = "all"
     """Which of the default mode's corrections to the paper's time and quality model apply
     (comma-separated, "all" or "none"): memory (state placement, offload, HBM headroom, host DRAM,

@@ -619,7 +619,8 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         if s.mfu is not None:
             mfu = s.mfu
         else:
-            mfu = acc.mfu_fp8 if prec in (Precision.FP8, Precision.FP4) else acc.mfu_bf16
+            catalogue = acc.mfu_fp8 if prec in (Precision.FP8, Precision.FP4) else acc.mfu_bf16
+            mfu = min(1.0, catalogue * params.mfu_scale)
     # Switched-off corrections fall back to the paper's form inside default mode (docs/model.md).
     if not paper:
         if "wire" not in on:

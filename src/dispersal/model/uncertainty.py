@@ -835,9 +835,15 @@ def nominal_plan(
     c0 = constraints or planner.Constraints()
     # Default mode with the catalogue's MFU per accelerator: the spec's absolute MFU (centred on the
     # paper's 0.40) is not imposed on every node type (the Monte Carlo applies it as a relative scale).
-    if m is Mode.DEFAULT and c0.mfu is None:
-        vals.pop("mfu", None)
+    # Instead it scales every catalogue MFU by value / nominal (ModelParams.mfu_scale), as the
+    # Monte Carlo does per draw, so the tornado's MFU bar moves the plan in default mode too.
+    mfu_scale = 1.0
+    if m is Mode.DEFAULT and c0.mfu is None and "mfu" in vals:
+        nominal = spec.get("mfu")
+        ref = nominal.distribution.nominal if nominal is not None else PAPER_MFU
+        mfu_scale = float(vals.pop("mfu")) / float(ref)
     c = constraints_for(vals, c0)
+    mp = model_params_for(vals, spec)
     p = planner.plan(
         target_flop,
         regime_name=regime_name,
@@ -845,7 +851,7 @@ def nominal_plan(
         mode=m,
         metric=metric,
         search=search,
-        params=model_params_for(vals, spec),
+        params=mp.replace(mfu_scale=mfu_scale) if mfu_scale != 1.0 else mp,
     )
     return p, _rescaled(p, m, _value(vals, "price_scale", 1.0))
 
