@@ -13,7 +13,6 @@ preset, the mode and only the values that differ from that preset.
 from __future__ import annotations
 
 import csv
-import dataclasses
 import io
 import json
 import math
@@ -23,11 +22,11 @@ from enum import StrEnum
 from typing import Any
 
 from dispersal.model import units
-from dispersal.model.catalog import accelerators, regimes
-from dispersal.model.efficiency import Straggler
+from dispersal.model.catalog import regimes
 from dispersal.model.errors import InputError
+from dispersal.model.fields import ScenarioField
 from dispersal.model.presets import DEFAULT_SCENARIO, load_scenario_dict, scenario_names
-from dispersal.model.scenario import Algorithm, Mode, Precision, Pricing, Scenario
+from dispersal.model.scenario import SCENARIO_FIELDS, Mode, Scenario
 from dispersal.model.timelimit import TREATY, max_run_length_s
 
 QUALITIES = ("optimistic", "expected", "conservative")
@@ -75,12 +74,7 @@ def _choices() -> dict[str, tuple[str, ...]]:
     return {
         "preset": tuple(scenario_names()),
         "mode": tuple(m.value for m in Mode),
-        "hardware": tuple(accelerators()),
-        "precision": tuple(p.value for p in Precision),
-        "algorithm": tuple(a.value for a in Algorithm),
-        "straggler": tuple(s.value for s in Straggler),
         "regime": tuple(regimes()),
-        "pricing": tuple(p.value for p in Pricing),
     }
 
 
@@ -97,11 +91,8 @@ def slug(term: str) -> str:
 def _fields() -> tuple[Field, ...]:
     c = _choices()
     f = Field
-    # Sanity ranges (warnings only). Sources: the largest announced training clusters hold ~100k-200k
-    # GPUs (xAI Colossus 2024), so 1e6 sites is beyond any evader; the fastest standard Ethernet port is
-    # 800 Gb/s (IEEE 802.3df-2024); one-way fibre latency half way round the Earth is ~150 ms (20,000 km
-    # x 4.9 us/km x 1.5 routing), a geostationary hop ~270 ms; the public human-text stock is ~300T
-    # tokens (Villalobos et al. 2024, arXiv 2211.04325).
+    # App-only inputs and settings. The Scenario's own fields are not listed here: `_scenario_fields`
+    # derives them from their one declaration in dispersal.model.scenario (label, unit, bounds, help).
     return (
         f(
             "preset",
@@ -121,182 +112,7 @@ def _fields() -> tuple[Field, ...]:
             c["mode"],
             scenario=False,
         ),
-        f("name", "str", "Scenario name", "A label for exports; not used in any formula."),
-        f(
-            "hardware",
-            "choice",
-            "Accelerator",
-            "Catalogue entry (dense FLOP/s, memory, price, TDP; data/hardware.toml)." + _g("node"),
-            c["hardware"],
-        ),
-        f(
-            "chips_per_node",
-            "int",
-            "Chips per node",
-            "Accelerators at one site. 0 = the most the regime's covered-cluster rule allows." + _g("node"),
-            unit="chips",
-            lo=0,
-            plausible=(0, 100_000),
-            plausible_why="no single site holds more than 100,000 chips",
-        ),
-        f(
-            "chip_tflops",
-            "optfloat",
-            "Custom: dense FP16 TFLOP/s per chip (TFLOP/s)",
-            "Empty = the catalogue's; FP8 scales with it.",
-            unit="TFLOP/s",
-            lo=0,
-            lo_open=True,
-            plausible=(1, 100_000),
-            plausible_why="today's fastest chip is ~2,500 TFLOP/s FP16",
-        ),
-        f(
-            "chip_memory_gb",
-            "optfloat",
-            "Custom: memory per chip (GB)",
-            "Empty = the catalogue's.",
-            unit="GB",
-            lo=0,
-            lo_open=True,
-            plausible=(1, 10_000),
-            plausible_why="today's largest is ~300 GB of HBM",
-        ),
-        f(
-            "chip_price_usd",
-            "optfloat",
-            "Custom: price per chip ($)",
-            "Empty = the catalogue's.",
-            unit="$",
-            lo=0,
-            lo_open=True,
-            plausible=(100, 1_000_000),
-            plausible_why="accelerators sell for $1k-$100k",
-        ),
-        f(
-            "chip_tdp_w",
-            "optfloat",
-            "Custom: power per chip (W)",
-            "Empty = the catalogue's.",
-            unit="W",
-            lo=0,
-            lo_open=True,
-            plausible=(10, 10_000),
-            plausible_why="accelerators draw 100-1,500 W",
-        ),
-        f(
-            "precision",
-            "choice",
-            "Precision",
-            "Training number format: bytes of state per parameter, bits per transmitted value, peak FLOP/s used.",
-            c["precision"],
-        ),
-        f(
-            "mfu",
-            "optfloat",
-            "MFU",
-            "Model FLOP utilisation in (0, 1]; paper 0.40 (PaLM 46.2%, Llama 3.1 405B 38-43%). Empty = the model's "
-            "default for the mode (paper 0.40; default: the accelerator's catalogue MFU).",
-            lo=0,
-            lo_open=True,
-            hi=1,
-            plausible=(0.05, 0.8),
-            plausible_why="large runs report 0.35-0.46 (PaLM, Llama 3)",
-        ),
         f("moe", "bool", "Mixture of experts", "Active parameters per token differ from the total."),
-        f(
-            "params_b",
-            "float",
-            "Total parameters (billions)",
-            "Model size P." + _g("C_raw"),
-            unit="billions",
-            lo=0,
-            lo_open=True,
-            plausible=(0.01, 100_000),
-            plausible_why="100 trillion parameters",
-        ),
-        f(
-            "active_params_b",
-            "optfloat",
-            "Active parameters (billions)",
-            "MoE only; empty = dense (= total).",
-            unit="billions",
-            lo=0,
-            lo_open=True,
-        ),
-        f(
-            "moe_layers",
-            "int",
-            "Expert-parallel MoE layers",
-            "MoE layers whose experts are spread over the WAN (each costs a latency-bound exchange).",
-            unit="layers",
-            lo=0,
-        ),
-        f(
-            "tokens_t",
-            "optfloat",
-            "Tokens (trillions)",
-            "Training tokens D. Empty = as many as the time budget allows.",
-            unit="trillions",
-            lo=0,
-            lo_open=True,
-            plausible=(0.001, 1000),
-            plausible_why="the public human-text stock is ~300T tokens",
-        ),
-        f(
-            "local_batch_tokens",
-            "int",
-            "Local batch (tokens per inner step per node)",
-            "Tokens per inner step per worker; paper 131,072 (32 x 4,096)." + _g("inner step"),
-            unit="tokens",
-            lo=0,
-            lo_open=True,
-            plausible=(1_000, 100_000_000),
-            plausible_why="batches of 1k-100M tokens",
-        ),
-        f(
-            "num_nodes",
-            "int",
-            "Nodes (sites)",
-            "Separate sites, one node each." + _g("site"),
-            unit="nodes",
-            lo=1,
-            plausible=(1, 1_000_000),
-            plausible_why="beyond any plausible evader (largest clusters ~200k GPUs)",
-        ),
-        f(
-            "up_mbps",
-            "float",
-            "WAN upload (Mbps)",
-            "Each site's upload rate. With 'one WAN for every link' it also sets the regional and pipeline links."
-            + _g("link"),
-            unit="Mbps",
-            lo=0,
-            lo_open=True,
-            plausible=(0.1, 800_000),
-            plausible_why="the fastest standard Ethernet port is 800 Gb/s",
-        ),
-        f(
-            "down_mbps",
-            "float",
-            "WAN download (Mbps)",
-            "Each site's download rate." + _g("link"),
-            unit="Mbps",
-            lo=0,
-            lo_open=True,
-            plausible=(0.1, 800_000),
-            plausible_why="the fastest standard Ethernet port is 800 Gb/s",
-        ),
-        f(
-            "latency_ms",
-            "float",
-            "WAN one-way latency (ms)",
-            "Counted once per message; fibre adds ~7.4 ms per 1,000 km (4.9 us/km x 1.5 routing)."
-            + _g("link"),
-            unit="ms",
-            lo=0,
-            plausible=(0, 1000),
-            plausible_why="half way round the Earth is ~150 ms",
-        ),
         f(
             "links",
             "choice",
@@ -307,146 +123,11 @@ def _fields() -> tuple[Field, ...]:
             LINK_CHOICES,
         ),
         f(
-            "algorithm",
-            "choice",
-            "Algorithm",
-            "auto: the paper's rule (streaming flat DiLoCo if the model fits one node, else PP-group DiLoCo); "
-            "streaming = DiLoCo with overlapped sync; diloco = no overlap; ddp = all-reduce every step."
-            + _g("outer step / round"),
-            c["algorithm"],
-        ),
-        f(
-            "overlap",
-            "bool",
-            "Overlap sync with compute (streaming)",
-            "For auto, hierarchical, pp_diloco and ddp; streaming/diloco fix it.",
-        ),
-        f(
-            "inner_steps",
-            "int",
-            "Inner steps H",
-            "0 = the smallest compute-bound H (H_min)." + _g("H"),
-            unit="steps",
-            lo=0,
-            plausible=(0, 1_000_000),
-            plausible_why="DiLoCo runs use H of 10-1,000",
-        ),
-        f(
-            "compression_ratio",
-            "float",
-            "Pseudo-gradient compression ratio",
-            ">= 1; paper 150 (SparseLoCo)." + _g("codec"),
-            lo=1,
-            plausible=(1, 10_000),
-            plausible_why="published codecs reach ~150-1,000x",
-        ),
-        f(
-            "error_feedback",
-            "bool",
-            "Error feedback",
-            "Keep the compression residual and add it to the next sync.",
-        ),
-        f(
-            "compression_quality",
-            "choice",
-            "Compression quality (heuristic)",
-            "How much of the compression's loss penalty applies (optimistic / expected / conservative).",
-            QUALITIES,
-        ),
-        f(
-            "activation_compression",
-            "float",
-            "Activation compression ratio",
-            "Compression of activations at pipeline boundaries; >= 1." + _g("codec"),
-            lo=1,
-            plausible=(1, 1000),
-            plausible_why="activation codecs reach ~4-100x",
-        ),
-        f(
-            "activation_quality",
-            "choice",
-            "Activation compression quality (heuristic)",
-            "How much of the activation compression's loss penalty applies.",
-            QUALITIES,
-        ),
-        f(
-            "micro_batches",
-            "int",
-            "Micro-batches (pipeline)",
-            "Micro-batches per pipeline step (sets the bubble).",
-            unit="micro-batches",
-            lo=1,
-        ),
-        f(
-            "group_size",
-            "int",
-            "Hierarchical group size",
-            "Nodes per regional group (>= 2).",
-            unit="nodes",
-            lo=2,
-        ),
-        f(
-            "regional_mbps",
-            "optfloat",
-            "Regional bandwidth (Mbps)",
-            "Used when Links = split. Empty = the mode's default (paper: the WAN; default: 1 Gbps).",
-            unit="Mbps",
-            lo=0,
-            lo_open=True,
-            plausible=(0.1, 800_000),
-            plausible_why="the fastest standard Ethernet port is 800 Gb/s",
-        ),
-        f(
-            "regional_latency_ms",
-            "optfloat",
-            "Regional latency (ms)",
-            "Used when Links = split. Empty = the mode's default (paper: the WAN's; default: 20 ms).",
-            unit="ms",
-            lo=0,
-        ),
-        f(
-            "pp_mbps",
-            "optfloat",
-            "Pipeline link bandwidth (Mbps)",
-            "Used when Links = split. Empty = the mode's default (paper: the WAN; default: 1 Gbps).",
-            unit="Mbps",
-            lo=0,
-            lo_open=True,
-            plausible=(0.1, 800_000),
-            plausible_why="the fastest standard Ethernet port is 800 Gb/s",
-        ),
-        f(
-            "pp_latency_ms",
-            "optfloat",
-            "Pipeline link latency (ms)",
-            "Used when Links = split. Empty = the mode's default (paper: the WAN's; default: 20 ms).",
-            unit="ms",
-            lo=0,
-        ),
-        f(
-            "straggler",
-            "choice",
-            "Straggler mitigation",
-            "relay (async relay), synchronous, threshold, backup workers.",
-            c["straggler"],
-        ),
-        f(
             "duration_source",
             "choice",
             "Maximum duration from",
             "manual days, or Epoch's growth-rate formula for the longest rational run.",
             DURATION_SOURCES,
-        ),
-        f(
-            "duration_days",
-            "float",
-            "Maximum duration (days)",
-            "Time budget T; paper 740 days.",
-            unit="days",
-            lo=0,
-            lo_open=True,
-            plausible=(1, 3650),
-            plausible_why="a run longer than 10 years",
         ),
         f(
             "growth_hardware",
@@ -480,48 +161,6 @@ def _fields() -> tuple[Field, ...]:
             lo_open=True,
             plausible=(1, 10),
             plausible_why="growth outside 1-10x a year",
-        ),
-        f(
-            "regime",
-            "choice",
-            "Regime",
-            "Whose covered-cluster rule each node stays under." + _g("covered cluster"),
-            c["regime"],
-        ),
-        f(
-            "pricing",
-            "choice",
-            "Pricing",
-            "purchase (chips x capex multiplier) or rental (default mode only).",
-            c["pricing"],
-        ),
-        f(
-            "capex_multiplier",
-            "float",
-            "Capex multiplier (chip -> cluster)",
-            "Chip price to cluster cost; paper 1.64 x 1.23 (Cottier et al. 2024).",
-            lo=0,
-            lo_open=True,
-            plausible=(1, 10),
-            plausible_why="cluster cost 1-10x the chips",
-        ),
-        f(
-            "pue",
-            "float",
-            "PUE",
-            "Power usage effectiveness, in [1, 5]; 1.56 average (Uptime Institute 2024).",
-            lo=1,
-            hi=5,
-        ),
-        f(
-            "electricity_usd_per_kwh",
-            "float",
-            "Electricity ($/kWh)",
-            "US industrial 2024 average 0.083 (EIA).",
-            unit="$/kWh",
-            lo=0,
-            plausible=(0, 1),
-            plausible_why="more than $1 per kWh",
         ),
         # planner (app settings, kept across presets)
         f(
@@ -640,84 +279,114 @@ def _fields() -> tuple[Field, ...]:
     )
 
 
-#: Scenario fields the explicit UI fields above cover (directly or through a unit conversion).
-_COVERED = {
-    "schema_version",
-    "name",
-    "hardware",
-    "chip_fp16_flop_per_s",
-    "chip_memory_bytes",
-    "chip_price_usd",
-    "chip_tdp_w",
-    "chips_per_node",
-    "precision",
-    "mfu",
-    "num_nodes",
-    "params",
-    "active_params",
-    "moe_layers",
-    "tokens",
-    "local_batch_tokens",
-    "algorithm",
-    "overlap_communication",
-    "inner_steps",
-    "compression_ratio",
-    "error_feedback",
-    "compression_quality",
-    "activation_compression",
-    "activation_quality",
-    "micro_batches",
-    "bandwidth_up_bits_per_s",
-    "bandwidth_down_bits_per_s",
-    "latency_s",
-    "regional_bandwidth_bits_per_s",
-    "regional_latency_s",
-    "group_size",
-    "pp_bandwidth_bits_per_s",
-    "pp_latency_s",
-    "straggler",
-    "duration_s",
-    "pricing",
-    "capex_multiplier",
-    "pue",
-    "electricity_usd_per_kwh",
-    "regime",
-    "split_links",
-}
+#: Scenario fields the app handles itself: the schema version, and split_links (set by Links).
+_NOT_INPUTS = ("schema_version", "split_links")
+#: Sidebar sections (title, expanded, keys); scenario fields in none of them go to "More model settings".
+LAYOUT: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
+    (
+        "Model and data",
+        True,
+        ("params_b", "moe", "active_params_b", "moe_layers", "tokens_t", "local_batch_tokens"),
+    ),
+    ("Nodes and network", True, ("num_nodes", "up_mbps", "down_mbps", "latency_ms", "links")),
+    (
+        "Hardware",
+        False,
+        (
+            "hardware",
+            "chips_per_node",
+            "precision",
+            "mfu",
+            "chip_tflops",
+            "chip_memory_gb",
+            "chip_price_usd",
+            "chip_tdp_w",
+        ),
+    ),
+    ("Algorithm", False, ("algorithm", "overlap", "inner_steps", "straggler")),
+    (
+        "Compression",
+        False,
+        (
+            "compression_ratio",
+            "error_feedback",
+            "compression_quality",
+            "activation_compression",
+            "activation_quality",
+        ),
+    ),
+    (
+        "Hierarchical and pipeline links",
+        False,
+        ("group_size", "regional_mbps", "regional_latency_ms", "pp_mbps", "pp_latency_ms", "micro_batches"),
+    ),
+    (
+        "Maximum duration",
+        False,
+        ("duration_source", "duration_days", "growth_hardware", "growth_software", "growth_investment"),
+    ),
+    ("Regime and cost", False, ("regime", "pricing", "capex_multiplier", "pue", "electricity_usd_per_kwh")),
+)
 
 
-def _generic_fields() -> tuple[Field, ...]:
-    """A UI field for every other Scenario field, read from the dataclass (new model fields appear here).
+def ui_key(sf: ScenarioField) -> str:
+    """The app's key (form and URL) of a Scenario field: its declared ui_key, else its name."""
+    return sf.spec.ui_key or sf.name
 
-    The kind comes from the field's default: an enum is a choice of its values, bool, int, float,
-    None (an optional number) or text. Values pass to the model unchanged (it validates them).
+
+def _scale(x: float | None, sf: ScenarioField) -> float | None:
+    return None if x is None else x / sf.spec.display_scale
+
+
+def _scenario_field(sf: ScenarioField) -> Field:
+    """The UI input of one Scenario field, from its declaration (label, unit, bounds, help, plausible).
+
+    Bounds and the plausible range are converted to the display unit (bit/s -> Mbps), so an error
+    reads in the unit the user typed.
     """
-    out = []
-    for sf in dataclasses.fields(Scenario):
-        if sf.name in _COVERED:
-            continue
-        default = sf.default
-        label = sf.name.replace("_", " ").capitalize()
-        hint = f"Scenario field `{sf.name}`, passed to the model as is (see docs/model.md)."
-        if isinstance(default, StrEnum):
-            out.append(Field(sf.name, "choice", label, hint, tuple(e.value for e in type(default))))
-        elif isinstance(default, bool):
-            out.append(Field(sf.name, "bool", label, hint))
-        elif isinstance(default, int):
-            out.append(Field(sf.name, "int", label, hint))
-        elif isinstance(default, float):
-            out.append(Field(sf.name, "float", label, hint))
-        elif default is None and ("float" in str(sf.type) or "int" in str(sf.type)):
-            out.append(Field(sf.name, "optfloat", label, hint + " Empty = the model's default."))
-        elif isinstance(default, str):
-            out.append(Field(sf.name, "str", label, hint))
-    return tuple(out)
+    sp = sf.spec
+    number = sf.kind in ("int", "float")
+    unit = sp.display_unit or (sp.unit if sf.kind == "float" else "")
+    kind = {
+        "bool": "bool",
+        "choice": "choice",
+        "text": "str",
+        "int": "optfloat" if sf.optional else "int",
+        "float": "optfloat" if sf.optional else "float",
+    }[sf.kind]
+    label = f"{sp.label} ({unit})" if unit else sp.label
+    plausible = None
+    if sp.plausible is not None:
+        lo, hi = sp.plausible
+        plausible = (lo / sp.display_scale, hi / sp.display_scale)
+    return Field(
+        ui_key(sf),
+        kind,
+        label,
+        sp.help + (_g(sp.glossary) if sp.glossary else ""),
+        sf.choices(),
+        unit=unit if sf.kind == "float" else (sp.unit if number else ""),
+        lo=_scale(sp.lo, sf) if number else None,
+        lo_open=sp.lo_open,
+        hi=_scale(sp.hi, sf) if number else None,
+        hi_open=sp.hi_open,
+        plausible=plausible,
+        plausible_why=sp.plausible_why,
+    )
 
 
-GENERIC_KEYS: tuple[str, ...] = tuple(f.key for f in _generic_fields())
-FIELDS: tuple[Field, ...] = _fields() + _generic_fields()
+_INPUT_FIELDS: tuple[ScenarioField, ...] = tuple(sf for sf in SCENARIO_FIELDS if sf.name not in _NOT_INPUTS)
+_SCENARIO_UI: tuple[Field, ...] = tuple(_scenario_field(sf) for sf in _INPUT_FIELDS)
+_LAID_OUT = {k for _t, _e, keys in LAYOUT for k in keys}
+#: Scenario fields in no sidebar section (new model fields appear here on their own).
+GENERIC_KEYS: tuple[str, ...] = tuple(
+    f.key for f in _SCENARIO_UI if f.key not in _LAID_OUT and f.key != "name"
+)
+FIELDS: tuple[Field, ...] = _fields() + _SCENARIO_UI
 FIELD_BY_KEY: dict[str, Field] = {f.key: f for f in FIELDS}
 SCENARIO_KEYS: tuple[str, ...] = tuple(f.key for f in FIELDS if f.scenario)
+#: Scenario field -> UI field, so a model error names the input the user sees.
+SCENARIO_TO_UI: dict[str, str] = {sf.name: ui_key(sf) for sf in _INPUT_FIELDS if ui_key(sf) != sf.name}
 
 _APP_DEFAULTS: dict[str, Any] = {
     "mode": Mode.DEFAULT.value,
@@ -739,9 +408,6 @@ _APP_DEFAULTS: dict[str, Any] = {
 def _nice(x: float) -> float:
     """A unit-converted float rounded to 12 significant digits (so 0.1 s -> 100 ms exactly)."""
     return float(f"{x:.12g}")
-
-
-_HAS_SPLIT = "split_links" in {f.name for f in dataclasses.fields(Scenario)}
 
 
 def _links_dict(
@@ -766,7 +432,7 @@ def _links_dict(
         return {k: wan for k, _u, _scale, wan in keys}
     return {
         **{k: opt(u, scale) for k, u, scale, _wan in keys},
-        **({"split_links": True} if _HAS_SPLIT else {}),
+        "split_links": True,
     }
 
 
@@ -784,60 +450,36 @@ def links_of(s: Scenario) -> str:
     return "one" if same_bw and same_lat else "split"
 
 
+def _to_ui(sf: ScenarioField, v: Any) -> Any:
+    """One Scenario value in the UI's unit and type (floats rounded to 12 digits only when scaled)."""
+    if v is None:
+        return None
+    if isinstance(v, StrEnum):
+        return v.value
+    if sf.kind == "bool":
+        return bool(v)
+    if sf.kind == "int":
+        return int(v)
+    if sf.kind == "float":
+        scale = sf.spec.display_scale
+        return _nice(v / scale) if scale != 1.0 else float(v)
+    return v
+
+
 def ui_from_scenario(s: Scenario) -> dict[str, Any]:
-    """The scenario part of the UI state, in friendly units."""
-
-    def opt(v: float | None, scale: float) -> float | None:
-        return None if v is None else _nice(v / scale)
-
-    return {
-        "name": s.name,
-        "hardware": s.hardware,
-        "chips_per_node": int(s.chips_per_node),
-        "chip_tflops": opt(s.chip_fp16_flop_per_s, 1e12),
-        "chip_memory_gb": opt(s.chip_memory_bytes, 1e9),
-        "chip_price_usd": opt(s.chip_price_usd, 1.0),
-        "chip_tdp_w": opt(s.chip_tdp_w, 1.0),
-        "precision": s.precision.value,
-        "mfu": None if s.mfu is None else float(s.mfu),
-        "moe": s.active_params is not None,
-        "params_b": _nice(s.params / 1e9),
-        "active_params_b": opt(s.active_params, 1e9),
-        "moe_layers": int(s.moe_layers),
-        "tokens_t": opt(s.tokens, 1e12),
-        "local_batch_tokens": round(s.local_batch_tokens),
-        "num_nodes": int(s.num_nodes),
-        "up_mbps": _nice(s.bandwidth_up_bits_per_s / 1e6),
-        "down_mbps": _nice(s.bandwidth_down_bits_per_s / 1e6),
-        "latency_ms": _nice(s.latency_s * 1e3),
-        "links": links_of(s),
-        **{k: (lambda v: v.value if isinstance(v, StrEnum) else v)(getattr(s, k)) for k in GENERIC_KEYS},
-        "algorithm": s.algorithm.value,
-        "overlap": bool(s.overlap_communication),
-        "inner_steps": int(s.inner_steps),
-        "compression_ratio": float(s.compression_ratio),
-        "error_feedback": bool(s.error_feedback),
-        "compression_quality": s.compression_quality,
-        "activation_compression": float(s.activation_compression),
-        "activation_quality": s.activation_quality,
-        "micro_batches": int(s.micro_batches),
-        "group_size": int(s.group_size),
-        "regional_mbps": opt(s.regional_bandwidth_bits_per_s, 1e6),
-        "regional_latency_ms": opt(s.regional_latency_s, 1e-3),
-        "pp_mbps": opt(s.pp_bandwidth_bits_per_s, 1e6),
-        "pp_latency_ms": opt(s.pp_latency_s, 1e-3),
-        "straggler": s.straggler.value,
-        "duration_source": "manual",
-        "duration_days": _nice(s.duration_s / units.SECONDS_PER_DAY),
-        "growth_hardware": TREATY[0],
-        "growth_software": TREATY[1],
-        "growth_investment": TREATY[2],
-        "regime": s.regime,
-        "pricing": s.pricing.value,
-        "capex_multiplier": float(s.capex_multiplier),
-        "pue": float(s.pue),
-        "electricity_usd_per_kwh": float(s.electricity_usd_per_kwh),
-    }
+    """The scenario part of the UI state, in friendly units (every declared field, plus the app's own)."""
+    ui = {ui_key(sf): _to_ui(sf, getattr(s, sf.name)) for sf in _INPUT_FIELDS}
+    ui.update(
+        {
+            "moe": s.active_params is not None,
+            "links": links_of(s),
+            "duration_source": "manual",
+            "growth_hardware": TREATY[0],
+            "growth_software": TREATY[1],
+            "growth_investment": TREATY[2],
+        }
+    )
+    return ui
 
 
 def default_ui(preset: str = DEFAULT_SCENARIO) -> dict[str, Any]:
@@ -873,55 +515,41 @@ def _int(ui: Mapping[str, Any], key: str) -> int:
     return int(v)
 
 
+def _from_ui(sf: ScenarioField, ui: Mapping[str, Any]) -> Any:
+    """One UI value back in the Scenario's SI unit (only unit conversion; the model validates)."""
+    key = ui_key(sf)
+    if sf.kind in ("int", "float"):
+        if sf.optional and ui[key] is None:
+            return None
+        if sf.kind == "int":
+            return _int(ui, key)
+        return _num(ui, key) * sf.spec.display_scale
+    if sf.kind == "bool":
+        return bool(ui[key])
+    if sf.kind == "text":
+        return str(ui[key])
+    return ui[key]
+
+
 def scenario_dict(ui: Mapping[str, Any]) -> dict[str, Any]:
-    """UI state -> the SI dict `Scenario.from_dict` takes (only unit conversion; the model validates)."""
+    """UI state -> the SI dict `Scenario.from_dict` takes (only unit conversion; the model validates).
+
+    Every declared field converts by its display scale; the app's own inputs then apply: MoE off
+    clears the active parameters, the duration may come from the growth formula, Links = one drives
+    the side links from the WAN.
+    """
 
     def opt(key: str, scale: float) -> float | None:
         return None if ui[key] is None else _num(ui, key) * scale
 
-    moe = bool(ui["moe"])
+    out = {sf.name: _from_ui(sf, ui) for sf in _INPUT_FIELDS}
+    if not bool(ui["moe"]):
+        out["active_params"], out["moe_layers"] = None, 0
+    out["duration_s"] = duration_s(ui)
     one = ui.get("links", "one") == "one"
     wan_min = min(_num(ui, "up_mbps"), _num(ui, "down_mbps")) * 1e6
-    wan_latency = _num(ui, "latency_ms") * 1e-3
-    return {
-        "name": str(ui["name"]),
-        "hardware": ui["hardware"],
-        "chips_per_node": _int(ui, "chips_per_node"),
-        "chip_fp16_flop_per_s": opt("chip_tflops", 1e12),
-        "chip_memory_bytes": opt("chip_memory_gb", 1e9),
-        "chip_price_usd": opt("chip_price_usd", 1.0),
-        "chip_tdp_w": opt("chip_tdp_w", 1.0),
-        "precision": ui["precision"],
-        "mfu": opt("mfu", 1.0),
-        "params": _num(ui, "params_b") * 1e9,
-        "active_params": opt("active_params_b", 1e9) if moe else None,
-        "moe_layers": _int(ui, "moe_layers") if moe else 0,
-        "tokens": opt("tokens_t", 1e12),
-        "local_batch_tokens": _num(ui, "local_batch_tokens"),
-        "num_nodes": _int(ui, "num_nodes"),
-        "bandwidth_up_bits_per_s": _num(ui, "up_mbps") * 1e6,
-        "bandwidth_down_bits_per_s": _num(ui, "down_mbps") * 1e6,
-        "latency_s": _num(ui, "latency_ms") * 1e-3,
-        "algorithm": ui["algorithm"],
-        "overlap_communication": bool(ui["overlap"]),
-        "inner_steps": _int(ui, "inner_steps"),
-        "compression_ratio": _num(ui, "compression_ratio"),
-        "error_feedback": bool(ui["error_feedback"]),
-        "compression_quality": ui["compression_quality"],
-        "activation_compression": _num(ui, "activation_compression"),
-        "activation_quality": ui["activation_quality"],
-        "micro_batches": _int(ui, "micro_batches"),
-        "group_size": _int(ui, "group_size"),
-        **_links_dict(ui, one, wan_min, wan_latency, opt),
-        **{k: ui[k] for k in GENERIC_KEYS if k in ui},
-        "straggler": ui["straggler"],
-        "duration_s": duration_s(ui),
-        "regime": ui["regime"],
-        "pricing": ui["pricing"],
-        "capex_multiplier": _num(ui, "capex_multiplier"),
-        "pue": _num(ui, "pue"),
-        "electricity_usd_per_kwh": _num(ui, "electricity_usd_per_kwh"),
-    }
+    out.update(_links_dict(ui, one, wan_min, _num(ui, "latency_ms") * 1e-3, opt))
+    return out
 
 
 @dataclass
@@ -999,27 +627,6 @@ def plausibility_warnings(ui: Mapping[str, Any]) -> list[str]:
                 f"{f.plausible_why}). The model still computes it; read the result as an extrapolation."
             )
     return out
-
-
-#: Scenario field -> UI field, so a model error names the input the user sees.
-SCENARIO_TO_UI: dict[str, str] = {
-    "chip_fp16_flop_per_s": "chip_tflops",
-    "chip_memory_bytes": "chip_memory_gb",
-    "chip_price_usd": "chip_price_usd",
-    "chip_tdp_w": "chip_tdp_w",
-    "params": "params_b",
-    "active_params": "active_params_b",
-    "tokens": "tokens_t",
-    "bandwidth_up_bits_per_s": "up_mbps",
-    "bandwidth_down_bits_per_s": "down_mbps",
-    "latency_s": "latency_ms",
-    "overlap_communication": "overlap",
-    "regional_bandwidth_bits_per_s": "regional_mbps",
-    "regional_latency_s": "regional_latency_ms",
-    "pp_bandwidth_bits_per_s": "pp_mbps",
-    "pp_latency_s": "pp_latency_ms",
-    "duration_s": "duration_days",
-}
 
 
 def relabel(message: str) -> str:

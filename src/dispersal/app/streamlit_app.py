@@ -26,50 +26,9 @@ from dispersal.model import units
 from dispersal.model.estimate import estimate
 from dispersal.model.scenario import Scenario
 
+#: The sidebar: logic.LAYOUT's sections, then every other Scenario field (derived from its declaration).
 SIDEBAR_GROUPS: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
-    (
-        "Model and data",
-        True,
-        ("params_b", "moe", "active_params_b", "moe_layers", "tokens_t", "local_batch_tokens"),
-    ),
-    ("Nodes and network", True, ("num_nodes", "up_mbps", "down_mbps", "latency_ms", "links")),
-    (
-        "Hardware",
-        False,
-        (
-            "hardware",
-            "chips_per_node",
-            "precision",
-            "mfu",
-            "chip_tflops",
-            "chip_memory_gb",
-            "chip_price_usd",
-            "chip_tdp_w",
-        ),
-    ),
-    ("Algorithm", False, ("algorithm", "overlap", "inner_steps", "straggler")),
-    (
-        "Compression",
-        False,
-        (
-            "compression_ratio",
-            "error_feedback",
-            "compression_quality",
-            "activation_compression",
-            "activation_quality",
-        ),
-    ),
-    (
-        "Hierarchical and pipeline links",
-        False,
-        ("group_size", "regional_mbps", "regional_latency_ms", "pp_mbps", "pp_latency_ms", "micro_batches"),
-    ),
-    (
-        "Maximum duration",
-        False,
-        ("duration_source", "duration_days", "growth_hardware", "growth_software", "growth_investment"),
-    ),
-    ("Regime and cost", False, ("regime", "pricing", "capex_multiplier", "pue", "electricity_usd_per_kwh")),
+    *logic.LAYOUT,
     ("More model settings", False, logic.GENERIC_KEYS),
 )
 PLAN_KEYS = ("plan_target", "plan_regime", "plan_metric", "plan_objective", "plan_search")

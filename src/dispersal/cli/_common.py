@@ -15,6 +15,12 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_INPUT_ERROR = 2
 
+#: Help of every --set option: the field list comes from the fields' declarations (`dispersal fields`).
+SET_HELP = (
+    "Any scenario field: key=value, units allowed (latency_s=40ms, chip_memory_bytes=80GB); "
+    "`dispersal fields` lists them with units and allowed ranges."
+)
+
 #: Where commands write files when no --out is given: a named folder per command under the current
 #: directory (never the current directory itself, so a checkout's root is never written into).
 OUTPUT_ROOT = Path("dispersal-output")
@@ -54,6 +60,7 @@ def guarded(func: F) -> F:
 __all__ = [
     "EXIT_INPUT_ERROR",
     "OUTPUT_ROOT",
+    "SET_HELP",
     "atomic_write_bytes",
     "atomic_write_text",
     "default_out",

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dispersal.cli._common import guarded, print_json
+from dispersal.cli._common import SET_HELP, guarded, print_json
 from dispersal.model import units
 from dispersal.model.errors import InputError
 from dispersal.model.estimate import estimate
@@ -109,9 +109,7 @@ def estimate_cmd(
     regime: Annotated[
         str | None, typer.Option(help="treaty, treaty_hbm, eu_ai_act, eo14110, sb53, none.")
     ] = None,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Any other scenario field: key=value.")
-    ] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
     mode: ModeOpt = "default",
     json_: Annotated[bool, typer.Option("--json", help="Print Estimate.to_dict() as JSON.")] = False,
     out: Annotated[Path | None, typer.Option(help="Also write the JSON to this file (atomically).")] = None,

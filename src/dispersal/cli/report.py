@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from dispersal.cli._common import atomic_write_text, default_out, guarded, print_json
+from dispersal.cli._common import SET_HELP, atomic_write_text, default_out, guarded, print_json
 
 
 @guarded
@@ -22,9 +22,7 @@ def report_cmd(
     mode: Annotated[
         str, typer.Option("--mode", help="paper (the paper's settings exactly) or default.")
     ] = "default",
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Override a scenario field: key=value.")
-    ] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
     json_: Annotated[
         bool, typer.Option("--json", help='Print {"path": ..., "scenario": ..., "mode": ...} as JSON.')
     ] = False,

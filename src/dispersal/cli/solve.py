@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dispersal.cli._common import guarded, print_json
+from dispersal.cli._common import SET_HELP, guarded, print_json
 from dispersal.cli.estimate import ModeOpt, build_scenario, check_mode
 from dispersal.model import units
 from dispersal.model.errors import InputError, require
@@ -151,9 +151,7 @@ def solve_cmd(
     scenario: Annotated[
         str | None, typer.Option("--scenario", help="TOML scenario file or preset name.")
     ] = None,
-    set_: Annotated[
-        list[str] | None, typer.Option("--set", help="Any other scenario field: key=value.")
-    ] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
     mode: ModeOpt = "default",
     range_: Annotated[
         str | None,

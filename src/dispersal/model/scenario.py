@@ -26,9 +26,19 @@ from typing import Any
 import numpy as np
 
 from dispersal.model import units
-from dispersal.model.catalog import Accelerator, Regime, accelerator, codec, regime
+from dispersal.model.catalog import (
+    Accelerator,
+    Regime,
+    accelerator,
+    accelerators,
+    codec,
+    codecs,
+    regime,
+    regimes,
+)
 from dispersal.model.efficiency import STRAGGLER_CODES, Straggler, quality_code
 from dispersal.model.errors import InputError, require
+from dispersal.model.fields import ScenarioField, scenario_fields, spec
 from dispersal.model.kernel import AGGREGATION_CODES, MODE_AUTO, MODE_DDP, MODE_FLAT, MODE_HIER, MODE_PP
 from dispersal.model.params import DEFAULT_PARAMS, ModelParams
 
@@ -130,243 +140,508 @@ OFFLOAD_HBM_BYTES_PER_PARAM = 4.0
 FIBRE_S_PER_M = 4.9e-9
 
 
+_MBPS = {"display_unit": "Mbps", "display_scale": 1e6}
+_MS = {"display_unit": "ms", "display_scale": 1e-3}
+_ETHERNET = (1e5, 8e11)
+_ETHERNET_WHY = "the fastest standard Ethernet port is 800 Gb/s"
+_QUALITY_NAMES = ("optimistic", "expected", "conservative")
+
+
+def _codec_names() -> tuple[str, ...]:
+    return ("auto", *codecs())
+
+
+def _codec_lookup(name: str) -> object:
+    return None if name == "auto" else codec(name)
+
+
+# Sanity ranges (the app's warnings; the model computes outside them). Sources: the largest announced
+# training clusters hold ~100k-200k GPUs (xAI Colossus 2024); the fastest standard Ethernet port is
+# 800 Gb/s (IEEE 802.3df-2024); one-way fibre latency half way round the Earth is ~150 ms (20,000 km x
+# 4.9 us/km x 1.5 routing), a geostationary hop ~270 ms; the public human-text stock is ~300T tokens
+# (Villalobos et al. 2024, arXiv 2211.04325).
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Scenario:
-    """One distributed training run. SI units; None = derived from the mode (module docstring)."""
+    """One distributed training run. SI units; None = derived from the mode (module docstring).
+
+    Each field is declared once with `fields.spec`: its unit, bounds, label and help. Validation,
+    parsing (`from_dict`, the CLI's --set), ``dispersal fields`` and the app's inputs read it.
+    """
 
     schema_version: int = SCHEMA_VERSION
-    name: str = "paper threat model"
-    hardware: str = "h100_sxm"
-    """Accelerator catalogue name (``dispersal.model.catalog``)."""
-    chip_fp16_flop_per_s: float | None = None
-    """Custom hardware: dense FP16 FLOP/s per chip instead of the catalogue's (FP8 scales with it)."""
-    chip_memory_bytes: float | None = None
-    """Custom hardware: accelerator memory per chip instead of the catalogue's."""
-    chip_price_usd: float | None = None
-    """Custom hardware: purchase price per chip instead of the catalogue's."""
-    chip_tdp_w: float | None = None
-    """Custom hardware: power per chip instead of the catalogue's."""
-    chips_per_node: int = 0
-    """Chips per node (site); 0 = the most the regime's covered-cluster rule allows (8 with no rule)."""
-    precision: Precision = Precision.FP8
-    mfu: float | None = None
-    """Model FLOP utilisation on the 6 P FLOP/token convention; None = paper 0.40 (PaLM 46.2%, Llama 3.1
-    405B 38-43%, INTELLECT-1 36-41%) in paper mode, the catalogue's figure for the accelerator and
-    precision in default mode."""
-    num_nodes: int = 2
-    params: float = 91e9
-    """Total parameters P."""
-    active_params: float | None = None
-    """Active parameters per token for MoE; None = dense (= params)."""
-    moe_layers: int = 0
-    """MoE layers whose experts are spread across nodes (expert parallelism over the WAN); 0 = none."""
-    tokens: float | None = None
-    """Training tokens D; None = as many as the time budget allows."""
-    local_batch_tokens: float = 131072.0
-    """Tokens per inner step per worker (paper: 32 x 4,096)."""
-    algorithm: Algorithm = Algorithm.AUTO
-    overlap_communication: bool = True
-    """Overlap syncs with compute (Streaming DiLoCo) for the hierarchical, PP, auto and DDP algorithms."""
-    inner_steps: int = 0
-    """H, inner steps per outer step; 0 = the smallest compute-bound H (H_min)."""
-    codec: str = "auto"
-    """Wire codec of the pseudo-gradient (``dispersal/data/codecs.toml``): explicit bits per parameter,
-    independent of the training precision. "auto" = 32 / compression_ratio bits (ratios are relative
-    to FP32), sparse above 8x. Paper mode ignores it (precision bits / compression_ratio)."""
-    aggregation: str = "auto"
-    """How syncs are aggregated (default mode): ring, relay, all_gather, relay_dense; "auto" = what
-    the codec's cited systems do (dense: ring all-reduce; sparse: all-gather)."""
-    outer_state: OuterState = OuterState.HOST
-    """Where outer-optimizer and error-feedback state live (default mode)."""
-    optimizer_offload: Offload = Offload.AUTO
-    """Inner-optimizer offload to host DRAM (default mode), with its host-link time per step."""
-    fragments: int = 1
-    """Streaming DiLoCo fragments P (default mode; 1 = the whole model at once)."""
-    overlap_depth: int | None = None
-    """Inner steps a fragment's sync may overlap, tau (default mode); None = the whole interval H / P,
-    0 = none (each fragment's sync blocks)."""
-    quality_mapping: str = "compute"
-    """Default mode's replica and sync-interval penalty: "compute" = the multiplier g(M, H, P,
-    fragments) fitted in compute space to Charles et al. 2025 and Streaming DiLoCo
-    (`dispersal.model.quality`); "loss" = the conservative loss-space bound of the same fit.
-    Paper mode always uses the paper's form."""
-    split_links: bool | None = None
-    """Default mode: False = one WAN link per node carries everything (pipeline, regional and global
-    syncs share it); True = regional / pipeline links are separate links (default 1 Gbps / 20 ms,
-    co-located); None = True exactly when a regional or pipeline link is given."""
-    compression_ratio: float = 150.0
-    """Extra compression C_r of the pseudo-gradient (Covenant-72B / SparseLoCo: >146x, arXiv 2603.08163)."""
-    error_feedback: bool = True
-    compression_quality: str = "expected"
-    activation_compression: float = 4.0
-    activation_quality: str = "expected"
-    micro_batches: int = 8
-    bandwidth_up_bits_per_s: float = 100e6
-    bandwidth_down_bits_per_s: float = 100e6
-    latency_s: float = 0.100
-    """One-way WAN latency, counted once per message."""
-    regional_bandwidth_bits_per_s: float | None = None
-    regional_latency_s: float | None = None
-    group_size: int = 8
-    """Nodes per regional group (hierarchical)."""
-    pp_bandwidth_bits_per_s: float | None = None
-    pp_latency_s: float | None = None
-    straggler: Straggler = Straggler.RELAY
-    duration_s: float = 740 * units.SECONDS_PER_DAY
-    """Time budget T. Paper: 740 days (Epoch's longest-rational-run formula, treaty growth rates)."""
-    pricing: Pricing = Pricing.PURCHASE
-    capex_multiplier: float = PAPER_CAPEX_MULTIPLIER
-    pue: float = 1.56
-    """Power usage effectiveness (Uptime Institute Global Data Center Survey 2024: average 1.56)."""
-    electricity_usd_per_kwh: float = 0.083
-    """US industrial average 2024 (EIA Electric Power Monthly, table 5.6.A: ~8.3 cents/kWh)."""
-    regime: str = "treaty"
-    """Regime whose covered-cluster rule each node must stay under (``none`` for no rule)."""
+    name: str = spec(
+        "paper threat model", label="Scenario name", help="A label for exports; not used in any formula."
+    )
+    hardware: str = spec(
+        "h100_sxm",
+        label="Accelerator",
+        help="Accelerator catalogue entry (dense FLOP/s, memory, host DRAM, MFU, price, TDP; data/hardware.toml).",
+        choices=lambda: tuple(accelerators()),
+        lookup=accelerator,
+        glossary="node",
+    )
+    chip_fp16_flop_per_s: float | None = spec(
+        None,
+        label="Custom: dense FP16 compute per chip",
+        help="Custom hardware: dense FP16 FLOP/s per chip instead of the catalogue's; FP8 scales with it. "
+        "Empty = the catalogue's.",
+        unit="FLOP/s",
+        quantity="flop_rate",
+        lo=0,
+        lo_open=True,
+        display_unit="TFLOP/s",
+        display_scale=1e12,
+        plausible=(1e12, 1e17),
+        plausible_why="today's fastest chip is ~2,500 TFLOP/s FP16",
+        ui_key="chip_tflops",
+    )
+    chip_memory_bytes: float | None = spec(
+        None,
+        label="Custom: memory per chip",
+        help="Custom hardware: accelerator memory per chip instead of the catalogue's. Empty = the catalogue's.",
+        unit="B",
+        quantity="bytes",
+        lo=0,
+        lo_open=True,
+        display_unit="GB",
+        display_scale=1e9,
+        plausible=(1e9, 1e13),
+        plausible_why="today's largest is ~300 GB of HBM",
+        ui_key="chip_memory_gb",
+    )
+    chip_price_usd: float | None = spec(
+        None,
+        label="Custom: price per chip",
+        help="Custom hardware: purchase price per chip instead of the catalogue's. Empty = the catalogue's.",
+        unit="$",
+        quantity="money",
+        lo=0,
+        lo_open=True,
+        display_unit="$",
+        plausible=(100, 1_000_000),
+        plausible_why="accelerators sell for $1k-$100k",
+    )
+    chip_tdp_w: float | None = spec(
+        None,
+        label="Custom: power per chip",
+        help="Custom hardware: power per chip instead of the catalogue's. Empty = the catalogue's.",
+        unit="W",
+        lo=0,
+        lo_open=True,
+        display_unit="W",
+        plausible=(10, 10_000),
+        plausible_why="accelerators draw 100-1,500 W",
+    )
+    chips_per_node: int = spec(
+        0,
+        label="Chips per node",
+        help="Accelerators at one site. 0 = the most the regime's covered-cluster rule allows (8 with no rule).",
+        unit="chips",
+        lo=0,
+        plausible=(0, 100_000),
+        plausible_why="no single site holds more than 100,000 chips",
+        glossary="node",
+    )
+    precision: Precision = spec(
+        Precision.FP8,
+        label="Precision",
+        help="Training number format: bytes of state per parameter, bits per transmitted value (paper mode), "
+        "peak FLOP/s used.",
+    )
+    mfu: float | None = spec(
+        None,
+        label="MFU",
+        help="Model FLOP utilisation on the 6 P FLOP/token convention. Empty = the mode's default: paper 0.40 "
+        "(PaLM 46.2%, Llama 3.1 405B 38-43%, INTELLECT-1 36-41%); default mode the catalogue's figure for "
+        "the accelerator and precision.",
+        lo=0,
+        lo_open=True,
+        hi=1,
+        plausible=(0.05, 0.8),
+        plausible_why="large runs report 0.35-0.46 (PaLM, Llama 3)",
+    )
+    num_nodes: int = spec(
+        2,
+        label="Nodes (sites)",
+        help="Separate sites, one node each.",
+        unit="nodes",
+        lo=1,
+        plausible=(1, 1_000_000),
+        plausible_why="beyond any plausible evader (largest clusters ~200k GPUs)",
+        glossary="site",
+    )
+    params: float = spec(
+        91e9,
+        label="Total parameters",
+        help="Model size P (all parameters, experts included).",
+        unit="parameters",
+        quantity="count",
+        lo=0,
+        lo_open=True,
+        display_unit="billions",
+        display_scale=1e9,
+        plausible=(1e7, 1e14),
+        plausible_why="100 trillion parameters",
+        ui_key="params_b",
+        glossary="C_raw",
+    )
+    active_params: float | None = spec(
+        None,
+        label="Active parameters",
+        help="Active parameters per token for mixture-of-experts models; empty = dense (= total).",
+        unit="parameters",
+        quantity="count",
+        lo=0,
+        lo_open=True,
+        display_unit="billions",
+        display_scale=1e9,
+        ui_key="active_params_b",
+    )
+    moe_layers: int = spec(
+        0,
+        label="Expert-parallel MoE layers",
+        help="MoE layers whose experts are spread across nodes (expert parallelism over the WAN; each costs a "
+        "latency-bound exchange); 0 = none.",
+        unit="layers",
+        lo=0,
+    )
+    tokens: float | None = spec(
+        None,
+        label="Tokens",
+        help="Training tokens D. Empty = as many as the time budget allows.",
+        unit="tokens",
+        quantity="count",
+        lo=0,
+        lo_open=True,
+        display_unit="trillions",
+        display_scale=1e12,
+        plausible=(1e9, 1e15),
+        plausible_why="the public human-text stock is ~300T tokens",
+        ui_key="tokens_t",
+    )
+    local_batch_tokens: float = spec(
+        131072.0,
+        label="Local batch per node and inner step",
+        help="Tokens per inner step per worker; paper 131,072 (32 x 4,096).",
+        unit="tokens",
+        quantity="count",
+        lo=0,
+        lo_open=True,
+        display_unit="tokens",
+        plausible=(1_000, 100_000_000),
+        plausible_why="batches of 1k-100M tokens",
+        glossary="inner step",
+    )
+    algorithm: Algorithm = spec(
+        Algorithm.AUTO,
+        label="Algorithm",
+        help="auto: the paper's rule (streaming flat DiLoCo if the model fits one node, else PP-group "
+        "DiLoCo); streaming = DiLoCo with overlapped sync; diloco = no overlap; ddp = all-reduce every step.",
+        glossary="outer step / round",
+    )
+    overlap_communication: bool = spec(
+        True,
+        label="Overlap sync with compute (streaming)",
+        help="Overlap syncs with compute (Streaming DiLoCo) for the hierarchical, PP, auto and DDP "
+        "algorithms; streaming and diloco fix it.",
+        ui_key="overlap",
+    )
+    inner_steps: int = spec(
+        0,
+        label="Inner steps H",
+        help="Inner steps per outer step; 0 = the smallest compute-bound H (H_min).",
+        unit="steps",
+        lo=0,
+        plausible=(0, 1_000_000),
+        plausible_why="DiLoCo runs use H of 10-1,000",
+        glossary="H",
+    )
+    codec: str = spec(
+        "auto",
+        label="Wire codec",
+        help="Codec of the pseudo-gradient (data/codecs.toml): explicit bits per parameter, independent of "
+        "the training precision. auto = 32 / compression ratio bits (published ratios are relative to "
+        "FP32), sparse above 8x. Paper mode ignores it (precision bits / compression ratio).",
+        choices=_codec_names,
+        lookup=_codec_lookup,
+        glossary="codec",
+    )
+    aggregation: str = spec(
+        "auto",
+        label="Aggregation",
+        help="How syncs are aggregated (default mode): ring all-reduce, relay, all_gather, relay_dense; "
+        "auto = what the codec's cited systems do (dense: ring; sparse: all-gather, or a dense relay "
+        "once the gathered payloads outweigh it).",
+        choices=lambda: ("auto", *AGGREGATIONS),
+    )
+    outer_state: OuterState = spec(
+        OuterState.HOST,
+        label="Outer-optimizer state in",
+        help="Where outer-optimizer and error-feedback state live (default mode): host DRAM, as OpenDiLoCo, "
+        "prime (INTELLECT-1), torchft and Templar do, or accelerator memory.",
+    )
+    optimizer_offload: Offload = spec(
+        Offload.AUTO,
+        label="Inner-optimizer offload",
+        help="Inner-optimizer offload to host DRAM (default mode; ZeRO-Offload), with its host-link time per "
+        "step; auto = only when the model does not fit otherwise.",
+    )
+    fragments: int = spec(
+        1,
+        label="Streaming fragments P",
+        help="Streaming DiLoCo fragments (default mode; 1 = the whole model at once).",
+        unit="fragments",
+        lo=1,
+        hi=10_000,
+    )
+    overlap_depth: int | None = spec(
+        None,
+        label="Overlap depth tau",
+        help="Inner steps a fragment's sync may overlap (default mode); empty = the whole interval H / P, "
+        "0 = none (each fragment's sync blocks).",
+        unit="steps",
+        lo=0,
+        hi=10_000,
+    )
+    quality_mapping: str = spec(
+        "compute",
+        label="Quality mapping",
+        help="Default mode's replica and sync-interval penalty: compute = the multiplier g(M, H, P, "
+        "fragments) fitted in compute space to Charles et al. 2025 and Streaming DiLoCo "
+        "(dispersal.model.quality); loss = the conservative loss-space bound of the same fit. Paper mode "
+        "always uses the paper's form.",
+        choices=lambda: ("compute", "loss"),
+    )
+    split_links: bool | None = spec(
+        None,
+        label="Separate side links",
+        help="Default mode: false = one WAN link per node carries everything (pipeline, regional and global "
+        "syncs share it); true = regional / pipeline links are separate links (default 1 Gbps / 20 ms, "
+        "co-located); empty = true exactly when a regional or pipeline link is given.",
+    )
+    compression_ratio: float = spec(
+        150.0,
+        label="Pseudo-gradient compression ratio",
+        help="Extra compression C_r of the pseudo-gradient, relative to FP32 (Covenant-72B / SparseLoCo: "
+        ">146x, arXiv 2603.08163); paper 150.",
+        lo=1,
+        plausible=(1, 10_000),
+        plausible_why="published codecs reach ~150-1,000x",
+        glossary="codec",
+    )
+    error_feedback: bool = spec(
+        True, label="Error feedback", help="Keep the compression residual and add it to the next sync."
+    )
+    compression_quality: str = spec(
+        "expected",
+        label="Compression quality (heuristic)",
+        help="How much of the compression's loss penalty applies (optimistic / expected / conservative).",
+        choices=lambda: _QUALITY_NAMES,
+    )
+    activation_compression: float = spec(
+        4.0,
+        label="Activation compression ratio",
+        help="Compression of activations at pipeline boundaries.",
+        lo=1,
+        plausible=(1, 1000),
+        plausible_why="activation codecs reach ~4-100x",
+        glossary="codec",
+    )
+    activation_quality: str = spec(
+        "expected",
+        label="Activation compression quality (heuristic)",
+        help="How much of the activation compression's loss penalty applies.",
+        choices=lambda: _QUALITY_NAMES,
+    )
+    micro_batches: int = spec(
+        8,
+        label="Micro-batches (pipeline)",
+        help="Micro-batches per pipeline step (sets the bubble).",
+        unit="micro-batches",
+        lo=1,
+    )
+    bandwidth_up_bits_per_s: float = spec(
+        100e6,
+        label="WAN upload",
+        help="Each site's upload rate. With Links = one it also sets the regional and pipeline links.",
+        unit="bit/s",
+        quantity="bandwidth",
+        lo=0,
+        lo_open=True,
+        plausible=_ETHERNET,
+        plausible_why=_ETHERNET_WHY,
+        ui_key="up_mbps",
+        glossary="link",
+        **_MBPS,
+    )
+    bandwidth_down_bits_per_s: float = spec(
+        100e6,
+        label="WAN download",
+        help="Each site's download rate.",
+        unit="bit/s",
+        quantity="bandwidth",
+        lo=0,
+        lo_open=True,
+        plausible=_ETHERNET,
+        plausible_why=_ETHERNET_WHY,
+        ui_key="down_mbps",
+        glossary="link",
+        **_MBPS,
+    )
+    latency_s: float = spec(
+        0.100,
+        label="WAN one-way latency",
+        help="One-way WAN latency, counted once per message; fibre adds ~7.4 ms per 1,000 km (4.9 us/km x 1.5 "
+        "routing).",
+        unit="s",
+        quantity="duration",
+        lo=0,
+        plausible=(0, 1.0),
+        plausible_why="half way round the Earth is ~150 ms",
+        ui_key="latency_ms",
+        glossary="link",
+        **_MS,
+    )
+    regional_bandwidth_bits_per_s: float | None = spec(
+        None,
+        label="Regional bandwidth",
+        help="Link inside a regional group (hierarchical). Empty = the mode's default (paper: the WAN; "
+        "default: 1 Gbps).",
+        unit="bit/s",
+        quantity="bandwidth",
+        lo=0,
+        lo_open=True,
+        plausible=_ETHERNET,
+        plausible_why=_ETHERNET_WHY,
+        ui_key="regional_mbps",
+        **_MBPS,
+    )
+    regional_latency_s: float | None = spec(
+        None,
+        label="Regional latency",
+        help="One-way latency inside a regional group. Empty = the mode's default (paper: the WAN's; "
+        "default: 20 ms).",
+        unit="s",
+        quantity="duration",
+        lo=0,
+        ui_key="regional_latency_ms",
+        **_MS,
+    )
+    group_size: int = spec(
+        8,
+        label="Hierarchical group size",
+        help="Nodes per regional group (hierarchical).",
+        unit="nodes",
+        lo=2,
+    )
+    pp_bandwidth_bits_per_s: float | None = spec(
+        None,
+        label="Pipeline link bandwidth",
+        help="Link between pipeline stages. Empty = the mode's default (paper: the WAN; default: 1 Gbps).",
+        unit="bit/s",
+        quantity="bandwidth",
+        lo=0,
+        lo_open=True,
+        plausible=_ETHERNET,
+        plausible_why=_ETHERNET_WHY,
+        ui_key="pp_mbps",
+        **_MBPS,
+    )
+    pp_latency_s: float | None = spec(
+        None,
+        label="Pipeline link latency",
+        help="One-way latency between pipeline stages. Empty = the mode's default (paper: the WAN's; "
+        "default: 20 ms).",
+        unit="s",
+        quantity="duration",
+        lo=0,
+        ui_key="pp_latency_ms",
+        **_MS,
+    )
+    straggler: Straggler = spec(
+        Straggler.RELAY,
+        label="Straggler mitigation",
+        help="relay (async relay), synchronous, threshold, backup workers.",
+    )
+    duration_s: float = spec(
+        740 * units.SECONDS_PER_DAY,
+        label="Maximum duration",
+        help="Time budget T. Paper: 740 days (Epoch's longest-rational-run formula, treaty growth rates).",
+        unit="s",
+        quantity="duration",
+        lo=0,
+        lo_open=True,
+        display_unit="days",
+        display_scale=units.SECONDS_PER_DAY,
+        plausible=(units.SECONDS_PER_DAY, 3650 * units.SECONDS_PER_DAY),
+        plausible_why="a run longer than 10 years",
+        ui_key="duration_days",
+    )
+    pricing: Pricing = spec(
+        Pricing.PURCHASE,
+        label="Pricing",
+        help="purchase (chips x capex multiplier) or rental (default mode only).",
+    )
+    capex_multiplier: float = spec(
+        PAPER_CAPEX_MULTIPLIER,
+        label="Capex multiplier (chip -> cluster)",
+        help="Chip price to cluster cost; paper 1.64 x 1.23 (Cottier et al. 2024, arXiv 2405.21015).",
+        lo=0,
+        lo_open=True,
+        plausible=(1, 10),
+        plausible_why="cluster cost 1-10x the chips",
+    )
+    pue: float = spec(
+        1.56,
+        label="PUE",
+        help="Power usage effectiveness (Uptime Institute Global Data Center Survey 2024: average 1.56).",
+        lo=1,
+        hi=5,
+    )
+    electricity_usd_per_kwh: float = spec(
+        0.083,
+        label="Electricity",
+        help="Electricity price; US industrial average 2024 (EIA Electric Power Monthly, table 5.6.A: "
+        "~8.3 cents/kWh).",
+        unit="$/kWh",
+        lo=0,
+        plausible=(0, 1),
+        plausible_why="more than $1 per kWh",
+    )
+    regime: str = spec(
+        "treaty",
+        label="Regime",
+        help="Regime whose covered-cluster rule each node must stay under (none for no rule).",
+        choices=lambda: tuple(regimes()),
+        lookup=regime,
+        glossary="covered cluster",
+    )
 
     def __post_init__(self) -> None:
-        def pos(name: str, value: float, unit: str = "") -> None:
-            require(
-                isinstance(value, int | float) and math.isfinite(value) and value > 0,
-                name,
-                f"must be a finite number > 0{unit}, got {value!r}",
-            )
-
         require(
             self.schema_version == SCHEMA_VERSION,
             "schema_version",
             f"must be {SCHEMA_VERSION}, got {self.schema_version!r}",
         )
-        for name, enum in (
-            ("precision", Precision),
-            ("algorithm", Algorithm),
-            ("straggler", Straggler),
-            ("pricing", Pricing),
-            ("outer_state", OuterState),
-            ("optimizer_offload", Offload),
-        ):
-            value = getattr(self, name)
-            try:
-                object.__setattr__(self, name, enum(value))
-            except ValueError:
-                raise InputError(
-                    name, f"must be one of {', '.join(e.value for e in enum)}, got {value!r}"
-                ) from None
-        quality_code(self.compression_quality, "compression_quality")
-        quality_code(self.activation_quality, "activation_quality")
-        accelerator(self.hardware)
-        regime(self.regime)
-        require(
-            isinstance(self.num_nodes, int) and not isinstance(self.num_nodes, bool) and self.num_nodes >= 1,
-            "num_nodes",
-            f"must be an integer >= 1, got {self.num_nodes!r}",
-        )
-        require(
-            isinstance(self.chips_per_node, int) and self.chips_per_node >= 0,
-            "chips_per_node",
-            f"must be an integer >= 0 (0 = largest under the regime cap), got {self.chips_per_node!r}",
-        )
-        require(
-            isinstance(self.inner_steps, int) and self.inner_steps >= 0,
-            "inner_steps",
-            f"must be an integer >= 0 (0 = H_min), got {self.inner_steps!r}",
-        )
-        require(
-            isinstance(self.moe_layers, int) and self.moe_layers >= 0,
-            "moe_layers",
-            f"must be an integer >= 0, got {self.moe_layers!r}",
-        )
-        require(
-            isinstance(self.micro_batches, int) and self.micro_batches >= 1,
-            "micro_batches",
-            f"must be an integer >= 1, got {self.micro_batches!r}",
-        )
-        require(
-            isinstance(self.group_size, int) and self.group_size >= 2,
-            "group_size",
-            f"must be an integer >= 2, got {self.group_size!r}",
-        )
-        for name in ("chip_fp16_flop_per_s", "chip_memory_bytes", "chip_price_usd", "chip_tdp_w"):
-            v = getattr(self, name)
-            if v is not None:
-                pos(name, v)
-        pos("params", self.params, " parameters")
+        # Every declared field: its type and bounds, from its one declaration (enums normalised).
+        for f in SCENARIO_FIELDS:
+            value = getattr(self, f.name)
+            checked = f.check(value)
+            if checked is not value:
+                object.__setattr__(self, f.name, checked)
+        # Cross-field rules.
         if self.active_params is not None:
-            pos("active_params", self.active_params)
             require(
                 self.active_params <= self.params,
                 "active_params",
                 f"must be <= params ({self.params:g}), got {self.active_params:g}",
             )
-        if self.tokens is not None:
-            pos("tokens", self.tokens)
-        pos("local_batch_tokens", self.local_batch_tokens, " tokens")
-        if self.mfu is not None:
-            require(
-                isinstance(self.mfu, int | float) and 0 < self.mfu <= 1,
-                "mfu",
-                f"must be in (0, 1], got {self.mfu!r}",
-            )
-        for name in ("fragments", "overlap_depth"):
-            v = getattr(self, name)
-            if v is None and name == "overlap_depth":
-                continue
-            lo = 1 if name == "fragments" else 0
-            require(
-                isinstance(v, int) and not isinstance(v, bool) and lo <= v <= 10_000,
-                name,
-                f"must be an integer in [{lo}, 10000], got {v!r}",
-            )
-        require(
-            self.quality_mapping in ("compute", "loss"),
-            "quality_mapping",
-            f"must be compute or loss, got {self.quality_mapping!r}",
-        )
-        if self.codec != "auto":
-            codec(self.codec)
-        require(
-            self.aggregation in ("auto", *AGGREGATIONS),
-            "aggregation",
-            f"must be one of auto, {', '.join(AGGREGATIONS)}, got {self.aggregation!r}",
-        )
         if self.aggregation == "ring" and self.codec_is_sparse:
             raise InputError(
                 "aggregation",
                 f"a ring all-reduce cannot sum sparse payloads (codec {self.codec!r}, "
                 "supports differ between workers); use all_gather or relay_dense",
             )
-        pos("compression_ratio", self.compression_ratio)
-        require(
-            self.compression_ratio >= 1, "compression_ratio", f"must be >= 1, got {self.compression_ratio}"
-        )
-        pos("activation_compression", self.activation_compression)
-        require(
-            self.activation_compression >= 1,
-            "activation_compression",
-            f"must be >= 1, got {self.activation_compression}",
-        )
-        pos("bandwidth_up_bits_per_s", self.bandwidth_up_bits_per_s, " bit/s")
-        pos("bandwidth_down_bits_per_s", self.bandwidth_down_bits_per_s, " bit/s")
-        require(
-            isinstance(self.latency_s, int | float) and math.isfinite(self.latency_s) and self.latency_s >= 0,
-            "latency_s",
-            f"must be >= 0 s, got {self.latency_s!r}",
-        )
-        for name in ("regional_bandwidth_bits_per_s", "pp_bandwidth_bits_per_s"):
-            v = getattr(self, name)
-            if v is not None:
-                pos(name, v, " bit/s")
-        for name in ("regional_latency_s", "pp_latency_s"):
-            v = getattr(self, name)
-            if v is not None:
-                require(math.isfinite(v) and v >= 0, name, f"must be >= 0 s, got {v!r}")
-        pos("duration_s", self.duration_s, " s")
-        pos("capex_multiplier", self.capex_multiplier)
-        require(1 <= self.pue <= 5, "pue", f"must be in [1, 5], got {self.pue}")
-        require(
-            math.isfinite(self.electricity_usd_per_kwh) and self.electricity_usd_per_kwh >= 0,
-            "electricity_usd_per_kwh",
-            f"must be >= 0, got {self.electricity_usd_per_kwh}",
-        )
         acc = self.accelerator
         if self.precision in (Precision.FP8, Precision.FP4):
             require(
@@ -490,57 +765,25 @@ class Scenario:
         return cls(**kwargs)
 
 
-_PARSERS: dict[str, Any] = {
-    "bits_per_s": units.parse_bandwidth,
-    "latency_s": units.parse_duration,
-    "duration_s": units.parse_duration,
-}
+#: Every declared Scenario field (name, kind, default, spec) in declaration order.
+SCENARIO_FIELDS: tuple[ScenarioField, ...] = scenario_fields(Scenario)
+FIELD_BY_NAME: dict[str, ScenarioField] = {f.name: f for f in SCENARIO_FIELDS}
 
 
 def coerce_field(key: str, value: Any) -> Any:
-    """Convert a user value (string with a unit, number, bool text) to the field's type."""
+    """Convert a user value (string with a unit, number, bool text) to the field's type.
+
+    The field's declaration says how (`fields.ScenarioField.parse`: bit/s fields take "100Mbps",
+    durations "40ms", counts "91B", ...); bounds are checked when the Scenario is built.
+    """
     if value is None:
         return None
-    f = {f.name: f for f in dataclasses.fields(Scenario)}[key]
-    type_text = str(f.type)
-    # Specific keys first: "chip_fp16_flop_per_s" also ends in "_s" but is a rate, not a duration.
-    if key == "chip_fp16_flop_per_s":
-        return units.parse_flop_rate(value, key)
-    if key == "chip_memory_bytes":
-        return units.parse_bytes(value, key)
-    if key.endswith("bits_per_s"):
-        return units.parse_bandwidth(value, key)
-    if key.endswith("_s"):
-        return units.parse_duration(value, key)
-    if key in ("params", "active_params", "tokens", "local_batch_tokens"):
-        return units.parse_count(value, key)
-    if type_text.startswith("bool"):
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in ("1", "true", "yes", "on"):
-            return True
-        if text in ("0", "false", "no", "off"):
-            return False
-        raise InputError(key, f"must be true or false, got {value!r}")
-    if type_text.startswith("int"):
-        if isinstance(value, bool):
-            raise InputError(key, f"must be an integer, got {value!r}")
+    if key == "schema_version":
         try:
-            as_float = float(value)
+            return int(value)
         except (TypeError, ValueError):
-            raise InputError(key, f"must be an integer, got {value!r}") from None
-        if not as_float.is_integer():
-            raise InputError(key, f"must be an integer, got {value!r}")
-        return int(as_float)
-    if type_text.startswith("float"):
-        if isinstance(value, bool):
-            raise InputError(key, f"must be a number, got {value!r}")
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            raise InputError(key, f"must be a number, got {value!r}") from None
-    return value if isinstance(value, str) else str(value)
+            raise InputError(key, f"must be {SCHEMA_VERSION}, got {value!r}") from None
+    return FIELD_BY_NAME[key].parse(value)
 
 
 def max_chips_under(acc: Accelerator, reg: Regime) -> int:
