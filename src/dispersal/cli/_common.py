@@ -26,6 +26,16 @@ SET_HELP = (
 OUTPUT_ROOT = Path("dispersal-output")
 
 
+def field_help(name: str, example: str = "") -> str:
+    """Help of a flag that sets one Scenario field: its label and allowed values from its declaration."""
+    from dispersal.model.fields import describe
+    from dispersal.model.scenario import FIELD_BY_NAME
+
+    d = describe(FIELD_BY_NAME[name])
+    allowed = f" ({d['allowed']})" if d["allowed"] else ""
+    return f"{d['label']}{allowed}{', e.g. ' + example if example else ''}. Sets {name}."
+
+
 def default_out(command: str) -> Path:
     """The default --out folder of a command: dispersal-output/<command>."""
     return OUTPUT_ROOT / command
@@ -66,6 +76,7 @@ __all__ = [
     "default_out",
     "dumps_json",
     "fail",
+    "field_help",
     "guarded",
     "print_json",
     "save_figure",

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dispersal.cli._common import SET_HELP, guarded, print_json
+from dispersal.cli._common import SET_HELP, field_help, guarded, print_json
 from dispersal.model import units
 from dispersal.model.errors import InputError
 from dispersal.model.estimate import estimate
@@ -87,10 +87,8 @@ def estimate_cmd(
     scenario: Annotated[
         str | None, typer.Option("--scenario", help="TOML scenario file or preset name.")
     ] = None,
-    hardware: Annotated[
-        str | None, typer.Option(help="Accelerator, e.g. h100_sxm, a100_80gb, gh200.")
-    ] = None,
-    nodes: Annotated[int | None, typer.Option(help="Number of nodes (sites).")] = None,
+    hardware: Annotated[str | None, typer.Option(help=field_help("hardware"))] = None,
+    nodes: Annotated[int | None, typer.Option(help=field_help("num_nodes"))] = None,
     bandwidth: Annotated[
         str | None, typer.Option(help="WAN rate, e.g. 100Mbps or UP/DOWN 57Mbps/310Mbps.")
     ] = None,
@@ -99,16 +97,10 @@ def estimate_cmd(
         str | None, typer.Option(help="Fibre distance instead of latency, e.g. 1000km.")
     ] = None,
     days: Annotated[float | None, typer.Option(help="Time budget in days.")] = None,
-    params: Annotated[str | None, typer.Option(help="Parameters, e.g. 91B.")] = None,
-    tokens: Annotated[
-        str | None, typer.Option(help="Tokens, e.g. 15T (default: fill the time budget).")
-    ] = None,
-    algorithm: Annotated[
-        str | None, typer.Option(help="auto, ddp, diloco, streaming, hierarchical, pp_diloco.")
-    ] = None,
-    regime: Annotated[
-        str | None, typer.Option(help="treaty, treaty_hbm, eu_ai_act, eo14110, sb53, none.")
-    ] = None,
+    params: Annotated[str | None, typer.Option(help=field_help("params", "91B"))] = None,
+    tokens: Annotated[str | None, typer.Option(help=field_help("tokens", "15T"))] = None,
+    algorithm: Annotated[str | None, typer.Option(help=field_help("algorithm"))] = None,
+    regime: Annotated[str | None, typer.Option(help=field_help("regime"))] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
     mode: ModeOpt = "default",
     json_: Annotated[bool, typer.Option("--json", help="Print Estimate.to_dict() as JSON.")] = False,

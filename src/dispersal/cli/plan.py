@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from dispersal.cli._common import guarded, print_json
+from dispersal.cli._common import field_help, guarded, print_json
 from dispersal.cli.estimate import check_mode
 from dispersal.model import units
 from dispersal.model.errors import InputError
@@ -161,9 +161,7 @@ def plan_cmd(
     metric: Annotated[
         str | None, typer.Option(help="c_local or c_quality (paper mode default c_local, else c_quality).")
     ] = None,
-    regime: Annotated[
-        str, typer.Option(help="treaty, treaty_hbm, eu_ai_act, eo14110, sb53, none.")
-    ] = "treaty",
+    regime: Annotated[str, typer.Option(help=field_help("regime"))] = "treaty",
     bandwidth: Annotated[
         str, typer.Option(help="WAN rate per node, e.g. 100Mbps or UP/DOWN 57Mbps/310Mbps.")
     ] = "100Mbps",
@@ -183,7 +181,7 @@ def plan_cmd(
             help="Model FLOP utilisation (6 P FLOP/token); default: 0.40 in paper mode, the catalogue's per accelerator and precision in default mode."
         ),
     ] = None,
-    straggler: Annotated[str, typer.Option(help="relay, synchronous, threshold or backup.")] = "relay",
+    straggler: Annotated[str, typer.Option(help=field_help("straggler"))] = "relay",
     max_cost: Annotated[
         str | None, typer.Option(help="Budget, e.g. 500M (binds the time objective).")
     ] = None,
