@@ -8,6 +8,7 @@ the main views are copied to docs/screenshots/ for the README when DISPERSAL_WRI
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,7 +18,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -206,17 +207,30 @@ def test_downloaded_json_is_the_api_estimate(page: Any, server: str, tmp_path: P
 # --- issue 14: answers equal to the CLI, state through invalid inputs, baseline, viewports, a11y ----------
 
 
-def _cli_json(*args: str) -> Any:
-    """Run the real `dispersal` command line and parse its --json output."""
-    r = subprocess.run(
+@contextlib.contextmanager
+def _cli_json(*args: str) -> Iterator[Callable[[], Any]]:
+    """Start the real `dispersal` command line (``--json``) now; the yielded call waits for it and parses
+    its output. Started before the browser steps, the CLI's own planning runs while the app server plans
+    the same question, instead of after it. Whatever is still running at exit is killed."""
+    proc = subprocess.Popen(
         [sys.executable, "-m", "dispersal", *args, "--json"],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=300,
         cwd=ROOT,
     )
-    assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout)
+
+    def result() -> Any:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+        return json.loads(out)
+
+    try:
+        yield result
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
 
 
 def _tab(page: Any, name: str) -> None:
@@ -237,11 +251,12 @@ def _plan_in_app(page: Any) -> str:
 @pytest.mark.timeout(900)
 def test_10_mbps_planner_answer_equals_the_cli(page: Any, server: str) -> None:
     """Setting the WAN to 10 Mbps drives every link: the app's answer is `dispersal plan --bandwidth 10Mbps`."""
-    _open(page, server)
-    _set_number(page, "WAN upload (Mbps)", "10")
-    _set_number(page, "WAN download (Mbps)", "10")
-    text = _plan_in_app(page)
-    (p,) = _cli_json("plan", "--bandwidth", "10Mbps", "--target", "1e25", "--no-baseline")
+    with _cli_json("plan", "--bandwidth", "10Mbps", "--target", "1e25", "--no-baseline") as cli:
+        _open(page, server)
+        _set_number(page, "WAN upload (Mbps)", "10")
+        _set_number(page, "WAN download (Mbps)", "10")
+        text = _plan_in_app(page)
+        (p,) = cli()
     if p["feasible"]:
         assert f"{p['nodes']:,} nodes of {p['chips_per_node']}x {p['hardware']} {p['precision']}" in text
         assert f"{units.format_money(p['cost_usd'])}." in text
@@ -262,7 +277,7 @@ def test_site_loss_result_equals_the_cli(page: Any, server: str) -> None:
     page.get_by_text("Site loss").first.wait_for()
     est = estimate(logic.build(ui).scenario, mode="default").to_dict()
     spec, _note = views.resilience_spec(est, ui)
-    d = _cli_json(
+    with _cli_json(
         "resilience",
         "--chips",
         str(spec.chips),
@@ -286,7 +301,8 @@ def test_site_loss_result_equals_the_cli(page: Any, server: str) -> None:
         "5d",
         "--days",
         "100",
-    )
+    ) as cli:
+        d = cli()
     want_in = spec.to_dict()
     for k, v in want_in.items():
         assert d["inputs"][k] == (pytest.approx(v, rel=1e-12) if isinstance(v, float) else v), k
@@ -337,7 +353,11 @@ def test_invalid_invalid_valid_keeps_every_input(page: Any, server: str) -> None
 @pytest.mark.timeout(900)
 def test_pinned_baseline_and_its_chart(page: Any, server: str) -> None:
     # Paper mode: its bisection plans in ~0.1 s, so the 30 plans of the two sets of curves stay quick.
-    _open(page, server, {**logic.default_ui(), "mode": "paper"})
+    with _cli_json(
+        "plan", "--bandwidth", "100Mbps", "--target", "1e25", "--mode", "paper", "--no-baseline"
+    ) as cli:
+        _open(page, server, {**logic.default_ui(), "mode": "paper"})
+        (p,) = cli()
     _plan_in_app(page)
     page.get_by_role("button", name="Pin this plan as the baseline").click()
     page.get_by_text("Pinned baseline:").first.wait_for()
@@ -351,8 +371,7 @@ def test_pinned_baseline_and_its_chart(page: Any, server: str) -> None:
     tips = chart.locator("title").evaluate_all("els => els.map(e => e.textContent)")
     assert any(t.startswith("pinned baseline: $") for t in tips)
     assert any(t.startswith("this scenario: $") for t in tips)
-    # values on hover: the baseline's cost at 100 Mbps is the pinned plan's cost
-    (p,) = _cli_json("plan", "--bandwidth", "100Mbps", "--target", "1e25", "--mode", "paper", "--no-baseline")
+    # values on hover: the baseline's cost at 100 Mbps is the pinned plan's cost (`p`, from the CLI above)
     assert any(t.startswith(f"pinned baseline: {units.format_money(p['cost_usd'])} at 100 ") for t in tips), (
         tips
     )
@@ -428,10 +447,15 @@ def test_axe_no_contrast_or_label_violations(page: Any, server: str) -> None:
     assert found == [], found
 
 
-# Last: its Countermeasures and Monte Carlo runs keep the shared server busy for minutes on a loaded machine.
+# Last: its Countermeasures and Monte Carlo runs keep the shared server busy on a loaded machine.
 @pytest.mark.timeout(900)
 def test_error_and_other_views(page: Any, server: str) -> None:
-    _open(page, server)
+    # Paper mode, except when regenerating the README's pictures (they show the default mode): the views,
+    # buttons and error path are the same code in both modes, and in default mode the countermeasure
+    # re-plans alone keep the server busy for ~80 s (that model: tests/model/test_countermeasures.py;
+    # the default-mode planner in the browser: test_10_mbps_planner_answer_equals_the_cli).
+    mode = "default" if os.environ.get("DISPERSAL_WRITE_SCREENSHOTS") == "1" else "paper"
+    _open(page, server, {**logic.default_ui(), "mode": mode})
     page.get_by_role("tab", name="Planner").click()
     page.get_by_role("button", name="Find the cheapest plan").click()
     page.get_by_text("Cheapest:").first.wait_for(timeout=180_000)
