@@ -50,11 +50,15 @@ def main() -> None:
     t0 = time.perf_counter()
     compare_searches(1e25)
     both_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    d = plan(1e25)
+    default_s = time.perf_counter() - t0
     print(f"estimate() loop:          {loop_rate:12,.0f} configurations/s")
     print(f"kernel.evaluate (1M):     {vec_rate:12,.0f} configurations/s")
     print(f"vectorised / loop ratio:  {vec_rate / loop_rate:12,.0f} x")
     print(f"plan(1e25, paper, bisect): {plan_s:.3f} s ({p.evaluations:,} configurations)")
     print(f"bisect + exact (1e25):     {both_s:.3f} s")
+    print(f"plan(1e25, default, exact): {default_s:.3f} s ({d.evaluations:,} configurations)")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@ invariants of issue #3 (constraints never broken, looser constraints never cost 
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -10,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dispersal.model import planner
-from dispersal.model.bisection import Arr, IntArr, Predicate, first_true, last_true
-from dispersal.model.candidates import make_space
+from dispersal.model.bisection import Arr, BoolArr, IntArr, Predicate, first_in_pieces, first_true, last_true
+from dispersal.model.candidates import CandidateSpace, make_space
 from dispersal.model.catalog import accelerator, regime
 from dispersal.model.estimate import estimate
 from dispersal.model.params import DEFAULT_PARAMS
@@ -199,10 +201,14 @@ def test_premium_is_none_when_the_evader_cannot_reach_the_target() -> None:
     bounds=st.lists(
         st.tuples(st.integers(0, 700), st.integers(0, 700), st.integers(0, 701)), min_size=1, max_size=12
     ),
+    budget=st.sampled_from([0, 1, 7, 1024]),
 )
-def test_bisections_find_the_edge_of_a_monotone_predicate(bounds: list[tuple[int, int, int]]) -> None:
-    """first_true / last_true equal a scan of every integer, for many intervals at once, and never ask
-    the predicate about a closed interval or a point outside its interval."""
+def test_bisections_find_the_edge_of_a_monotone_predicate(
+    bounds: list[tuple[int, int, int]], budget: int
+) -> None:
+    """first_true / last_true equal a scan of every integer, for many intervals at once and any
+    number of points per step, and never ask the predicate about a closed interval or a point
+    outside its interval."""
     lo = np.asarray([min(a, b) for a, b, _ in bounds], dtype=float)
     hi = np.asarray([max(a, b) for a, b, _ in bounds], dtype=float)
     edge = np.asarray([e for _, _, e in bounds], dtype=float)
@@ -214,14 +220,150 @@ def test_bisections_find_the_edge_of_a_monotone_predicate(bounds: list[tuple[int
 
         return f
 
-    got = first_true(lo, hi, checked(lambda sel, n: n >= edge[sel]))
+    got = first_true(lo, hi, checked(lambda sel, n: n >= edge[sel]), budget=budget)
     for i in range(lo.size):
         hits = [n for n in range(int(lo[i]), int(hi[i]) + 1) if n >= edge[i]]
         assert got[i] == (hits[0] if hits else hi[i])
-    got = last_true(lo, hi, checked(lambda sel, n: n < edge[sel]))
+    got = last_true(lo, hi, checked(lambda sel, n: n < edge[sel]), budget=budget)
     for i in range(lo.size):
         holds = [n for n in range(int(lo[i]), int(hi[i]) + 1) if n < edge[i]]
         assert got[i] == (holds[-1] if holds else lo[i])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(0, 60),  # lo
+            st.integers(-2, 400),  # hi - lo
+            st.floats(0.01, 4.0),  # how fast the signature climbs
+            st.floats(0.5, 2.0),  # its curvature
+            st.floats(0.0, 1.2),  # where meets starts inside a piece (above 1: never)
+            st.integers(0, 150),  # and the smallest n where it can
+            st.integers(0, 2),  # group
+        ),
+        min_size=1,
+        max_size=10,
+    ),
+    budget=st.sampled_from([0, 1, 16, 64, 1024, 5000]),
+    grouped=st.booleans(),
+)
+def test_piece_walk_finds_the_first_n_that_meets(
+    rows: list[tuple[int, int, float, float, float, int, int]], budget: int, grouped: bool
+) -> None:
+    """first_in_pieces equals a scan of every integer (per interval, or per group's smallest) on a
+    step signature floor(f(n)) with meets false then true inside each piece, whatever the number of
+    points per call, and never probes outside an interval."""
+    lo = np.asarray([r[0] for r in rows], dtype=float)
+    hi = lo + np.asarray([r[1] for r in rows], dtype=float)
+    scale, power, frac, floor_n, group = (np.asarray([r[k] for r in rows]) for k in range(2, 7))
+
+    def f(sel: IntArr, n: Arr) -> Arr:
+        return np.asarray(scale[sel] * np.asarray(n, dtype=float) ** power[sel], dtype=np.float64)
+
+    def probe(sel: IntArr, n: Arr) -> tuple[Arr, BoolArr]:
+        assert np.all((lo[sel] <= n) & (n <= hi[sel]))
+        v = f(sel, n)
+        return np.floor(v), np.asarray((v - np.floor(v) >= frac[sel]) & (n >= floor_n[sel]))
+
+    got = first_in_pieces(lo, hi, probe, group=group if grouped else None, budget=budget)
+    want = np.full(lo.size, np.inf)
+    for i in range(lo.size):
+        n = np.arange(lo[i], hi[i] + 1)
+        hits = n[probe(np.full(n.size, i), n)[1]]
+        if hits.size:
+            want[i] = hits[0]
+    if grouped:
+        for g in set(group.tolist()):
+            assert got[group == g].min() == want[group == g].min()
+    else:
+        assert np.array_equal(got, want)
+
+
+def _lockstep_exact(
+    space: CandidateSpace, target: float, metric: Metric, upper: dict[int, int]
+) -> dict[int, int]:
+    """Version 0.2.0's exact search, the reference: every candidate walks its pieces in lockstep,
+    each piece's end by galloping then bisection (one point per candidate per call), then the
+    metric at the end, then a bisection inside the first piece that meets."""
+    allc = np.arange(len(space.combo_hw))
+    n_ref = space.reference_nodes(allc)
+    usable, n_lo, n_hi = space.node_window(space.run_raw(allc, n_ref), allc, n_ref)
+    best_cost = min((upper[h] * space.node_cost[h] for h in upper), default=math.inf)
+    cap_hw = space.n_cap.copy()
+    if math.isfinite(best_cost):
+        cap_hw = np.minimum(cap_hw, np.floor(best_cost / space.node_cost) + 1)
+    lo_all = np.maximum(n_lo, 1.0)
+    hi_all = np.minimum(n_hi, cap_hw[space.combo_hw])
+    idx = np.nonzero(usable & (hi_all >= lo_all))[0]
+    first = np.full(idx.size, np.inf)
+    a, hi = lo_all[idx].copy(), hi_all[idx]
+
+    def signature(ci: IntArr, n: Arr) -> Arr:
+        rr = space.run_raw(ci, n)
+        return np.asarray(rr["inner_steps"] * 1e6 + rr["regional_rounds"])
+
+    def meets_at(ci: IntArr, n: Arr) -> BoolArr:
+        rr = space.run(ci, n)
+        return np.asarray((rr["valid"] > 0) & (planner._metric(rr, metric) >= target))
+
+    active = a <= hi
+    while active.any():
+        act = np.nonzero(active)[0]
+        ci = idx[act]
+        sig_a = signature(ci, a[act])
+
+        def same_piece(sel: IntArr, n: Arr, ci: IntArr = ci, s: Arr = sig_a) -> BoolArr:
+            return np.asarray(signature(ci[sel], n) == s[sel])
+
+        b = last_true(a[act], hi[act], same_piece)
+        ok_end = meets_at(ci, b)
+        sub = np.nonzero(ok_end)[0]
+        if sub.size:
+
+            def meets_sub(sel: IntArr, n: Arr, cs: IntArr = ci[sub]) -> BoolArr:
+                return meets_at(cs[sel], n)
+
+            first[act[sub]] = first_true(a[act][sub], b[sub], meets_sub)
+        a[act] = b + 1
+        active[act] = ~ok_end & (a[act] <= hi[act])
+    hw_of = space.combo_hw[idx]
+    return {
+        h: int(first[hw_of == h].min())
+        for h in range(space.n_hw)
+        if np.isfinite(first[hw_of == h].min(initial=np.inf))
+    }
+
+
+@pytest.mark.parametrize(
+    ("mode", "bandwidth", "target", "hardware", "max_nodes"),
+    [
+        ("paper", 10e6, 1e24, (), 100_000),
+        ("paper", 100e6, 3.8e25, (), 100_000),
+        ("paper", 1e9, 1e26, (), 100_000),
+        ("default", 100e6, 1e23, (), 100_000),
+        ("default", 1e9, 1e24, (), 100_000),
+        # H changes with almost every N here (the all-gather download grows with N): short pieces.
+        ("default", 10e6, 1e24, ("rtx_4090", "mi300x"), 100_000),
+        ("default", 100e6, 1e25, ("h100_sxm", "a100_80gb"), 2_000),
+    ],
+)
+def test_exact_search_equals_the_lockstep_piece_walk(
+    mode: str, bandwidth: float, target: float, hardware: tuple[str, ...], max_nodes: int
+) -> None:
+    """The exact search (independent piece walks, guessed piece ends, several points per call) finds
+    the same node count for every hardware as 0.2.0's lockstep walk with plain bisections."""
+    c = Constraints(
+        bandwidth_up_bits_per_s=bandwidth,
+        bandwidth_down_bits_per_s=bandwidth,
+        hardware=hardware,
+        max_nodes=max_nodes,
+    )
+    m = Mode(mode)
+    met = Metric.C_LOCAL if m is Mode.PAPER else Metric.C_QUALITY
+    space = make_space(m, c, "treaty", DEFAULT_PARAMS)
+    upper = planner._bisect(space, target, met)
+    assert planner._exact(space, target, met, upper) == _lockstep_exact(space, target, met, upper)
 
 
 def test_bisection_rejects_unbounded_intervals() -> None:

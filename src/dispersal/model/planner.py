@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dispersal.model import units
-from dispersal.model.bisection import first_true, last_true
+from dispersal.model.bisection import first_in_pieces, first_true
 from dispersal.model.candidates import (
     PAPER_GROUP_SIZES,
     PAPER_PARAM_GRID_B,
@@ -241,6 +241,13 @@ def _bisect(space: CandidateSpace, target: float, metric: Metric) -> dict[int, i
     return out
 
 
+#: Points of the exact search's probe calls (spread over the candidates still searching): a kernel
+#: call costs a fixed overhead of about 800 configurations' worth of work (benchmarks/bench_plan.py
+#: prints both), so a call with fewer points is mostly overhead. It sets only how many points each
+#: call asks about, never which N is found.
+EXACT_POINTS_PER_CALL = 1024
+
+
 def _exact(space: CandidateSpace, target: float, metric: Metric, upper: dict[int, int]) -> dict[int, int]:
     """The smallest N meeting the target for each hardware, over every integer N.
 
@@ -250,12 +257,12 @@ def _exact(space: CandidateSpace, target: float, metric: Metric, upper: dict[int
     tokens grow in proportion to the workers while the efficiency falls smoothly and slowly, so the
     metric rises with N and "meets the target" holds on a final sub-interval of the piece. The
     overtraining window is exact too (tokens are proportional to the worker count, compute-bound by
-    construction of H_min). So per candidate: walk the pieces from the left; find each piece's end by
-    bisection on the (monotone) piece signature; if the metric at the piece's last valid N meets the
-    target, bisect inside the piece for the first N that does. All candidates advance together on
-    NumPy arrays. Node counts whose cost exceeds the paper-bisection answer are never needed.
+    construction of H_min). So per candidate: walk the pieces from the left, and in the first piece
+    that meets the target at its end, find the first N that does (`bisection.first_in_pieces`; all
+    candidates advance together on NumPy arrays, one kernel call per step). Node counts whose cost
+    exceeds the paper-bisection answer are never needed, nor node counts at or above the smallest
+    one already found for the candidate's hardware.
     """
-    c = space.c
     allc = np.arange(len(space.combo_hw))
     n_ref = space.reference_nodes(allc)
     usable, n_lo, n_hi = space.node_window(space.run_raw(allc, n_ref), allc, n_ref)
@@ -267,48 +274,18 @@ def _exact(space: CandidateSpace, target: float, metric: Metric, upper: dict[int
     hi_all = np.minimum(n_hi, cap_hw[space.combo_hw])
     keep = usable & (hi_all >= lo_all)
     idx = np.nonzero(keep)[0]
-    first = np.full(idx.size, np.inf)
     if idx.size == 0:
         return {}
-    a = lo_all[idx].copy()
-    hi = hi_all[idx]
-
-    def signature(ci: IntArr, n: Arr) -> Arr:
-        rr = space.run_raw(ci, n)
-        return np.asarray(rr["inner_steps"] * 1e6 + rr["regional_rounds"], dtype=np.float64)
-
-    def meets_at(ci: IntArr, n: Arr) -> BoolArr:
-        rr = space.run(ci, n)
-        return np.asarray((rr["valid"] > 0) & (_metric(rr, metric) >= target))
-
-    active = a <= hi
-    # Each pass retires at least one piece of every active candidate, so this ends; the bound is the
-    # largest possible number of pieces (one per node count).
-    for _ in range(c.max_nodes + 1):
-        if not active.any():
-            break
-        act = np.nonzero(active)[0]
-        ci = idx[act]
-        sig_a = signature(ci, a[act])
-
-        def same_piece(sel: IntArr, n: Arr, ci: IntArr = ci, sig_a: Arr = sig_a) -> BoolArr:
-            return np.asarray(signature(ci[sel], n) == sig_a[sel])
-
-        # Last N of this piece: "signature(N) == signature(a)" holds from a up to the piece's end.
-        b = last_true(a[act], hi[act], same_piece)
-        ok_end = meets_at(ci, b)
-        # Inside a piece that meets at its end: first N that meets.
-        if ok_end.any():
-            sub = np.nonzero(ok_end)[0]
-
-            def meets_sub(sel: IntArr, n: Arr, cs: IntArr = ci[sub]) -> BoolArr:
-                return meets_at(cs[sel], n)
-
-            first[act[sub]] = first_true(a[act][sub], b[sub], meets_sub)
-        a[act] = b + 1
-        active[act] = ~ok_end & (a[act] <= hi[act])
-    result: dict[int, int] = {}
     hw_of = space.combo_hw[idx]
+
+    def probe(sel: IntArr, n: Arr) -> tuple[Arr, BoolArr]:
+        """(piece signature, meets the target) of candidates sel at node counts n."""
+        rr = space.run(idx[sel], n)
+        sig = np.asarray(rr["inner_steps"] * 1e6 + rr["regional_rounds"], dtype=np.float64)
+        return sig, np.asarray((rr["valid"] > 0) & (_metric(rr, metric) >= target))
+
+    first = first_in_pieces(lo_all[idx], hi_all[idx], probe, group=hw_of, budget=EXACT_POINTS_PER_CALL)
+    result: dict[int, int] = {}
     for h in range(space.n_hw):
         f = first[hw_of == h]
         if f.size and np.isfinite(f.min()):
