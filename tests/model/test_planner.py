@@ -152,6 +152,27 @@ def test_infeasible_target_gives_binding_reason() -> None:
     assert p.to_dict()["feasible"] is False
 
 
+def test_infeasible_reason_ranks_hardware_by_best_reachable_over_n() -> None:
+    """The 'closest' list is ordered by each node type's best C_quality over N, found where it
+    peaks (the compute-space replica penalty makes it fall again at many nodes), not at max_nodes."""
+    c = Constraints(max_duration_s=548 * 86400.0, hardware=("a100_80gb", "h100_sxm", "rtx_4090"))
+    p = plan(1e25, mode="default", constraints=c)
+    assert not p.feasible
+    closest = p.reasons[0].split("closest: ")[1].split("; ")
+    best = [float(s.split("at most about ")[1].split(" FLOP")[0]) for s in closest]
+    assert best == sorted(best, reverse=True)
+    space = make_space(Mode.DEFAULT, c, "treaty", DEFAULT_PARAMS)
+    reach = planner._reachable(space, list(range(space.n_hw)), Metric.C_QUALITY)
+    for h, (value, at) in reach.items():
+        # Interior peak: the value there beats the value at the node cap ...
+        at_cap = planner._best_at(space, np.maximum(space.n_cap, 1.0), Metric.C_QUALITY)[h]
+        assert 1 <= at < space.n_cap[h] and value > at_cap
+        # ... and no N of a dense scan beats the grid maximum by more than 1%.
+        dense = np.unique(np.round(np.geomspace(1, space.n_cap[h], 400)))
+        scan = max(float(planner._best_at(space, np.full(space.n_hw, n), Metric.C_QUALITY)[h]) for n in dense)
+        assert value >= scan * 0.99
+
+
 def test_bad_inputs_raise_naming_the_field() -> None:
     """Bad targets and constraints raise InputError naming the field."""
     with pytest.raises(ValueError, match="target"):

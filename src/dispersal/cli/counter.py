@@ -68,6 +68,9 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
+        markdown: Annotated[
+            bool, typer.Option("--markdown", help="Print the table as markdown (as docs/countermeasures.md).")
+        ] = False,
         plot: Annotated[Path | None, typer.Option(help="Save evader cost vs P(detect) as PNG.")] = None,
         calibration: Annotated[
             Path | None,
@@ -116,6 +119,9 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json([o.to_dict() for o in rows])
             return
+        if markdown:
+            print(markdown_table(rows))
+            return
         from rich.table import Table
 
         from dispersal.cli._render import console
@@ -124,34 +130,57 @@ def register(app: typer.Typer) -> None:
             title=f"dispersal counter: {units.format_flop(tgt)} {conv.metric}, evader re-plans under each lever",
             caption=f"Convention: {conv.describe()}. Detection day: mean given detection before completion.",
         )
-        for col in (
-            "lever / bundle",
-            "evader cost",
-            "x no lever",
-            "nodes",
-            "node",
-            "model",
-            "Mbps/site",
-            "P(detect)",
-            "det. day",
-            "collateral",
-        ):
+        for col in COLUMNS:
             t.add_column(col, justify="left" if col in ("lever / bundle", "node", "collateral") else "right")
         for o in rows:
-            if not o.feasible:
-                t.add_row(o.bundle, "infeasible", "-", "-", "-", "-", "-", "-", "-", o.collateral.short())
-                continue
-            day = o.expected_detection_day
-            t.add_row(
-                o.bundle.replace("+", " + "),
-                _fmt_money(o.cost_usd),
-                f"{o.cost_multiple:.2f}",
-                f"{o.nodes:,}",
-                f"{o.chips_per_node}x {o.hardware} {o.precision}",
-                f"{o.params / 1e9:.0f}B",
-                f"{o.traffic.mean_mbps:.1f}" if o.traffic else "-",
-                f"{o.p_detect:.3f}",
-                f"{day:.0f}" if math.isfinite(day) else "-",
-                o.collateral.short(),
-            )
+            t.add_row(*table_row(o))
         console().print(t)
+
+
+COLUMNS = (
+    "lever / bundle",
+    "evader cost",
+    "x no lever",
+    "nodes",
+    "node",
+    "model",
+    "mean Mbps/site",
+    "P(detect)",
+    "det. day",
+    "collateral",
+)
+
+
+def money_millions(v: float) -> str:
+    """Dollars in millions: 0.1 M steps from $10M up, 0.01 M below ($0.68M, $14.7M, $2,144.1M)."""
+    return f"${v / 1e6:,.1f}M" if v >= 1e7 else f"${v / 1e6:,.2f}M"
+
+
+def table_row(o: Any, exact: bool = False) -> tuple[str, ...]:
+    """One countermeasure Outcome as the table's cells (infeasible rows keep only their collateral).
+
+    exact: money in $M to 0.1 and collateral as full counts (the markdown form), not rounded."""
+    name = o.bundle.replace("+", " + ")
+    coll = o.collateral.long() if exact else o.collateral.short()
+    if not o.feasible:
+        return (name, "infeasible", "-", "-", "-", "-", "-", "-", "-", coll)
+    day = o.expected_detection_day
+    return (
+        name,
+        money_millions(o.cost_usd) if exact else _fmt_money(o.cost_usd),
+        f"{o.cost_multiple:.2f}",
+        f"{o.nodes:,}",
+        f"{o.chips_per_node}x {o.hardware} {o.precision}",
+        f"{o.params / 1e9:.0f}B",
+        f"{o.traffic.mean_mbps:.1f}" if o.traffic else "-",
+        f"{o.p_detect:.3f}",
+        f"{day:.0f}" if math.isfinite(day) else "-",
+        coll,
+    )
+
+
+def markdown_table(rows: list[Any]) -> str:
+    """The counter table as GitHub markdown (the form docs/countermeasures.md quotes)."""
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(table_row(o, exact=True)) + " |" for o in rows]
+    return "\n".join(lines)

@@ -306,7 +306,6 @@ class CandidateSpace:
             ]
         )
         self.evaluations = 0
-        self.top_cache: Arr | None = None
         # Largest node count per node type: max_nodes, and what the budget buys (cost = N x node cost).
         budget_nodes = (
             np.floor(c.max_cost_usd / self.node_cost * (1 + 1e-12))

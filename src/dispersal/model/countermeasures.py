@@ -50,7 +50,7 @@ from dispersal.model.detection import (
 from dispersal.model.errors import InputError, require
 from dispersal.model.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.planner import Constraints, Plan, PlanOption, plan
-from dispersal.model.scenario import DEFAULT_REGIONAL_BITS_PER_S, Mode, max_chips_under
+from dispersal.model.scenario import Mode, max_chips_under
 from dispersal.model.units import H100E_FLOP_PER_S
 
 COLLATERAL_KINDS = ("none", "covered", "uplink", "registry")
@@ -333,6 +333,17 @@ class Collateral:
             parts.append(f"{units.format_count(self.installations_registering)} inst. register")
         return "; ".join(parts) or "-"
 
+    def long(self) -> str:
+        """Full text with exact counts (markdown tables, docs/countermeasures.md)."""
+        parts = []
+        if self.installations_covered:
+            parts.append(f"{self.installations_covered:,.0f} installations covered")
+        if self.broadband_lines_capped:
+            parts.append(f"{self.broadband_lines_capped:,.0f} broadband lines capped")
+        if self.installations_registering:
+            parts.append(f"{self.installations_registering:,.0f} installations registering")
+        return "; ".join(parts) or "-"
+
 
 def collateral(bundle: Bundle, base_regime: str, new_regime: Regime, params: DetectionParams) -> Collateral:
     """Collateral of a bundle against the baseline regime."""
@@ -448,9 +459,12 @@ class Outcome:
 @lru_cache(maxsize=256)
 def _plan_cached(target: float, regime_name: str, conv: Convention, bandwidth: float, capped: bool) -> Plan:
     side = None
-    if capped:
-        # A site cap binds every link leaving the site: the regional and pipeline links too.
-        side = min(bandwidth, DEFAULT_REGIONAL_BITS_PER_S) if conv.mode == Mode.DEFAULT.value else bandwidth
+    if capped and conv.mode != Mode.DEFAULT.value:
+        # A site cap binds every link leaving the site: the regional and pipeline links too. In
+        # default mode these are the WAN link already (one shared link per node, capped to
+        # `bandwidth`); giving them explicitly would switch the planner to separate side links
+        # (Scenario.split_links) and hand the capped evader three links where the uncapped one has one.
+        side = bandwidth
     c = Constraints(
         bandwidth_up_bits_per_s=bandwidth,
         bandwidth_down_bits_per_s=bandwidth,
