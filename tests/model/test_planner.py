@@ -3,8 +3,6 @@ invariants of issue #3 (constraints never broken, looser constraints never cost 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -307,16 +305,8 @@ def _lockstep_exact(
     """Version 0.2.0's exact search, the reference: every candidate walks its pieces in lockstep,
     each piece's end by galloping then bisection (one point per candidate per call), then the
     metric at the end, then a bisection inside the first piece that meets."""
-    allc = np.arange(len(space.combo_hw))
-    n_ref = space.reference_nodes(allc)
-    usable, n_lo, n_hi = space.node_window(space.run_raw(allc, n_ref), allc, n_ref)
-    best_cost = min((upper[h] * space.node_cost[h] for h in upper), default=math.inf)
-    cap_hw = space.n_cap.copy()
-    if math.isfinite(best_cost):
-        cap_hw = np.minimum(cap_hw, np.floor(best_cost / space.node_cost) + 1)
-    lo_all = np.maximum(n_lo, 1.0)
-    hi_all = np.minimum(n_hi, cap_hw[space.combo_hw])
-    idx = np.nonzero(usable & (hi_all >= lo_all))[0]
+    # The same search window as the planner's; only the walk inside it is the old one.
+    idx, lo_all, hi_all = planner.exact_search_window(space, upper)
     first = np.full(idx.size, np.inf)
     a, hi = lo_all[idx].copy(), hi_all[idx]
 

@@ -322,26 +322,27 @@ class Collateral:
         """Plain dict."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
+    # (field, short label, long label) for the table cells.
+    _LABELS = (
+        ("installations_covered", "inst. covered", "installations covered"),
+        ("broadband_lines_capped", "lines capped", "broadband lines capped"),
+        ("installations_registering", "inst. register", "installations registering"),
+    )
+
     def short(self) -> str:
-        """Compact text for a table cell."""
-        parts = []
-        if self.installations_covered:
-            parts.append(f"{units.format_count(self.installations_covered)} inst. covered")
-        if self.broadband_lines_capped:
-            parts.append(f"{units.format_count(self.broadband_lines_capped)} lines capped")
-        if self.installations_registering:
-            parts.append(f"{units.format_count(self.installations_registering)} inst. register")
-        return "; ".join(parts) or "-"
+        """Compact text for a table cell (rounded counts)."""
+        return self._text(exact=False)
 
     def long(self) -> str:
         """Full text with exact counts (markdown tables, docs/countermeasures.md)."""
-        parts = []
-        if self.installations_covered:
-            parts.append(f"{self.installations_covered:,.0f} installations covered")
-        if self.broadband_lines_capped:
-            parts.append(f"{self.broadband_lines_capped:,.0f} broadband lines capped")
-        if self.installations_registering:
-            parts.append(f"{self.installations_registering:,.0f} installations registering")
+        return self._text(exact=True)
+
+    def _text(self, *, exact: bool) -> str:
+        parts = [
+            f"{v:,.0f} {long}" if exact else f"{units.format_count(v)} {short}"
+            for name, short, long in self._LABELS
+            if (v := getattr(self, name))
+        ]
         return "; ".join(parts) or "-"
 
 

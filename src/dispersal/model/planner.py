@@ -248,6 +248,24 @@ def _bisect(space: CandidateSpace, target: float, metric: Metric) -> dict[int, i
 EXACT_POINTS_PER_CALL = 1024
 
 
+def exact_search_window(space: CandidateSpace, upper: dict[int, int]) -> tuple[IntArr, Arr, Arr]:
+    """(candidates worth searching, lowest N, highest N per combo) for the exact search.
+
+    N lies in the candidate's overtraining window, at least 1, at most the node cap and at most the
+    node count whose cost first exceeds the cheapest answer in `upper` ({hw: N}, the bisection's).
+    """
+    allc = np.arange(len(space.combo_hw))
+    n_ref = space.reference_nodes(allc)
+    usable, n_lo, n_hi = space.node_window(space.run_raw(allc, n_ref), allc, n_ref)
+    best_cost = min((upper[h] * space.node_cost[h] for h in upper), default=math.inf)
+    cap_hw = space.n_cap.copy()
+    if math.isfinite(best_cost):
+        cap_hw = np.minimum(cap_hw, np.floor(best_cost / space.node_cost) + 1)
+    lo_all = np.maximum(n_lo, 1.0)
+    hi_all = np.minimum(n_hi, cap_hw[space.combo_hw])
+    return np.nonzero(usable & (hi_all >= lo_all))[0], lo_all, hi_all
+
+
 def _exact(space: CandidateSpace, target: float, metric: Metric, upper: dict[int, int]) -> dict[int, int]:
     """The smallest N meeting the target for each hardware, over every integer N.
 
@@ -263,17 +281,7 @@ def _exact(space: CandidateSpace, target: float, metric: Metric, upper: dict[int
     exceeds the paper-bisection answer are never needed, nor node counts at or above the smallest
     one already found for the candidate's hardware.
     """
-    allc = np.arange(len(space.combo_hw))
-    n_ref = space.reference_nodes(allc)
-    usable, n_lo, n_hi = space.node_window(space.run_raw(allc, n_ref), allc, n_ref)
-    best_cost = min((upper[h] * space.node_cost[h] for h in upper), default=math.inf)
-    cap_hw = space.n_cap.copy()
-    if math.isfinite(best_cost):
-        cap_hw = np.minimum(cap_hw, np.floor(best_cost / space.node_cost) + 1)
-    lo_all = np.maximum(n_lo, 1.0)
-    hi_all = np.minimum(n_hi, cap_hw[space.combo_hw])
-    keep = usable & (hi_all >= lo_all)
-    idx = np.nonzero(keep)[0]
+    idx, lo_all, hi_all = exact_search_window(space, upper)
     if idx.size == 0:
         return {}
     hw_of = space.combo_hw[idx]
