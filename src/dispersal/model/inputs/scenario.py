@@ -35,6 +35,7 @@ from dispersal.model.inputs.catalog import (
 from dispersal.model.inputs.codes import (
     AGGREGATION_CODES,
     STRAGGLER_CODES,
+    TRUST_CODES,
     quality_code,
 )
 from dispersal.model.inputs.errors import InputError, require
@@ -380,6 +381,7 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         if (paper or split)
         else side_lat,
         "straggler": STRAGGLER_CODES[s.straggler],
+        "trust": TRUST_CODES[s.trust],
         "local_batch_tokens": s.local_batch_tokens,
         "micro_batches": s.micro_batches,
         "inner_steps": s.inner_steps,

@@ -17,6 +17,7 @@ from dispersal.model.inputs.codes import (
     ALGO_HIERARCHICAL,
     ALGO_PP_DILOCO,
     Straggler,
+    Trust,
 )
 from dispersal.model.inputs.fields import spec
 
@@ -525,6 +526,13 @@ class ScenarioFields:
         Straggler.RELAY,
         label="Straggler mitigation",
         help="relay (async relay), synchronous, threshold, backup workers.",
+    )
+    trust: Trust = spec(
+        Trust.TRUSTED,
+        label="Trust between sites",
+        help="trusted (one operator's sites: updates averaged as they come) or permissionless "
+        "(independent providers: each update scored by validators and the worst left out, which costs "
+        "validator nodes, validation time and discarded updates).",
     )
     duration_s: float = spec(
         740 * units.SECONDS_PER_DAY,

@@ -32,6 +32,7 @@ from dispersal.model.kernel.efficiency import straggler_factor
 from dispersal.model.kernel.memory import memory, resolve_auto
 from dispersal.model.kernel.quality_stage import quality_stage
 from dispersal.model.kernel.traffic import timeline, traffic
+from dispersal.model.kernel.trust import trust_stage
 
 #: Inner-optimizer offload moves bf16 gradients to the host and bf16 weights back every inner step:
 #: 2 bytes per parameter each way (ZeRO-Offload, Ren et al. 2021, arXiv 2101.06840, sec. 4).
@@ -68,6 +69,7 @@ INPUTS: dict[str, str] = {
     "pp_bits_per_s": "pipeline-stage link",
     "pp_latency_s": "pipeline-stage link latency",
     "straggler": "straggler model code (relay, synchronous, threshold, backup)",
+    "trust": "0 trusted peers, 1 permissionless (validators score and filter updates; kernel.trust); optional",
     "local_batch_tokens": "tokens per inner step per worker B",
     "micro_batches": "pipeline micro-batches M_mb",
     "inner_steps": "H; 0 = the smallest compute-bound H (H_min)",
@@ -252,9 +254,10 @@ def _evaluate(inp: Inputs) -> dict[str, Arr]:
     c, codes = _common(inp)
     pick = _Picker(c, codes)
     N, B = c.N, c.B
-    cyc = pick("cycle")
     steps_per_cycle = pick("steps_per_cycle")
     replicas = pick("replicas")
+    tr = trust_stage(c, replicas, pick("cycle"))
+    cyc = tr.cycle_s
     h_pen = pick("inner_steps_effective")
     fits_mode = pick("fits") > 0
     enough_workers = pick("enough_workers") > 0
@@ -273,9 +276,20 @@ def _evaluate(inp: Inputs) -> dict[str, Arr]:
     C_thr = 6.0 * c.Pa * D
 
     outer = pick.constant({code: float(u.outer_sync) for code, u in ALGORITHMS.items()}) > 0
+    # Updates that validation discards are compute spent without reaching the model.
+    D_used = D * tr.useful_fraction
     q = quality_stage(
-        inp, D, C_thr, replicas, h_pen, outer & (replicas > 1), pick("eta_act"), c.streaming, c.fragments
+        inp,
+        D_used,
+        6.0 * c.Pa * D_used,
+        replicas,
+        h_pen,
+        outer & (replicas > 1),
+        pick("eta_act"),
+        c.streaming,
+        c.fragments,
     )
+    q["c_quality_flop"] = q["c_quality_flop"] * tr.quality_factor
     C_local = q["c_local_flop"]
 
     node_fp16 = g("node_fp16_flop_per_s")
@@ -318,7 +332,10 @@ def _evaluate(inp: Inputs) -> dict[str, Arr]:
         "c_raw_flop": C_thr,
         **q,
         "mfu_global": C_local / (N * g("node_peak_flop_per_s") * run_s),
-        **cost(inp, N, run_s),
+        **cost(inp, N + tr.validator_nodes, run_s),
+        "validation_time_s": tr.validation_time_s,
+        "validator_nodes": tr.validator_nodes,
+        "useful_update_fraction": tr.useful_fraction,
         **traffic(c, pick, cyc),
         "utilisation": steps_per_cycle * pick("compute_per_step") / cyc,
         "max_params_flat": mem.max_params_flat,
@@ -394,6 +411,9 @@ OUTPUTS: tuple[str, ...] = (
     "host_memory_required_bytes_per_node",
     "offload",
     "offload_time_s",
+    "validation_time_s",
+    "validator_nodes",
+    "useful_update_fraction",
     "time_compute_s",
     "time_bubble_s",
     "time_pipeline_comm_s",
