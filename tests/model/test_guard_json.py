@@ -56,8 +56,6 @@ def test_dumps_json_writes_non_finite_numbers_as_null() -> None:
 # Fast commands only (< ~0.3 s each); the slow ones (counter, reproduce) are marked slow; validate --json takes ~30 s and is left to its own tests.
 FAST = [
     ["estimate", "--json"],
-    # A 2T-parameter model trains no tokens in paper mode: loss is infinite, so null in JSON.
-    ["estimate", "--json", "--mode", "paper", "--set", "params=2T"],
     [
         "estimate",
         "--json",
@@ -70,7 +68,6 @@ FAST = [
     ],
     ["fields", "--json"],
     ["plan", "--json", "--target", "1e24", "--hardware", "h200", "--search", "bisect"],
-    ["plan", "--json", "--target", "1e30", "--hardware", "h200", "--search", "bisect"],
     ["solve", "--json", "--for", "bandwidth", "--where", "utilisation=0.9"],
     ["resilience", "--json"],
 ]
@@ -92,6 +89,7 @@ def test_cli_json_is_strict(args: list[str]) -> None:
 
 
 def test_non_finite_estimate_fields_become_null() -> None:
+    # A 2T-parameter model trains no tokens in paper mode: its loss is infinite, so null in JSON.
     d = _check(["estimate", "--json", "--mode", "paper", "--set", "params=2T"])
     assert d["loss"] is None  # infinite loss (no tokens trained), not "Infinity"
 
