@@ -121,6 +121,34 @@ def test_relay_and_paper_relay_with_asymmetric_links() -> None:
     assert paper.sync_time_s == pytest.approx(1.6e9 / UP + 1.6e9 / DOWN + LAT, rel=1e-12)
 
 
+def test_hierarchical_blocking_cycle_by_hand() -> None:
+    # Paper mode, no overlap (the regional sync is not hidden, so its latency shows), 4 groups of 8.
+    # Regional (Rahman 2026 sec. 3): 2 P b / C_r / BW_reg + latency = 2 x 30e9 x 1.6 / 1e9 + 0.005 s.
+    s = _links(
+        UP,
+        UP,
+        algorithm="hierarchical",
+        num_nodes=32,
+        group_size=8,
+        params=30e9,
+        compression_ratio=10,
+        regional_bandwidth_bits_per_s=1e9,
+        regional_latency_s=0.005,
+        overlap_communication=False,
+        latency_s=0.1,
+    )
+    e = estimate(s, mode="paper")
+    assert (e.algorithm, e.groups) == ("hierarchical", 4)
+    t_reg = 2 * 30e9 * 1.6 / 1e9 + 0.005
+    t_glob = 2 * 30e9 * 1.6 / UP + 0.1  # leaders: V/up + V/down + latency, 100 Mbps both ways
+    assert e.sync_time_s == pytest.approx(t_glob, rel=1e-12)
+    h_in = math.ceil(t_reg / e.step_time_s)  # inner steps cover one regional sync
+    assert e.inner_steps == h_in
+    t_rc = h_in * e.step_time_s + t_reg  # one regional round, blocking
+    h_reg = math.ceil(t_glob / t_rc)  # regional rounds per global sync
+    assert e.outer_step_time_s == pytest.approx(h_reg * t_rc + t_glob, rel=1e-12)
+
+
 # --- the regime's memory (HBM) rule ------------------------------------------------------------------
 
 
