@@ -33,7 +33,7 @@ from dispersal.model import (
     regime,
 )
 from dispersal.model.candidates import Constraints
-from dispersal.model.countermeasures import Convention, evaluate_bundle
+from dispersal.model.countermeasures import Convention, evaluate_bundle, parse_bundle, site_bandwidth
 from dispersal.model.detection import (
     DetectionParams,
     RunFootprint,
@@ -41,6 +41,7 @@ from dispersal.model.detection import (
     default_detection_params,
     detect,
     parameter_names,
+    traffic_pool,
 )
 
 # --- links: asymmetric up / down ---------------------------------------------------------------------
@@ -149,6 +150,33 @@ def test_hierarchical_blocking_cycle_by_hand() -> None:
     assert e.outer_step_time_s == pytest.approx(h_reg * t_rc + t_glob, rel=1e-12)
 
 
+@pytest.mark.parametrize(
+    ("mode", "bits_per_value", "shard"), [("default", 16.0, True), ("paper", 1.0, False)]
+)
+def test_pipeline_groups_sync_their_stage_shard_in_default_mode(
+    mode: str, bits_per_value: float, shard: bool
+) -> None:
+    # A 40B model on 1-chip A100 nodes needs several pipeline stages. Default mode: each stage syncs
+    # its shard P / S (BF16 codec, 16 bits); paper mode (Rahman 2026) syncs the whole model at
+    # 16 bits / C_r = 1 bit per value.
+    s = _links(
+        UP,
+        UP,
+        algorithm="pp_diloco",
+        hardware="a100_80gb",
+        chips_per_node=1,
+        num_nodes=400,
+        params=40 * P,
+        codec="bf16",
+        aggregation="ring",
+        compression_ratio=16,
+    )
+    e = estimate(s, mode=mode)
+    assert e.algorithm == "pp_diloco" and e.pipeline_stages > 1
+    values = 40 * P / e.pipeline_stages if shard else 40 * P
+    assert e.payload_bytes_per_sync == pytest.approx(values * bits_per_value / 8, rel=1e-12)
+
+
 # --- the regime's memory (HBM) rule ------------------------------------------------------------------
 
 
@@ -240,6 +268,24 @@ def test_hbm_countermeasure_replans_with_the_memory_capped_node() -> None:
     assert hbm.collateral.installations_covered > 0
 
 
+@pytest.mark.parametrize(
+    ("lever", "base_mbps", "want_mbps", "lines"),
+    [
+        ("bandwidth_cap", 100.0, 100.0, 10),  # ten bonded 10 Mbps lines
+        ("bandwidth_cap", 300.0, 100.0, 10),  # at most 10 lines per site (levers.toml)
+        ("bandwidth_cap", 25.0, 25.0, 3),  # ceil(25 / 10) lines, capped at the need
+        ("bandwidth_cap_site", 100.0, 10.0, 1),  # one enforced 10 Mbps per site
+    ],
+)
+def test_bandwidth_cap_bonds_at_most_the_allowed_lines(
+    lever: str, base_mbps: float, want_mbps: float, lines: int
+) -> None:
+    bw, n, usd = site_bandwidth(parse_bundle(lever), Convention(bandwidth_bits_per_s=base_mbps * 1e6))
+    assert bw == pytest.approx(want_mbps * 1e6, rel=1e-12)
+    assert n == lines
+    assert usd == pytest.approx((lines - 1) * 60.0, rel=1e-12)  # $60 per extra line per month
+
+
 # --- detection ----------------------------------------------------------------------------------------
 
 FP = RunFootprint(
@@ -292,6 +338,16 @@ def test_each_channel_hazard_by_hand() -> None:
         assert got[k] == pytest.approx(v / 365.25, rel=1e-12), k
     total = sum(per_year.values()) / 365.25
     assert detect(FP, BASE).p_detect == pytest.approx(1.0 - math.exp(-total * 100.0), rel=1e-12)
+
+
+def test_traffic_pool_is_at_least_the_evader_site() -> None:
+    # pool = sites at ref x (ref / mean)^exponent x disguise factor, never below 1 (the site itself).
+    assert traffic_pool(20.0, BASE) == pytest.approx(1e4 * 0.5 * 0.55, rel=1e-12)
+    assert traffic_pool(1e9, BASE) == 1.0
+    # With a pool of 1 the follow-up share min(1, investigations / pool) is 1: hazard = sites x coverage x confirm.
+    fast = dataclasses.replace(FP, mean_mbps_per_node=1e9)
+    got = channel_hazards(fast, BASE)["traffic"]
+    assert got == pytest.approx(10 * 0.5 * 1.0 * 0.4 / 365.25, rel=1e-12)
 
 
 # (parameter, three increasing values, +1 if P(detect) must rise strictly along them, -1 if fall)
