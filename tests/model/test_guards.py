@@ -2,7 +2,8 @@
 
 Each test names the rule it protects; each was checked to fail when that rule is broken in a copy of
 the source (the list is in CONTRIBUTING.md, "Mutation guards"). Values are computed by hand in the
-test from round inputs and catalogue data, never read back from the model:
+test from round inputs and catalogue data; where a test isolates one rule it may take a figure that
+other tests pin (the step time, the stage count) from the Estimate, never the figure under test:
 
 - links: the ring all-reduce runs at min(up, down); relay and all-gather syncs charge upload and
   download on their own links (every other test uses symmetric links, where min = max = up = down);
