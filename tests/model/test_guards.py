@@ -2,15 +2,18 @@
 
 Each test names the rule it protects; each was checked to fail when that rule is broken in a copy of
 the source (the list is in CONTRIBUTING.md, "Mutation guards"). Values are computed by hand in the
-test from round inputs and catalogue data, never read back from the model:
+test from round inputs and catalogue data; where a test isolates one rule it may take a figure that
+other tests pin (the step time, the stage count) from the Estimate, never the figure under test:
 
 - links: the ring all-reduce runs at min(up, down); relay and all-gather syncs charge upload and
-  download on their own links. Every other test uses symmetric links, where min = max = up = down.
+  download on their own links (every other test uses symmetric links, where min = max = up = down);
+  the DDP step hides only its overlap share; a blocking hierarchical cycle counts the regional
+  latency; pipeline groups sync their stage shard in default mode.
 - the memory (HBM) rule of a regime: chips per node, estimate feasibility, the planner's node types
-  and the countermeasure that adds the rule.
+  and the countermeasure that adds the rule; a bandwidth cap bonds at most the allowed lines.
 - detection: P(detect) grows STRICTLY in every parameter that strengthens a channel (a channel that
-  ignores its rate would leave it flat, which a `>=` check accepts), and each channel's hazard
-  matches its formula.
+  ignores its rate would leave it flat, which a `>=` check accepts), each channel's hazard
+  matches its formula, and the traffic pool is never below the evader's own site.
 """
 
 from __future__ import annotations
