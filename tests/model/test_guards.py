@@ -235,7 +235,7 @@ def test_estimate_flags_a_node_over_the_memory_rule() -> None:
 
 def test_kernel_feasibility_includes_the_memory_rule() -> None:
     # Searches (planner, solve, sweeps) read the kernel's flags, not Estimate.reasons.
-    from dispersal.model.kernel.kernel.kernel import evaluate
+    from dispersal.model.kernel.kernel import evaluate
     from dispersal.model.inputs.scenario import kernel_inputs
 
     for chips, under in ((10, 0.0), (9, 1.0)):
