@@ -25,7 +25,7 @@ def straggler_factor(n: npt.ArrayLike, code: npt.ArrayLike, p: ModelParams) -> A
     n_ = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
     c = np.asarray(code)
     lg = np.log2(n_)
-    k = _uniform(c)
+    k = uniform_code(c)
     if k is not None:
         # One model for every element (a scenario's, the planner's): compute only that one.
         if k == STRAGGLER_CODES[Straggler.RELAY]:
@@ -52,10 +52,13 @@ def straggler_factor(n: npt.ArrayLike, code: npt.ArrayLike, p: ModelParams) -> A
     return np.asarray(out, dtype=np.float64)
 
 
-def _uniform(*codes: npt.NDArray[np.generic]) -> float | None:
+def uniform_code(*codes: npt.NDArray[np.generic]) -> float | None:
     """The common value when each code array holds one value everywhere (None otherwise, or for NaN)."""
+    if len(codes) == 1 and codes[0].ndim == 0:
+        v = float(codes[0])
+        return None if v != v else v
     if len(codes) > 1:
-        vals = [_uniform(c) for c in codes]
+        vals = [uniform_code(c) for c in codes]
         return None if any(v is None for v in vals) else 0.0
     c = codes[0]
     if c.size == 0:
@@ -99,7 +102,7 @@ def eta_comp(
     cr = np.asarray(compression_ratio, dtype=np.float64)
     ef = np.asarray(error_feedback).astype(bool)
     q = np.asarray(quality)
-    if _uniform(ef, q) is not None:
+    if uniform_code(ef, q) is not None:
         # One column for every element: interpolate only it.
         qk = float(q.flat[0])
         col = (0 if qk == 0 else 1 if qk == 1 else 2) + (0 if bool(ef.flat[0]) else 3)
@@ -123,7 +126,7 @@ def eta_act(
     ca = np.asarray(activation_compression, dtype=np.float64)
     qsel = np.asarray(quality)
     s = np.maximum(np.asarray(stages, dtype=np.float64), 1.0)
-    k = _uniform(qsel)
+    k = uniform_code(qsel)
     if k is not None:
         one = _interp_log(ca, xs, table[:, 2 if k == 0 else 1 if k == 1 else 3])
         return _shaped(np.asarray(one ** (2.0 * (s - 1.0)), dtype=np.float64), ca, qsel, s)

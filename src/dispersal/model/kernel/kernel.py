@@ -31,7 +31,7 @@ from dispersal.model.kernel import quality
 from dispersal.model.kernel.algorithms import ALGORITHMS, Branch
 from dispersal.model.kernel.context import Arr, Common, Inputs, as_float
 from dispersal.model.kernel.cost import COST_OUTPUTS, cost
-from dispersal.model.kernel.efficiency import straggler_factor
+from dispersal.model.kernel.efficiency import straggler_factor, uniform_code
 from dispersal.model.kernel.memory import memory, resolve_auto
 from dispersal.model.kernel.quality_stage import quality_stage
 from dispersal.model.kernel.traffic import TIMELINE_OUTPUTS, TRAFFIC_OUTPUTS, timeline, traffic
@@ -239,6 +239,12 @@ def _common(inp: Inputs) -> tuple[Common, Arr]:
     act = B * hidden * g("activation_bytes_per_value") * 8.0 / g("activation_compression")
     fragments = np.maximum(g("fragments"), 1.0)
     agg = g("aggregation")
+    # One straggler model for every configuration (the usual case): a scalar code, so each straggler
+    # factor computes only that model without checking again.
+    strag: Arr = g("straggler")
+    one_model = uniform_code(strag)
+    if one_model is not None:
+        strag = np.asarray(one_model)
     c = Common(
         inp=inp,
         shape=inp.shape,
@@ -251,7 +257,7 @@ def _common(inp: Inputs) -> tuple[Common, Arr]:
         up=g("up_bits_per_s"),
         down=g("down_bits_per_s"),
         lat=g("latency_s"),
-        strag=g("straggler"),
+        strag=strag,
         h_req=g("inner_steps"),
         F_eff=F_eff,
         T_comp=T_comp,
@@ -267,7 +273,7 @@ def _common(inp: Inputs) -> tuple[Common, Arr]:
         one_fragment=bool(np.all(fragments == 1.0)),
         tau=g("overlap_depth"),
         bwd=g("sync_backward_overlap"),
-        f_N=straggler_factor(N, g("straggler"), p),
+        f_N=straggler_factor(N, strag, p),
         agg=agg,
         agg_codes=frozenset(int(a) for a in np.unique(agg)),
     )
@@ -311,15 +317,34 @@ class _Picker:
 
     def _select(self, vals: list[npt.ArrayLike]) -> Arr:
         # np.select's semantics (first true mask, else NaN) as nested where; np.choose is slower.
+        # Branches that give the same array (or number) share one mask: one pass fewer each.
+        masks, uniq = list(self.masks), list(vals)
+        i = 0
+        while i < len(uniq):
+            j = i + 1
+            while j < len(uniq):
+                if _same_value(uniq[i], uniq[j]):
+                    masks[i] = masks[i] | masks[j]
+                    del masks[j], uniq[j]
+                else:
+                    j += 1
+            i += 1
         if self.complete:
-            out = np.broadcast_to(as_float(vals[-1]), self.c.shape)
-            rest = zip(self.masks[:-1], vals[:-1], strict=True)
+            out = np.broadcast_to(as_float(uniq[-1]), self.c.shape)
+            rest = zip(masks[:-1], uniq[:-1], strict=True)
         else:
             out = np.full(self.c.shape, np.nan)
-            rest = zip(self.masks, vals, strict=True)
+            rest = zip(masks, uniq, strict=True)
         for m, v in reversed(list(rest)):
             out = np.where(m, v, out)
         return np.asarray(out, dtype=np.float64)
+
+
+def _same_value(a: npt.ArrayLike, b: npt.ArrayLike) -> bool:
+    """The same array object, or the same number."""
+    if a is b:
+        return True
+    return isinstance(a, float) and isinstance(b, float) and a == b
 
 
 def _evaluate(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:

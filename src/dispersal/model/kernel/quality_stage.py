@@ -62,8 +62,10 @@ def quality_stage(
     if live.any():
 
         def lv(a: npt.NDArray[Any]) -> Arr:
-            # Every configuration live (a sweep without a window): no gather.
-            return np.broadcast_to(a, shape) if all_live else np.broadcast_to(a, shape)[live]
+            # A scalar broadcasts as it is; every configuration live (a sweep without a window): no gather.
+            if a.ndim == 0 or all_live:
+                return a
+            return np.broadcast_to(a, shape)[live]
 
         Ll = chinchilla.loss(lv(Pa), lv(D), lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe))
         L[at] = Ll
