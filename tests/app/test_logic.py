@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from dispersal.app import figures, logic, views
+from dispersal.app import logic, views
+from dispersal.present import export, figures
+from dispersal.present import rows as present_rows
 from dispersal.model import Estimate, Scenario, estimate
 from dispersal.model.presets import load_scenario, scenario_names
 from dispersal.model.timelimit import TREATY, UNREGULATED, max_run_length_s
@@ -147,8 +149,8 @@ def test_exports_are_the_estimate() -> None:
     s = load_scenario("gpt4_level_gh200")
     e = estimate(s, mode="paper")
     d = e.to_dict()
-    assert Estimate.from_dict(json.loads(logic.to_json(d))) == e
-    rows = dict(csv.reader(io.StringIO(logic.to_csv(d))))
+    assert Estimate.from_dict(json.loads(export.to_json(d))) == e
+    rows = dict(csv.reader(io.StringIO(export.to_csv(d))))
     assert float(rows["c_local_flop"]) == e.c_local_flop
     assert float(rows["efficiency.eta_rep"]) == e.efficiency.eta_rep
     assert rows["scenario.hardware"] == "gh200"
@@ -156,12 +158,12 @@ def test_exports_are_the_estimate() -> None:
 
 def test_json_export_has_no_nan() -> None:
     d = estimate(Scenario(num_nodes=1)).to_dict()
-    json.loads(logic.to_json(d))  # strict JSON even if a figure is non-finite
+    json.loads(export.to_json(d))  # strict JSON even if a figure is non-finite
 
 
 def test_waterfall_ends_at_the_model_figures() -> None:
     d = estimate(load_scenario("llama405b_level_a100")).to_dict()
-    steps = logic.waterfall_steps(d)
+    steps = present_rows.waterfall_steps(d)
     assert steps[0][1] == d["c_raw_flop"]
     assert steps[3][2] == d["c_local_flop"]
     assert steps[-1][2] == d["c_quality_flop"]
@@ -173,11 +175,11 @@ def test_waterfall_ends_at_the_model_figures() -> None:
 def test_tables_and_figures_render() -> None:
     d = estimate(load_scenario("paper_threat_model")).to_dict()
     for rows in (
-        logic.summary_rows(d),
-        logic.breakdown_rows(d),
-        logic.efficiency_rows(d),
-        logic.cost_rows(d),
-        logic.traffic_rows(d),
+        present_rows.summary_rows(d),
+        present_rows.breakdown_rows(d),
+        present_rows.efficiency_rows(d),
+        present_rows.cost_rows(d),
+        present_rows.traffic_rows(d),
     ):
         assert rows and all(isinstance(v, str) for r in rows for v in r.values())
     for fig in (figures.waterfall_figure(d), figures.breakdown_figure(d)):
@@ -192,7 +194,7 @@ def test_planner_view_uses_the_scenario_links() -> None:
     p = views.run_plan(args)
     assert p["feasible"] and p["runners_up"]
     assert p["c_local_flop"] >= 1e24 * (1 - 1e-9)
-    rows = logic.plan_rows(p)
+    rows = present_rows.plan_rows(p)
     assert len(rows) == len(p["runners_up"])
     assert figures.png_bytes(figures.plan_figure(p)).startswith(b"\x89PNG")
     with pytest.raises(ValueError, match="target"):

@@ -8,15 +8,32 @@ view says so instead of failing.
 from __future__ import annotations
 
 import importlib
-import math
 from collections.abc import Mapping
 from typing import Any
-
-import numpy as np
 
 from dispersal.app import logic
 from dispersal.model import units
 from dispersal.model.errors import InputError
+from dispersal.present import resilience as present_resilience
+from dispersal.present.rows import countermeasure_rows, sweep_row, uncertainty_rows
+
+__all__ = [
+    "NOT_AVAILABLE",
+    "SWEEPS",
+    "countermeasure_rows",
+    "countermeasures_view",
+    "optional_module",
+    "plan_args",
+    "resilience",
+    "resilience_spec",
+    "run_countermeasures",
+    "run_plan",
+    "run_uncertainty",
+    "sweep_points",
+    "sweep_row",
+    "uncertainty_rows",
+    "uncertainty_view",
+]
 
 NOT_AVAILABLE = "not available in this version"
 
@@ -123,128 +140,31 @@ def sweep_points(args: Mapping[str, Any], axis: str) -> list[tuple[float, dict[s
     return out
 
 
-def sweep_row(x: float, p: Mapping[str, Any]) -> dict[str, Any]:
-    """One point of a comparison chart: x, cost (None when infeasible) and what the plan chose."""
-    ok = bool(p.get("feasible")) and "cost_usd" in p
-    return {
-        "x": x,
-        "cost_usd": float(p["cost_usd"]) if ok else None,
-        "label": (
-            f"{p['nodes']:,} x {p['chips_per_node']}x {p['hardware']} {p['precision']}, {p['algorithm']}"
-            if ok
-            else "infeasible: " + "; ".join(p.get("reasons", []))[:80]
-        ),
-    }
-
-
 # --- resilience ------------------------------------------------------------------------------------------
 
 
 def resilience_spec(est: Mapping[str, Any], ui: Mapping[str, Any]) -> tuple[Any, str]:
-    """A ResilienceSpec for a fleet shaped like this scenario, and a note on any assumption made.
-
-    A node is a host that fails as a unit; an island (a DiLoCo worker) is one node, or one pipeline
-    of ``pipeline_stages`` nodes; a site is a node; a round is the scenario's outer step.
-    """
-    from dispersal.model.resilience import ResilienceSpec
-
-    cpn = max(1, int(est["chips_per_node"]))
-    island = cpn * max(1, int(est["pipeline_stages"]))
-    fleet = cpn * int(est["num_nodes"])
-    round_h = float(est["outer_step_time_s"]) / 3600.0
-    note = ""
-    if not (math.isfinite(round_h) and round_h > 0):
-        round_h, note = 0.5, " (no outer step in this scenario: 30-minute rounds assumed)"
+    """A ResilienceSpec for a fleet shaped like this scenario (`present.resilience.fleet_spec`), after
+    checking the chip MTBF and restart time against their fields."""
     for key in ("res_chip_mtbf_h", "res_restart_h"):
         err = logic.check_field(key, ui[key])
         if err:
             raise InputError(key, err.partition(": ")[2])
-    spec = ResilienceSpec(
-        chips=fleet,
-        chip_mtbf_h=float(ui["res_chip_mtbf_h"]),
-        chips_per_node=cpn,
-        chips_per_island=island,
-        sites=max(1, int(est["num_nodes"])),
-        restart_time_h=float(ui["res_restart_h"]),
-        round_time_h=round_h,
-    )
-    return spec, note
-
-
-def site_loss_inputs(est: Mapping[str, Any], ui: Mapping[str, Any]) -> dict[str, Any]:
-    """The site-loss question in hours: k sites dark at L for D (None = for ever) in a run of R hours."""
-    for key in ("res_lose_sites", "res_lose_at_days", "res_down_for_days", "res_run_days"):
-        err = logic.check_field(key, ui.get(key))
-        if err:
-            f = logic.FIELD_BY_KEY[key]
-            raise InputError(f.name, err.partition(": ")[2])
-    run_days = ui.get("res_run_days")
-    if run_days is None:
-        run_days = float(est["days"]) if math.isfinite(float(est["days"])) and est["days"] > 0 else 30.0
-    down = ui.get("res_down_for_days")
-    return {
-        "lose_sites": int(ui["res_lose_sites"]),
-        "lose_at_h": float(ui["res_lose_at_days"]) * 24.0,
-        "down_for_h": None if down is None else float(down) * 24.0,
-        "run_h": float(run_days) * 24.0,
-    }
+    return present_resilience.fleet_spec(est, ui)
 
 
 def resilience(est: Mapping[str, Any], ui: Mapping[str, Any], points: int = 25) -> dict[str, Any]:
-    """Goodput vs scale and the site-loss outcome for a fleet shaped like this scenario
-    (`resilience.goodput_vs_scale`, `resilience.goodput`, `resilience.site_loss`)."""
-    from dispersal.model.resilience import SiteLossScenario, goodput, goodput_vs_scale, site_loss
-
-    spec, note = resilience_spec(est, ui)
-    fleet, island, cpn = spec.chips, spec.chips_per_island, spec.chips_per_node
+    """Goodput vs scale and the site-loss outcome (`present.resilience.resilience`), after checking
+    every resilience setting against its field (one-line error naming the first bad one)."""
+    resilience_spec(est, ui)
     err = logic.check_field("res_max_chips", ui["res_max_chips"])
     if err:
         raise InputError("res_max_chips", err.partition(": ")[2])
-    hi = max(float(ui["res_max_chips"]), fleet * 1.0, island * 2.0)
-    chips = sorted({round(float(x)) for x in np.geomspace(island, hi, points)})
-    curves = {k: v.tolist() for k, v in goodput_vs_scale(spec, chips).items()}
-    here = goodput(spec).to_dict()
-    rows = [{"algorithm": k, f"goodput at {fleet:,} chips": f"{v:.4f}"} for k, v in here.items()]
-    caption = (
-        f"Fleet like this scenario: {fleet:,} chips, {cpn} per node, islands of {island} chips, "
-        f"{spec.sites:,} sites, rounds of {units.format_duration(spec.round_time_h * 3600)}{note}. "
-        "Failures only (communication is in the estimate)."
-    )
-    loss_in = site_loss_inputs(est, ui)
-    loss = site_loss(spec, SiteLossScenario(**loss_in))
-    loss_rows = []
-    for name, o in loss.outcomes.items():
-        loss_rows.append(
-            {
-                "algorithm": name,
-                "time to own target": "never"
-                if math.isinf(o.time_to_target_h)
-                else f"{o.time_to_target_h / 24:.4g} d",
-                "delay": "never finishes" if math.isinf(o.delay_h) else f"{o.delay_h / 24:.4g} d",
-                "useful work lost by plan end": f"{o.lost_useful_fraction:.1%}",
-                "finishes within budget": "yes" if o.finishes_within_budget else "no",
-            }
-        )
-    down = loss_in["down_for_h"]
-    loss_caption = (
-        f"{loss_in['lose_sites']} of {spec.sites:,} sites go dark after {loss_in['lose_at_h'] / 24:.4g} days, "
-        + ("for ever" if down is None else f"for {down / 24:.4g} days")
-        + f", in a planned run of {loss_in['run_h'] / 24:.4g} days (sites are equal shares, so which ones does "
-        "not matter). Each algorithm's target is its own no-loss work over the planned run: the rows compare "
-        "each algorithm with itself. Same numbers as `dispersal resilience` with these inputs."
-    )
-    return {
-        "chips": chips,
-        "curves": curves,
-        "rows": rows,
-        "fleet_chips": fleet,
-        "caption": caption,
-        "spec": spec.to_dict(),
-        "site_loss": loss.to_dict(),
-        "site_loss_inputs": loss_in,
-        "site_loss_rows": loss_rows,
-        "site_loss_caption": loss_caption,
-    }
+    for key in ("res_lose_sites", "res_lose_at_days", "res_down_for_days", "res_run_days"):
+        err = logic.check_field(key, ui.get(key))
+        if err:
+            raise InputError(logic.FIELD_BY_KEY[key].name, err.partition(": ")[2])
+    return present_resilience.resilience(est, ui, points)
 
 
 # --- optional views (modules written in parallel; imported lazily) ---------------------------------------
@@ -270,46 +190,6 @@ def run_countermeasures(target: str, conv: Mapping[str, Any]) -> list[dict[str, 
         raise InputError("countermeasures", NOT_AVAILABLE)
     outs = cm.analyse(logic.parse_flop(target), convention=cm.Convention(**conv))
     return [o.to_dict() for o in outs]
-
-
-def lever_description(bundle: str) -> str:
-    """What a lever or a '+'-joined bundle does, from levers.toml ('no lever' for the baseline)."""
-    cm = optional_module("countermeasures")
-    if cm is None:
-        return ""
-    table = cm.levers()
-    parts = [p.strip() for p in str(bundle).split("+") if p.strip()]
-    known = [table[p].description for p in parts if p in table]
-    return (
-        "; ".join(known)
-        if known
-        else ("no lever (the evader's baseline)" if not parts or parts == ["none"] else "")
-    )
-
-
-def countermeasure_rows(outcomes: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """One row per bundle: what it does, evader cost, cost multiple, P(detect), expected detection day."""
-    rows = []
-    for i, o in enumerate(outcomes):
-        rows.append(
-            {
-                "#": str(i + 1),
-                "bundle": o["lever"],
-                "what it does": lever_description(o["lever"]) or "no lever (the evader's baseline)",
-                "feasible": "yes" if o["feasible"] else "no",
-                "evader cost": units.format_money(o["cost_usd"]) if o["feasible"] else "",
-                "cost multiple": f"{o['cost_multiple']:.3g}" if o["feasible"] else "",
-                "P(detect)": f"{o['p_detect']:.3f}" if o["feasible"] and math.isfinite(o["p_detect"]) else "",
-                "expected detection day": (
-                    f"{o['expected_detection_day']:.0f}"
-                    if math.isfinite(o["expected_detection_day"] or math.nan)
-                    else ""
-                ),
-                "nodes": f"{o['nodes']:,}" if o["feasible"] else "",
-                "node": f"{o['chips_per_node']}x {o['hardware']}" if o["feasible"] else "",
-            }
-        )
-    return rows
 
 
 def run_uncertainty(
@@ -351,37 +231,11 @@ def run_uncertainty(
     return {"points": points, "samples": samples, "seed": seed}
 
 
-def uncertainty_rows(res: Mapping[str, Any]) -> list[dict[str, str]]:
-    """P10 / P50 / P90 of cost, nodes, compute and days at each target."""
-    rows = []
-    for p in res["points"]:
-        pc = p["percentiles"]
-
-        def band(k: str, fmt: Any, pc: Mapping[str, Any] = pc) -> str:
-            lo, mid, hi = pc[k]
-            return " / ".join("-" if not math.isfinite(v) else fmt(v) for v in (lo, mid, hi))
-
-        rows.append(
-            {
-                "target (FLOP)": f"{p['target_flop']:.3g}",
-                "feasible draws": f"{p['feasible_fraction']:.0%}",
-                "cost P10 / P50 / P90": band("cost_usd", units.format_money),
-                "nodes": band("nodes", lambda v: f"{v:,.0f}"),
-                "C_quality": band("c_quality_flop", lambda v: f"{v:.3g}"),
-                "days": band("days", lambda v: f"{v:.4g}"),
-                "nominal cost": units.format_money(p["nominal"]["cost_usd"])
-                if math.isfinite(p["nominal"]["cost_usd"])
-                else "-",
-            }
-        )
-    return rows
-
-
 def _show(st: Any, show: Any, kind: str, data: Any) -> None:
     if show is not None:
         show(kind, data)
         return
-    from dispersal.app import figures
+    from dispersal.present import figures
 
     chart = (
         figures.countermeasures_figure(data["outcomes"])

@@ -19,27 +19,6 @@ def console() -> Console:
     return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
 
 
-def fmt_value(key: str, v: Any) -> str:
-    """Format a value by what its key says it is."""
-    if isinstance(v, bool) or v is None or isinstance(v, str):
-        return str(v)
-    if not isinstance(v, int | float):
-        return str(v)
-    if key.endswith("_usd"):
-        return units.format_money(v)
-    if key.endswith("_flop"):
-        return f"{v:.3g}"
-    if key.endswith("_bytes") or key.startswith("bytes") or key.endswith("_bytes_per_node"):
-        return units.format_bytes(v)
-    if key.endswith("_s"):
-        return units.format_duration(v)
-    if key in ("params", "active_params", "tokens"):
-        return units.format_count(v)
-    if isinstance(v, int):
-        return f"{v:,}"
-    return f"{v:.4g}"
-
-
 def estimate_table(d: dict[str, Any]) -> list[Table]:
     """Tables for an Estimate.to_dict()."""
     s = d["scenario"]
@@ -47,8 +26,9 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
     head.add_column("", style="bold")
     head.add_column("")
     # One presentation layer: the same headline rows as the app's Summary table and the HTML report.
-    from dispersal.app.logic import estimate_provenance, links_of, summary_rows
     from dispersal.model.scenario import Scenario
+    from dispersal.present.provenance import estimate_provenance, links_of
+    from dispersal.present.rows import summary_rows
 
     rows = [(r["quantity"], r["value"]) for r in summary_rows(d)]
     if not d["feasible"]:

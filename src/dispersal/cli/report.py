@@ -31,7 +31,7 @@ def report_cmd(
 
     Exit status: 0 written (feasible or not), 2 bad input.
     """
-    from dispersal.app.report import render_html
+    from dispersal.present.report import render_html
     from dispersal.cli.estimate import build_scenario, check_mode
 
     m = check_mode(mode)

@@ -26,8 +26,8 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocator
 
-from dispersal.app.logic import BREAKDOWN_PARTS, waterfall_steps
-from dispersal.model import units
+from dispersal.present import formats as F
+from dispersal.present.rows import BREAKDOWN_PARTS, waterfall_steps
 
 WIDTH_IN = 5.2
 FONT = 10.5
@@ -58,7 +58,7 @@ def _money_axis(ax: Any, which: str, values: Sequence[float | None]) -> None:
     with at most 6 ticks; labels like $31M. Either way the tick labels cannot crowd each other."""
     vals = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0]
     axis = ax.yaxis if which == "y" else ax.xaxis
-    money = FuncFormatter(lambda v, _pos: units.format_money(v) if v > 0 else "$0")
+    money = FuncFormatter(lambda v, _pos: F.money(v) if v > 0 else "$0")
     if vals and max(vals) / min(vals) > 30:
         (ax.set_yscale if which == "y" else ax.set_xscale)("log")
         axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=8))
@@ -73,16 +73,6 @@ def _money_axis(ax: Any, which: str, values: Sequence[float | None]) -> None:
     axis.set_major_formatter(money)
 
 
-def _count_label(v: float, _pos: Any = None) -> str:
-    """Plain tick text for a log axis (no mathtext, which is not thread-safe): 10, 100, 1k, 1M, 1e+24."""
-    if v <= 0:
-        return ""
-    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if 1 <= v / div < 1000 and v < 1e12:
-            return f"{v / div:g}{suffix}"
-    return f"{v:g}"
-
-
 def _style(ax: Any, title: str) -> None:
     # No minor tick labels: they are unreadable at this size and cost most of the drawing time.
     # Log axes get plain labels: matplotlib's default ones are mathtext, whose parser fails when two
@@ -91,7 +81,7 @@ def _style(ax: Any, title: str) -> None:
         if axis.get_scale() == "log":
             axis.set_minor_locator(NullLocator())
             if not isinstance(axis.get_major_formatter(), FuncFormatter):
-                axis.set_major_formatter(FuncFormatter(_count_label))
+                axis.set_major_formatter(FuncFormatter(F.axis_count))
     ax.set_title(title, fontsize=TITLE_FONT)
     ax.tick_params(labelsize=FONT)
     ax.xaxis.label.set_size(FONT)
@@ -126,7 +116,7 @@ def waterfall_figure(d: Mapping[str, Any]) -> Chart:
     for i, (name, lo, hi, full) in enumerate(bars):
         if full:
             (bar,) = ax.bar(i, hi, color="#6E6E6E" if i == 0 else CURRENT)
-            _mark(chart, bar, f"{name}: {hi:.4g} FLOP")
+            _mark(chart, bar, f"{name}: {F.flop(hi, 4, unit=True)}")
         else:
             factor = lo / hi if hi else 0.0
             (bar,) = ax.bar(i, max(hi - lo, hi * 1e-3), bottom=lo, color="#C0392B")
@@ -149,14 +139,14 @@ def breakdown_figure(d: Mapping[str, Any]) -> Chart:
     """Where the run time goes, days per part (TimeBreakdown)."""
     b = d["breakdown"]
     labels = [label for _k, label in BREAKDOWN_PARTS] + ["(hidden sync)"]
-    values = [b[k] / units.SECONDS_PER_DAY for k, _l in BREAKDOWN_PARTS] + [
-        b["hidden_comm_s"] / units.SECONDS_PER_DAY
+    values = [b[k] / F.SECONDS_PER_DAY for k, _l in BREAKDOWN_PARTS] + [
+        b["hidden_comm_s"] / F.SECONDS_PER_DAY
     ]
     fig = Figure(figsize=(WIDTH_IN, 3.2))
     chart = Chart(
         fig,
         "Bar chart of run time by part: "
-        + ", ".join(f"{lab} {v:.3g} days" for lab, v in zip(labels, values, strict=True)),
+        + ", ".join(f"{lab} {F.days(v, 3)}" for lab, v in zip(labels, values, strict=True)),
     )
     ax = fig.add_subplot()
     colours = ["#009E73", "#E69F00", "#CC79A7", "#8C564B", "#D55E00", "#0072B2", "#9E9E9E"]
@@ -165,11 +155,11 @@ def breakdown_figure(d: Mapping[str, Any]) -> Chart:
     ax.invert_yaxis()
     top = max(values) if values and max(values) > 0 else 1.0
     for bar, label, v in zip(bars, labels, values, strict=True):
-        _mark(chart, bar, f"{label}: {v:.4g} days")
+        _mark(chart, bar, f"{label}: {F.days(v)}")
         ax.text(
             bar.get_width() + top * 0.01,
             bar.get_y() + bar.get_height() / 2,
-            f"{v:.3g} d",
+            F.days(v, 3, unit="d"),
             va="center",
             fontsize=FONT,
         )
@@ -223,7 +213,7 @@ def plan_figure(plan_dict: Mapping[str, Any]) -> Chart:
     chart = Chart(
         fig,
         "Bar chart of the cheapest plan's cost per hardware type: "
-        + ", ".join(f"{o['hardware']} {units.format_money(o['cost_usd'])}" for o in opts),
+        + ", ".join(f"{o['hardware']} {F.money(o['cost_usd'])}" for o in opts),
     )
     ax = fig.add_subplot()
     labels = [f"{o['chips_per_node']}x {o['hardware']} {o['precision']}" for o in opts]
@@ -234,7 +224,7 @@ def plan_figure(plan_dict: Mapping[str, Any]) -> Chart:
             chart,
             bar,
             f"{o['nodes']:,} nodes x {o['chips_per_node']}x {o['hardware']} {o['precision']}, "
-            f"{o['algorithm']}: {units.format_money(o['cost_usd'])}",
+            f"{o['algorithm']}: {F.money(o['cost_usd'])}",
         )
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
@@ -289,8 +279,8 @@ def cost_curve_figure(
         )
         for x, y, text in pts:
             (pt,) = ax.plot([x], [y], ls="", marker=mk, ms=12, alpha=0.0)
-            xs = f"{x:.3g} FLOP" if axis == "target" else f"{x:,.0f}"
-            _mark(chart, pt, f"{name}: {units.format_money(y)} at {xs} ({text})")
+            xs = F.flop(x, unit=True) if axis == "target" else F.integer(x)
+            _mark(chart, pt, f"{name}: {F.money(y)} at {xs} ({text})")
         for r in rows:
             if r.get("cost_usd") is None:
                 ax.axvline(float(r["x"]), color=colour, ls=":", lw=1, alpha=0.6)
@@ -371,8 +361,7 @@ def uncertainty_figure(res: Mapping[str, Any]) -> Chart:
             _mark(
                 chart,
                 pt,
-                f"{x:.3g} FLOP: P10 {units.format_money(a)}, P50 {units.format_money(m)}, "
-                f"P90 {units.format_money(b)}",
+                f"{F.flop(x, unit=True)}: P10 {F.money(a)}, P50 {F.money(m)}, P90 {F.money(b)}",
             )
     ax.set_xscale("log")
     _money_axis(ax, "y", [*lo, *mid, *hi, *nom])

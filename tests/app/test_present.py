@@ -1,0 +1,97 @@
+"""The presentation layer: the CLI never imports the web app, presentation never imports CLI or app,
+and the one number formatter gives the texts every table shows."""
+
+from __future__ import annotations
+
+import ast
+import math
+from pathlib import Path
+
+import pytest
+
+import dispersal
+from dispersal.present import formats as F
+
+PKG = Path(dispersal.__file__).resolve().parent
+
+
+def _imports(path: Path, pkg: str) -> set[str]:
+    """Every module a file of package `pkg` imports (absolute and relative), at any depth of the file."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = pkg.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)
+    return out
+
+
+def _banned(package: str, banned: tuple[str, ...]) -> list[str]:
+    files = sorted((PKG / package).rglob("*.py"))
+    assert files, package
+    return [
+        f"{f.relative_to(PKG)} imports {m}"
+        for f in files
+        for m in sorted(_imports(f, ".".join(f.relative_to(PKG.parent).parts[:-1])))
+        if any(m == b or m.startswith(b + ".") for b in banned)
+    ]
+
+
+def test_no_cli_module_imports_the_web_app() -> None:
+    assert _banned("cli", ("dispersal.app", "streamlit")) == []
+
+
+def test_presentation_imports_neither_cli_nor_app() -> None:
+    assert _banned("present", ("dispersal.app", "dispersal.cli", "streamlit", "typer", "rich")) == []
+
+
+def test_the_import_walk_sees_relative_and_nested_imports(tmp_path: Path) -> None:
+    # The guard must not pass vacuously: imports inside a function, relative ones and
+    # `from dispersal import app` are all seen.
+    f = tmp_path / "probe.py"
+    f.write_text("def g():\n    from ..app import logic\n    from dispersal import app\n", encoding="utf-8")
+    got = _imports(f, "dispersal.cli")
+    assert {"dispersal.app", "dispersal.app.logic"} <= got
+
+
+@pytest.mark.parametrize(
+    ("text", "want"),
+    [
+        (F.money(31.4e6), "$31.4M"),
+        (F.money_or(math.inf), "infeasible"),
+        (F.money_or(None, "-"), "-"),
+        (F.count(91e9), "91B"),
+        (F.data(2.4e9), "2.4 GB"),
+        (F.duration(0.1), "100 ms"),
+        (F.bandwidth(100e6), "100 Mbps"),
+        (F.flop(1.234e25), "1.23e+25"),
+        (F.flop(1e25, 4, unit=True), "1e+25 FLOP"),
+        (F.days(149.44), "149.4 days"),
+        (F.days(39.48, 3, unit="d"), "39.5 d"),
+        (F.days_of(86400 * 2.5), "2.5"),
+        (F.mbps(48.2618), "48.26 Mbps"),
+        (F.percent(0.4826), "48.3%"),
+        (F.integer(12345.4), "12,345"),
+        (F.factor(1.0849), "1.08x"),
+        (F.typed(5.0), "5"),
+        (F.typed(0.25), "0.25"),
+        (F.typed(1e20), "1e+20"),
+        (F.axis_count(1e6), "1M"),
+        (F.axis_count(1e24), "1e+24"),
+        (F.band((1e6, math.nan, 3e6), F.money), "$1M / - / $3M"),
+        (F.by_key("bandwidth_up_bits_per_s", 1e8), "100 Mbps"),
+        (F.by_key("latency_s", 0.1), "100 ms"),
+        (F.by_key("cost_usd", 2e9), "$2B"),
+        (F.by_key("cost_usd", 2e9, plain=True), "2000000000.0"),
+        (F.by_key("num_nodes", 1024), "1,024"),
+        (F.by_key("tokens", 15e12), "15T"),
+    ],
+)
+def test_one_formatter(text: str, want: str) -> None:
+    assert text == want
