@@ -14,10 +14,10 @@ from matplotlib.text import Text
 from typer.testing import CliRunner
 
 from dispersal.app import logic, views
-from dispersal.present import figures, provenance
 from dispersal.cli import app as cli
 from dispersal.model import estimate
-from dispersal.model.scenario import Scenario
+from dispersal.model.inputs.scenario import Scenario
+from dispersal.present import figures, provenance
 
 runner = CliRunner()
 

@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispersal.model import chinchilla, quality
-from dispersal.model.errors import InputError
-from dispersal.model.quality import (
+from dispersal.model.analyses.quality_fit import load_points, run
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.kernel import chinchilla, quality
+from dispersal.model.kernel.quality import (
     FIT_RANGES,
     MAPPING_CODES,
     QualityMapping,
@@ -30,7 +31,6 @@ from dispersal.model.quality import (
     replica_term,
     sample_quality_params,
 )
-from dispersal.model.quality_fit import load_points, run
 
 POINTS = load_points()["point"]
 # Besiroglu et al. 2024 Chinchilla refit (the kernel's defaults), for the loss-space bound

@@ -1,7 +1,7 @@
 """The app's inputs: one `Field` per UI input (label, unit, help, allowed and plausible ranges), the
 sidebar layout, and the one-line messages for a value outside its field's range.
 
-The Scenario's own fields are derived from their one declaration in `dispersal.model.scenario`
+The Scenario's own fields are derived from their one declaration in `dispersal.model.inputs.scenario`
 (`SCENARIO_FIELDS`); only the app's own inputs and settings are listed here.
 """
 
@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dispersal.model.catalog import regimes
-from dispersal.model.fields import ScenarioField
-from dispersal.model.presets import scenario_names
-from dispersal.model.scenario import SCENARIO_FIELDS, Mode
+from dispersal.model.inputs.catalog import regimes
+from dispersal.model.inputs.fields import ScenarioField
+from dispersal.model.inputs.presets import scenario_names
+from dispersal.model.inputs.scenario import SCENARIO_FIELDS, Mode
 from dispersal.present.formats import typed as show
 
 QUALITIES = ("optimistic", "expected", "conservative")
@@ -87,7 +87,7 @@ def _scenario_extras(c: Mapping[str, tuple[str, ...]]) -> tuple[Field, ...]:
     """Preset, mode and the app's own scenario inputs (MoE, links, the duration's source and growth)."""
     f = Field
     # App-only inputs and settings. The Scenario's own fields are not listed here: `_scenario_fields`
-    # derives them from their one declaration in dispersal.model.scenario (label, unit, bounds, help).
+    # derives them from their one declaration in dispersal.model.inputs.scenario (label, unit, bounds, help).
     return (
         f(
             "preset",

@@ -34,12 +34,12 @@ from dispersal.app.fields import (
     slug,
     ui_key,
 )
-from dispersal.model import units
-from dispersal.model.errors import InputError
-from dispersal.model.fields import ScenarioField
-from dispersal.model.presets import DEFAULT_SCENARIO, load_scenario_dict
-from dispersal.model.scenario import Mode, Scenario
-from dispersal.model.timelimit import TREATY, max_run_length_s
+from dispersal.model.inputs import units
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.fields import ScenarioField
+from dispersal.model.inputs.presets import DEFAULT_SCENARIO, load_scenario_dict
+from dispersal.model.inputs.scenario import Mode, Scenario
+from dispersal.model.inputs.timelimit import TREATY, max_run_length_s
 from dispersal.present.provenance import links_of
 from dispersal.present.resilience import DEFAULTS as RESILIENCE_DEFAULTS
 

@@ -22,8 +22,8 @@ from typing import Any
 import streamlit as st
 
 from dispersal.app import logic, views
-from dispersal.model.estimate import estimate
-from dispersal.model.scenario import Scenario
+from dispersal.model.inputs.scenario import Scenario
+from dispersal.model.kernel.estimate import estimate
 from dispersal.present import export, figures, provenance, rows
 from dispersal.present import formats as F
 

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from dispersal.app import logic
-from dispersal.model import units
-from dispersal.model.errors import InputError
+from dispersal.model.inputs import units
+from dispersal.model.inputs.errors import InputError
 from dispersal.present import resilience as present_resilience
 from dispersal.present.rows import countermeasure_rows, sweep_row, uncertainty_rows
 
@@ -39,12 +39,12 @@ NOT_AVAILABLE = "not available in this version"
 
 
 def optional_module(name: str) -> Any | None:
-    """Import dispersal.model.<name>, or None when this version does not have it."""
-    full = f"dispersal.model.{name}"
+    """Import dispersal.model.analyses.<name>, or None when this version does not have it."""
+    full = f"dispersal.model.analyses.{name}"
     try:
         return importlib.import_module(full)
     except ModuleNotFoundError as exc:
-        if exc.name in (full, "dispersal.model"):
+        if exc.name in (full, "dispersal.model", "dispersal.model.analyses"):
             return None
         raise
 
@@ -88,7 +88,7 @@ def plan_args(ui: Mapping[str, Any], sd: Mapping[str, Any]) -> dict[str, Any]:
 
 def run_plan(args: Mapping[str, Any]) -> dict[str, Any]:
     """`planner.plan(...)` on plan_args output -> Plan.to_dict(). InputError for bad input."""
-    from dispersal.model.planner import Constraints, plan
+    from dispersal.model.search.planner import Constraints, plan
 
     target = logic.parse_flop(args["target"])
     c = Constraints(**args["constraints"])
@@ -116,7 +116,7 @@ def sweep_points(args: Mapping[str, Any], axis: str) -> list[tuple[float, dict[s
     bandwidth: symmetric WAN in Mbps; distance: fibre km -> one-way latency
     (`scenario.latency_from_distance`, 4.9 us/km x 1.5 routing); target: FLOP, multiples of the target.
     """
-    from dispersal.model.scenario import latency_from_distance
+    from dispersal.model.inputs.scenario import latency_from_distance
 
     out = []
     if axis == "bandwidth":
@@ -203,7 +203,7 @@ def run_uncertainty(
     unc = optional_module("uncertainty")
     if unc is None:
         raise InputError("uncertainty", NOT_AVAILABLE)
-    from dispersal.model.planner import Constraints
+    from dispersal.model.search.planner import Constraints
 
     t0 = logic.parse_flop(target)
     c = Constraints(**plan["constraints"])

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from dispersal.model.params import DEFAULT_PARAMS
+from dispersal.model.inputs.params import DEFAULT_PARAMS
 
 #: Reference model sizes marked on the size-law panels (the paper's 91B and a 250B frontier run).
 REFERENCE_SIZES = ((91e9, "91B"), (250e9, "250B"))
@@ -88,7 +88,7 @@ def _eta_panels(axes: Any, summary: dict[str, Any], sizes: list[str], colors: di
 
 def _compression_panel(ax: Any, summary: dict[str, Any]) -> None:
     """eta_comp against the compression ratio: published expected curves, the fits, the measured codecs."""
-    from dispersal.model.efficiency import eta_comp
+    from dispersal.model.kernel.efficiency import eta_comp
 
     cr = np.geomspace(1, 500, 100)
     ax.plot(cr, eta_comp(cr, True, 1, DEFAULT_PARAMS), "k--", label="published EF expected")

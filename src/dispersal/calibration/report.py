@@ -17,7 +17,7 @@ from dispersal.calibration import fit as F
 from dispersal.calibration.effective import efficiency
 from dispersal.calibration.plots import plots
 from dispersal.calibration.tomlio import SCHEMA_VERSION, dumps, params_from_mapping
-from dispersal.model.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 
 FIELDS = ("eta_h_alpha0", "eta_h_size_scale", "replica_beta_coeff", "replica_beta_exponent")
 CODEC_EF = {"int8": False, "int4": False, "bf16": False, "topk": True}
@@ -32,7 +32,7 @@ def published_beta0(p: float, mp: ModelParams = DEFAULT_PARAMS) -> float:
 
 
 def published_eta_comp(codec: str) -> float:
-    from dispersal.model.efficiency import eta_comp
+    from dispersal.model.kernel.efficiency import eta_comp
 
     return float(np.asarray(eta_comp(F.codec_ratio(codec), CODEC_EF[codec], 1, DEFAULT_PARAMS)))
 
@@ -177,7 +177,7 @@ def direction_checks(summary: dict[str, Any]) -> list[str]:
 
 def headline(params: ModelParams) -> dict[str, Any]:
     """Cheapest plan to reach 1e25 FLOP (default and paper mode, treaty regime, 100 Mbps, 740 days)."""
-    from dispersal.model.planner import Constraints, plan
+    from dispersal.model.search.planner import Constraints, plan
 
     out = {}
     for mode in ("default", "paper"):
@@ -501,7 +501,7 @@ def _docs_anchors() -> str:
     return """## Published anchors first (issue 12)
 
 The default penalty fits are the published tables: the quality model g(M, H, P, fragments)
-(`dispersal.model.quality`, docs/quality.md) is fitted to Charles et al. 2025 Table 4 and Streaming
+(`dispersal.model.kernel.quality`, docs/quality.md) is fitted to Charles et al. 2025 Table 4 and Streaming
 DiLoCo Tables 5-6 at 35M-2.4B parameters. The testbed runs here are 1e5-1e6 parameters, two to three
 orders of magnitude below, so they serve as **sign and shape checks** of the published model, with
 their extrapolation error measured on held-back points (fit on the smaller size, predict the larger:

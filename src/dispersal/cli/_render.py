@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from dispersal.model import units
+from dispersal.model.inputs import units
 
 
 def console() -> Console:
@@ -26,7 +26,7 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
     head.add_column("", style="bold")
     head.add_column("")
     # One presentation layer: the same headline rows as the app's Summary table and the HTML report.
-    from dispersal.model.scenario import Scenario
+    from dispersal.model.inputs.scenario import Scenario
     from dispersal.present.provenance import estimate_provenance, links_of
     from dispersal.present.rows import summary_rows
 

@@ -1,7 +1,7 @@
 """The one number formatter of the presentation layer: every figure the app, the CLI and the reports
 print goes through here, so a dollar amount, a duration or a FLOP count reads the same everywhere.
 
-The unit scaling itself (``"$31.4M"``, ``"100 Mbps"``, ``"740 d"``) is `dispersal.model.units`'
+The unit scaling itself (``"$31.4M"``, ``"100 Mbps"``, ``"740 d"``) is `dispersal.model.inputs.units`'
 ``format_*`` (the model's own messages use it too); this module picks the right one by unit or by
 key name and adds the plain-number styles the tables use (``"1.5e+25"``, ``"12.3%"``, ``"1,024"``).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dispersal.model import units
+from dispersal.model.inputs import units
 
 SECONDS_PER_DAY = units.SECONDS_PER_DAY
 

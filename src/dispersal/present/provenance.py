@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dispersal.model.scenario import Mode, Scenario
+from dispersal.model.inputs.scenario import Mode, Scenario
 from dispersal.present import formats as F
 
 
@@ -30,7 +30,7 @@ def links_of(s: Scenario) -> str:
 
 def resolved_links(scenario: Mapping[str, Any], mode: str) -> dict[str, tuple[float, float]]:
     """(bit/s, s) of the WAN, regional and pipeline links an estimate used (None resolved by the mode)."""
-    from dispersal.model.scenario import DEFAULT_REGIONAL_BITS_PER_S, DEFAULT_REGIONAL_LATENCY_S
+    from dispersal.model.inputs.scenario import DEFAULT_REGIONAL_BITS_PER_S, DEFAULT_REGIONAL_LATENCY_S
 
     wan = min(float(scenario["bandwidth_up_bits_per_s"]), float(scenario["bandwidth_down_bits_per_s"]))
     lat = float(scenario["latency_s"])

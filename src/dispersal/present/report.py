@@ -12,8 +12,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dispersal import __version__
-from dispersal.model.estimate import estimate
-from dispersal.model.scenario import Mode, Scenario
+from dispersal.model.inputs.scenario import Mode, Scenario
+from dispersal.model.kernel.estimate import estimate
 from dispersal.present import export, figures, provenance, rows
 from dispersal.present import formats as F
 from dispersal.present.resilience import DEFAULTS as RESILIENCE_DEFAULTS

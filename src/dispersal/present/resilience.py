@@ -36,7 +36,7 @@ def fleet_spec(est: Mapping[str, Any], settings: Mapping[str, Any]) -> tuple[Any
     A node is a host that fails as a unit; an island (a DiLoCo worker) is one node, or one pipeline
     of ``pipeline_stages`` nodes; a site is a node; a round is the scenario's outer step.
     """
-    from dispersal.model.resilience import ResilienceSpec
+    from dispersal.model.analyses.resilience import ResilienceSpec
 
     cpn = max(1, int(est["chips_per_node"]))
     island = cpn * max(1, int(est["pipeline_stages"]))
@@ -92,7 +92,7 @@ def _loss_rows(loss: Any) -> list[dict[str, str]]:
 def resilience(est: Mapping[str, Any], settings: Mapping[str, Any], points: int = 25) -> dict[str, Any]:
     """Goodput vs scale and the site-loss outcome for a fleet shaped like this estimate
     (`resilience.goodput_vs_scale`, `resilience.goodput`, `resilience.site_loss`)."""
-    from dispersal.model.resilience import SiteLossScenario, goodput, goodput_vs_scale, site_loss
+    from dispersal.model.analyses.resilience import SiteLossScenario, goodput, goodput_vs_scale, site_loss
 
     spec, note = fleet_spec(est, settings)
     fleet, island, cpn = spec.chips, spec.chips_per_island, spec.chips_per_node

@@ -210,7 +210,7 @@ def sweep_row(x: float, p: Mapping[str, Any]) -> dict[str, Any]:
 
 def lever_description(bundle: str) -> str:
     """What a lever or a '+'-joined bundle does, from levers.toml ('no lever' for the baseline)."""
-    from dispersal.model.countermeasures import levers
+    from dispersal.model.analyses.countermeasures import levers
 
     table = levers()
     parts = [p.strip() for p in str(bundle).split("+") if p.strip()]

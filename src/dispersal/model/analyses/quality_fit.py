@@ -32,8 +32,8 @@ import numpy as np
 import numpy.typing as npt
 
 from dispersal._io import atomic_write_text
-from dispersal.model import quality
-from dispersal.model.quality import FITTED_FIELDS, QualityParams
+from dispersal.model.kernel import quality
+from dispersal.model.kernel.quality import FITTED_FIELDS, QualityParams
 
 Arr = npt.NDArray[np.float64]
 ALL = (*FITTED_FIELDS, "kappa_streaming")
