@@ -8,12 +8,13 @@ view says so instead of failing.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dispersal.app import logic
 from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
+from dispersal.present import formats as F
 from dispersal.present import resilience as present_resilience
 from dispersal.present.rows import countermeasure_rows, sweep_row, uncertainty_rows
 
@@ -36,6 +37,8 @@ __all__ = [
 ]
 
 NOT_AVAILABLE = "not available in this version"
+#: progress(done, total, what is being computed now): called as long work completes.
+Progress = Callable[[int, int, str], None]
 
 
 def optional_module(name: str) -> Any | None:
@@ -183,12 +186,39 @@ def _convention_args(ui: Mapping[str, Any], scenario: Any) -> dict[str, Any]:
     }
 
 
-def run_countermeasures(target: str, conv: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """`countermeasures.analyse` (every lever alone, then the default bundles) -> Outcome.to_dict() rows."""
+def run_countermeasures(
+    target: str,
+    conv: Mapping[str, Any],
+    progress: Progress | None = None,
+    bundles: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """`countermeasures.analyse` (the no-lever baseline, then every lever alone and the default bundles,
+    or `bundles`) -> Outcome.to_dict() rows; the same outcomes in the same order.
+
+    The bundles are evaluated one at a time here (`evaluate_bundle` against the baseline's cost, as
+    `analyse` does) so that ``progress(done, total, name)`` can be called after each one: the bar of a
+    two-minute default-mode run then moves with the re-plans actually finished.
+    """
     cm = optional_module("countermeasures")
     if cm is None:
         raise InputError("countermeasures", NOT_AVAILABLE)
-    outs = cm.analyse(logic.parse_flop(target), convention=cm.Convention(**conv))
+    t = logic.parse_flop(target)
+    convention = cm.Convention(**conv)
+    items = [cm.NO_LEVER]
+    for w in bundles if bundles is not None else [*cm.levers(), *cm.default_bundles()]:
+        b = cm.parse_bundle(w)
+        if b.name not in {x.name for x in items}:
+            items.append(b)
+    if progress is not None:
+        progress(0, len(items), items[0].name)
+    base = cm.evaluate_bundle(t, cm.NO_LEVER, convention=convention)
+    outs = [base]
+    for b in items[1:]:
+        if progress is not None:
+            progress(len(outs), len(items), b.name)
+        outs.append(cm.evaluate_bundle(t, b, convention=convention, baseline_cost_usd=base.cost_usd))
+    if progress is not None:
+        progress(len(outs), len(items), "")
     return [o.to_dict() for o in outs]
 
 
@@ -198,8 +228,13 @@ def run_uncertainty(
     samples: int,
     seed: int,
     factors: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0),
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """`uncertainty.plan_samples` at several targets around the chosen one: P10/P50/P90 bands."""
+    """`uncertainty.plan_samples` at several targets around the chosen one: P10/P50/P90 bands.
+
+    ``progress(draws_done, draws_total, label)`` counts the draws of all targets together, as
+    `plan_samples` reports them (its nominal plan runs before a target's first draw).
+    """
     unc = optional_module("uncertainty")
     if unc is None:
         raise InputError("uncertainty", NOT_AVAILABLE)
@@ -208,7 +243,15 @@ def run_uncertainty(
     t0 = logic.parse_flop(target)
     c = Constraints(**plan["constraints"])
     points = []
-    for f in factors:
+    total = samples * len(factors)
+    for i, f in enumerate(factors):
+        label = f"target {i + 1} of {len(factors)} ({F.flop(t0 * f, unit=True)})"
+
+        def report(done: int, _n: int, i: int = i, label: str = label) -> None:
+            if progress is not None:
+                progress(i * samples + done, total, label)
+
+        report(0, samples)
         r = unc.plan_samples(
             t0 * f,
             samples=samples,
@@ -218,6 +261,7 @@ def run_uncertainty(
             mode=plan["mode"],
             metric=plan["metric"],
             search=plan["search"],
+            progress=report,
         )
         points.append(
             {
@@ -245,6 +289,22 @@ def _show(st: Any, show: Any, kind: str, data: Any) -> None:
     st.html(figures.svg_markup(chart))
 
 
+def progress_bar(st: Any, unit: str) -> tuple[Progress, Any]:
+    """A `Progress` callback that drives ``st.progress`` with the work actually completed, and the bar.
+
+    The text says how many of how many `unit` are done and what is being computed now; the caller
+    empties the bar when the work ends.
+    """
+    bar = st.progress(0.0, text=f"Starting: 0 {unit} done")
+
+    def update(done: int, total: int, now: str) -> None:
+        frac = min(1.0, done / total) if total > 0 else 1.0
+        text = f"{done:,} of {total:,} {unit} done" + (f"; now: {now}" if now else "")
+        bar.progress(frac, text=text)
+
+    return update, bar
+
+
 def countermeasures_view(
     st: Any, scenario: Any, mode: Any, ui: Mapping[str, Any] | None = None, show: Any = None
 ) -> str | None:
@@ -260,12 +320,19 @@ def countermeasures_view(
     key = repr((ui["plan_target"], sorted(conv.items())))
     if st.button("Evaluate countermeasures", key="cm_go"):
         try:
-            st.session_state["_cm"] = (key, run_countermeasures(str(ui["plan_target"]), conv))
+            update, bar = progress_bar(st, "levers and bundles")
+            try:
+                st.session_state["_cm"] = (key, run_countermeasures(str(ui["plan_target"]), conv, update))
+            finally:
+                bar.empty()
         except ValueError as exc:
             st.session_state["_cm"] = (key, logic.one_line(exc))
     stored = st.session_state.get("_cm")
     if stored is None:
-        return "Press the button to evaluate every lever and the default bundles (a few seconds)."
+        return (
+            "Press the button to evaluate every lever and the default bundles (each one a re-plan: seconds "
+            "in paper mode, up to about two minutes in default mode; a bar shows how many are done)."
+        )
     if stored[0] != key:
         st.info("Inputs changed since this was computed; press the button to update.")
     if isinstance(stored[1], str):
@@ -291,12 +358,22 @@ def uncertainty_view(
     key = repr(sorted((k, repr(v)) for k, v in plan.items()))
     if st.button("Run the Monte Carlo", key="unc_go"):
         try:
-            st.session_state["_unc"] = (key, run_uncertainty(str(ui["plan_target"]), plan, 200, 0))
+            update, bar = progress_bar(st, "draws")
+            try:
+                st.session_state["_unc"] = (
+                    key,
+                    run_uncertainty(str(ui["plan_target"]), plan, 200, 0, progress=update),
+                )
+            finally:
+                bar.empty()
         except ValueError as exc:
             st.session_state["_unc"] = (key, logic.one_line(exc))
     stored = st.session_state.get("_unc")
     if stored is None:
-        return "Press the button to run the Monte Carlo (a few seconds)."
+        return (
+            "Press the button to run the Monte Carlo (4 targets x 200 draws: seconds in paper mode, up to "
+            "about a minute in default mode; a bar shows the draws done)."
+        )
     if stored[0] != key:
         st.info("Inputs changed since this was computed; press the button to update.")
     if isinstance(stored[1], str):
