@@ -95,3 +95,59 @@ def test_the_import_walk_sees_relative_and_nested_imports(tmp_path: Path) -> Non
 )
 def test_one_formatter(text: str, want: str) -> None:
     assert text == want
+
+
+def _outcome(lever: str, multiple: float, feasible: bool = True, reasons: tuple[str, ...] = ()) -> dict:
+    return {
+        "lever": lever,
+        "feasible": feasible,
+        "reasons": list(reasons),
+        "cost_usd": 1e6 * multiple if feasible else math.inf,
+        "cost_multiple": multiple if feasible else math.inf,
+        "p_detect": 0.25 if feasible else math.nan,
+        "expected_detection_day": 100.0 if feasible else math.nan,
+        "nodes": 10 if feasible else 0,
+        "chips_per_node": 8,
+        "hardware": "h100_sxm",
+        "collateral": {
+            "installations_covered": 5e4,
+            "broadband_lines_capped": 0.0,
+            "installations_registering": 0.0,
+        },
+    }
+
+
+def test_countermeasures_blocking_levers_first_then_by_cost_multiple() -> None:
+    from dispersal.present import figures, rows
+
+    outs = [
+        _outcome("none", 1.0),
+        _outcome("threshold_8", 1.12),
+        _outcome("bandwidth_cap", 1.0, False, ("no hardware reaches 1e+25 FLOP within 740 days",)),
+        _outcome("threshold_4", 2.1),
+        _outcome("hbm", 1.04),
+        _outcome("threshold_4+hbm", 1.0, False, ()),
+    ]
+    table = rows.countermeasure_rows(outs)
+    assert [r["bundle"] for r in table] == [
+        "none",
+        "bandwidth_cap",
+        "threshold_4+hbm",
+        "threshold_4",
+        "threshold_8",
+        "hbm",
+    ]
+    assert [r["#"] for r in table] == ["1", "2", "3", "4", "5", "6"]
+    assert table[1]["effect"] == "blocks the run: no hardware reaches 1e+25 FLOP within 740 days"
+    assert table[2]["effect"] == "blocks the run: no plan reaches the target"
+    assert table[3]["effect"] == "cost x2.1" and table[3]["P(detect)"] == "0.250"
+    assert table[1]["P(detect)"] == "-" and table[1]["evader cost"] == "-"
+    assert table[0]["collateral"] == "50k inst. covered"
+    chart = figures.countermeasures_figure(rows.countermeasure_order(outs))
+    svg = figures.svg_markup(chart)
+    assert "blocks the run: #2, #3" in svg
+    assert "bandwidth_cap, threshold_4+hbm" in chart.alt
+    # Readable y axis: at least three labelled ticks in multiples.
+    chart.figure.canvas.draw()
+    labels = [t.get_text() for t in chart.figure.axes[0].get_yticklabels() if t.get_text()]
+    assert len(labels) >= 3 and all(t.endswith("x") for t in labels)

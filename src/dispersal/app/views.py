@@ -16,7 +16,13 @@ from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
 from dispersal.present import formats as F
 from dispersal.present import resilience as present_resilience
-from dispersal.present.rows import countermeasure_rows, sweep_row, uncertainty_rows
+from dispersal.present.rows import (
+    blocks_the_run,
+    countermeasure_order,
+    countermeasure_rows,
+    sweep_row,
+    uncertainty_rows,
+)
 
 __all__ = [
     "NOT_AVAILABLE",
@@ -338,7 +344,12 @@ def countermeasures_view(
     if isinstance(stored[1], str):
         st.error(stored[1])
         return None
-    _show(st, show, "countermeasures", {"outcomes": stored[1]})
+    blocked = sum(1 for o in stored[1] if blocks_the_run(o))
+    st.caption(
+        f"{blocked} of {len(stored[1]) - 1} levers and bundles block the run (no plan reaches the target); they "
+        "come first, then the rest by the cost multiple they impose. Numbers on the chart are the table's #."
+    )
+    _show(st, show, "countermeasures", {"outcomes": countermeasure_order(stored[1])})
     st.table(countermeasure_rows(stored[1]))
     return None
 

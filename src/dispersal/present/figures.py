@@ -313,7 +313,7 @@ def countermeasures_figure(outcomes: Sequence[Mapping[str, Any]]) -> Chart:
         "lever or bundle, numbered as in the table",
     )
     ax = fig.add_subplot()
-    placed: list[tuple[float, float]] = []
+    placed: list[tuple[int, float, float]] = []
     for i, o in enumerate(outcomes):
         if not o["feasible"] or not math.isfinite(float(o["p_detect"])):
             continue
@@ -323,22 +323,66 @@ def countermeasures_figure(outcomes: Sequence[Mapping[str, Any]]) -> Chart:
             [x], [y], ls="", marker="D" if bundle else "o", ms=8, color="#D55E00" if bundle else CURRENT
         )
         _mark(chart, pt, f"#{i + 1} {o['lever']}: P(detect) {x:.3f}, cost x{y:.3g}")
-        # Nudge the number up while it would sit on an earlier one (log-y: compare ratios).
-        dy = 4 + 11 * sum(
-            1
-            for px, py in placed
-            if abs(px - x) < 0.04 and abs(math.log10(max(py, 1e-9) / max(y, 1e-9))) < 0.06
-        )
-        placed.append((x, y))
-        ax.annotate(str(i + 1), (x, y), fontsize=FONT - 1, xytext=(5, dy), textcoords="offset points")
+        placed.append((i + 1, x, y))
     ax.set_xlim(-0.02, 1.08)
-    ax.set_yscale("log")
+    _multiple_axis(ax, [y for _n, _x, y in placed])
+    _number_points(ax, placed)
+    blocked = [f"#{i + 1}" for i, o in enumerate(outcomes) if not o["feasible"]]
+    if blocked:
+        # Levers that leave no plan have no cost or P(detect) to plot: name them on the chart.
+        ax.text(
+            0.01,
+            0.98,
+            "blocks the run: " + ", ".join(blocked),
+            transform=ax.transAxes,
+            va="top",
+            fontsize=FONT - 1,
+            color="#B42318",
+            wrap=True,
+        )
+        chart.alt += "; blocks the run (no plan reaches the target): " + ", ".join(
+            f"{o['lever']}" for o in outcomes if not o["feasible"]
+        )
     ax.set_xlabel("P(detected before completion)")
     ax.set_ylabel("evader cost / no-lever cost")
-    _style(ax, "Countermeasures: cost imposed vs detection (diamonds: bundles)")
+    _style(ax, "Cost imposed vs detection (diamonds: bundles)")
     ax.grid(alpha=0.3, which="major")
     fig.tight_layout()
     return chart
+
+
+def _number_points(ax: Any, points: Sequence[tuple[int, float, float]]) -> None:
+    """Write each point's number beside it; a number that would overlap one already written moves
+    up in steps of one text line (positions compared on screen, after the axes' limits are set)."""
+    fig = ax.figure
+    to_px = ax.transData.transform
+    line_px = (FONT + 1) * fig.dpi / 72.0
+    taken: list[tuple[float, float]] = []
+    for n, x, y in points:
+        px, py = to_px((x, y))
+        ty = py + 4 * fig.dpi / 72.0
+        while any(abs(px - qx) < 2.5 * line_px and abs(ty - qy) < line_px for qx, qy in taken):
+            ty += line_px
+        taken.append((px, ty))
+        dy_pt = (ty - py) * 72.0 / fig.dpi
+        ax.annotate(str(n), (x, y), fontsize=FONT - 1, xytext=(5, dy_pt), textcoords="offset points")
+
+
+def _multiple_axis(ax: Any, values: Sequence[float]) -> None:
+    """A cost-multiple axis with at least three labelled ticks ("1x", "1.5x", "2x"): log with 1-2-5
+    ticks when the multiples span more than 5x, else linear around them."""
+    vals = [v for v in values if math.isfinite(v) and v > 0] or [1.0]
+    lo, hi = min(vals), max(vals)
+    if hi / lo > 5:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=10))
+        ax.set_ylim(lo / 1.3, hi * 1.6)
+    else:
+        pad = max((hi - lo) * 0.15, 0.1 * hi)
+        ax.set_ylim(max(0.0, lo - pad), hi + 2 * pad)
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=5, min_n_ticks=3))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}x" if v > 0 else ""))
 
 
 def uncertainty_figure(res: Mapping[str, Any]) -> Chart:

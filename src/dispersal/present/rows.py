@@ -7,7 +7,7 @@ passed in and is formatted by `dispersal.present.formats`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -222,26 +222,60 @@ def lever_description(bundle: str) -> str:
     )
 
 
-def countermeasure_rows(outcomes: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """One row per bundle: what it does, evader cost, cost multiple, P(detect), expected detection day."""
+def blocks_the_run(o: Mapping[str, Any]) -> bool:
+    """True when a lever leaves the evader no plan that reaches the target (the strongest outcome)."""
+    return not o["feasible"]
+
+
+def countermeasure_order(outcomes: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The no-lever baseline (the reference of every cost multiple) first, then the levers and bundles
+    that block the run, then the rest by the cost they impose (highest cost multiple first); ties keep
+    their order. The table's '#' and the chart's point numbers follow this order."""
+    base = [o for o in outcomes if o["lever"] == "none"]
+    rest = [o for o in outcomes if o["lever"] != "none"]
+    blocked = [o for o in rest if blocks_the_run(o)]
+    ok = [o for o in rest if not blocks_the_run(o)]
+    ok.sort(key=lambda o: -o["cost_multiple"] if math.isfinite(o["cost_multiple"]) else math.inf)
+    return [*base, *blocked, *ok]
+
+
+def collateral_text(o: Mapping[str, Any]) -> str:
+    """Legitimate activity the lever also catches, in the model's own short labels ('-' for none)."""
+    from dispersal.model.analyses.countermeasures import Collateral
+
+    c = o.get("collateral")
+    return Collateral(**c).short() if c else "-"
+
+
+def _effect(o: Mapping[str, Any]) -> str:
+    if o["lever"] == "none":
+        return "baseline (no lever)"
+    if blocks_the_run(o):
+        return "blocks the run: " + ("; ".join(o.get("reasons") or ()) or "no plan reaches the target")
+    return f"cost x{F.sig(o['cost_multiple'], 3)}"
+
+
+def countermeasure_rows(outcomes: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """One row per bundle in `countermeasure_order`: its effect (blocks the run, with the reason, or
+    the cost multiple), evader cost, P(detect), expected detection day, collateral, what it does and
+    the evader's adapted node."""
     rows = []
-    for i, o in enumerate(outcomes):
+    for i, o in enumerate(countermeasure_order(outcomes)):
+        ok = bool(o["feasible"])
+        day = o.get("expected_detection_day")
         rows.append(
             {
                 "#": str(i + 1),
                 "bundle": o["lever"],
+                "effect": _effect(o),
+                "evader cost": F.money(o["cost_usd"]) if ok else "-",
+                "cost multiple": F.sig(o["cost_multiple"], 3) if ok else "-",
+                "P(detect)": f"{o['p_detect']:.3f}" if ok and math.isfinite(o["p_detect"]) else "-",
+                "expected detection day": f"{day:.0f}" if day is not None and math.isfinite(day) else "-",
+                "collateral": collateral_text(o),
                 "what it does": lever_description(o["lever"]) or "no lever (the evader's baseline)",
-                "feasible": "yes" if o["feasible"] else "no",
-                "evader cost": F.money(o["cost_usd"]) if o["feasible"] else "",
-                "cost multiple": F.sig(o["cost_multiple"], 3) if o["feasible"] else "",
-                "P(detect)": f"{o['p_detect']:.3f}" if o["feasible"] and math.isfinite(o["p_detect"]) else "",
-                "expected detection day": (
-                    f"{o['expected_detection_day']:.0f}"
-                    if math.isfinite(o["expected_detection_day"] or math.nan)
-                    else ""
-                ),
-                "nodes": f"{o['nodes']:,}" if o["feasible"] else "",
-                "node": f"{o['chips_per_node']}x {o['hardware']}" if o["feasible"] else "",
+                "nodes": f"{o['nodes']:,}" if ok else "-",
+                "node": f"{o['chips_per_node']}x {o['hardware']}" if ok else "-",
             }
         )
     return rows
