@@ -151,3 +151,27 @@ def test_countermeasures_blocking_levers_first_then_by_cost_multiple() -> None:
     chart.figure.canvas.draw()
     labels = [t.get_text() for t in chart.figure.axes[0].get_yticklabels() if t.get_text()]
     assert len(labels) >= 3 and all(t.endswith("x") for t in labels)
+
+
+def test_traffic_rows_show_both_directions_of_the_busiest_node() -> None:
+    """The 1e25 default-mode plan's node uploads ~2 Mbps while its downlink is 88% busy: both shown."""
+    from dispersal.model import estimate
+    from dispersal.model.inputs.presets import load_scenario
+    from dispersal.present import rows
+
+    s = load_scenario("paper_threat_model")
+    d = estimate(s.replace(bandwidth_down_bits_per_s=57e6), mode="default").to_dict()
+    t = d["traffic"]
+    got = {r["item"]: r["value"] for r in rows.traffic_rows(d)}
+    assert got["node"] == "the busiest node"
+    assert got["mean upload / download"] == f"{F.mbps(t['mean_mbps'])} / {F.mbps(t['mean_down_mbps'])}"
+    assert got["peak upload / download (link rates while a burst runs)"] == "100 Mbps / 57 Mbps"
+    up, down = t["link_utilisation_up"], t["link_utilisation_down"]
+    assert down > up
+    assert got["uplink / downlink busy"] == (
+        f"{F.percent(up)} / {F.percent(down)} (the downlink is the busier one)"
+    )
+    line = rows.traffic_text(d)
+    assert f"down mean {F.sig(t['mean_down_mbps'], 3)} / peak 57 Mbps" in line
+    paper = estimate(s, mode="paper").to_dict()
+    assert rows.traffic_rows(paper)[0]["value"].startswith("the mean node (paper mode")

@@ -28,7 +28,7 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
     # One presentation layer: the same headline rows as the app's Summary table and the HTML report.
     from dispersal.model.inputs.scenario import Scenario
     from dispersal.present.provenance import estimate_provenance, links_of
-    from dispersal.present.rows import summary_rows
+    from dispersal.present.rows import summary_rows, traffic_text
 
     rows = [(r["quantity"], r["value"]) for r in summary_rows(d)]
     if not d["feasible"]:
@@ -52,13 +52,7 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
             f"{units.format_money(d['cost']['rental_usd'])})",
         )
     )
-    rows.append(
-        (
-            "WAN traffic / node",
-            f"mean {d['traffic']['mean_mbps']:.3g} Mbps, peak {d['traffic']['peak_mbps']:.3g} Mbps, "
-            f"duty {d['traffic']['duty_cycle']:.0%}, {units.format_bytes(d['traffic']['bytes_per_day'])}/day",
-        )
-    )
+    rows.append(("WAN traffic / node", traffic_text(d)))
     with contextlib.suppress(ValueError):  # a hand-edited dict that is no longer a valid Scenario
         rows.append(("used", estimate_provenance(d, links_of(Scenario.from_dict(dict(s))))))
     for note in reversed(d.get("notes", [])):

@@ -151,17 +151,62 @@ def cost_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
     ]
 
 
-def traffic_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
-    """The model's per-node WAN Traffic, formatted."""
+def traffic_node(d: Mapping[str, Any]) -> str:
+    """Which node the traffic figures describe (the model's Traffic: the busiest node in default
+    mode, the mean over nodes in paper mode)."""
+    if d["mode"] == "paper":
+        return "the mean node (paper mode: the mean over nodes of the upload)"
+    busiest = {"hierarchical": "a group leader", "pp_diloco": "a middle pipeline stage"}.get(d["algorithm"])
+    return "the busiest node" + (f" ({busiest})" if busiest else "")
+
+
+def _down_peak_mbps(d: Mapping[str, Any]) -> float:
+    """The download's peak: bursts arrive at the downlink rate (0 when nothing is downloaded)."""
     t = d["traffic"]
+    return (
+        float(d["scenario"]["bandwidth_down_bits_per_s"]) / 1e6 if t.get("mean_down_mbps", 0.0) > 0 else 0.0
+    )
+
+
+def traffic_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The model's per-node WAN Traffic in both directions: per sync, mean and peak rate and how busy
+    each link is (the direction that fills first is what limits the run), for the node it describes."""
+    t = d["traffic"]
+    up_busy, down_busy = t.get("link_utilisation_up", t["duty_cycle"]), t.get("link_utilisation_down", 0.0)
     return [
-        {"item": "bytes per sync (each direction)", "value": F.data(t["bytes_per_sync"])},
+        {"item": "node", "value": traffic_node(d)},
+        {
+            "item": "bytes per sync up / down",
+            "value": f"{F.data(t['bytes_per_sync'])} / {F.data(t.get('down_bytes_per_sync', 0.0))}",
+        },
         {"item": "syncs per day", "value": F.sig(t["syncs_per_day"])},
-        {"item": "mean upload", "value": F.mbps(t["mean_mbps"])},
-        {"item": "peak upload", "value": F.mbps(t["peak_mbps"])},
-        {"item": "uplink duty cycle", "value": F.percent(t["duty_cycle"])},
+        {
+            "item": "mean upload / download",
+            "value": f"{F.mbps(t['mean_mbps'])} / {F.mbps(t.get('mean_down_mbps', 0.0))}",
+        },
+        {
+            "item": "peak upload / download (link rates while a burst runs)",
+            "value": f"{F.mbps(t['peak_mbps'])} / {F.mbps(_down_peak_mbps(d))}",
+        },
+        {
+            "item": "uplink / downlink busy",
+            "value": f"{F.percent(up_busy)} / {F.percent(down_busy)}"
+            + (" (the downlink is the busier one)" if down_busy > up_busy else ""),
+        },
         {"item": "bytes per day (up + down)", "value": F.data(t["bytes_per_day"])},
     ]
+
+
+def traffic_text(d: Mapping[str, Any]) -> str:
+    """The traffic rows on one line (the CLI's estimate table): up and down, mean and peak, busiest link."""
+    t = d["traffic"]
+    up_busy, down_busy = t.get("link_utilisation_up", t["duty_cycle"]), t.get("link_utilisation_down", 0.0)
+    return (
+        f"up mean {F.sig(t['mean_mbps'], 3)} / peak {F.sig(t['peak_mbps'], 3)} Mbps, down mean "
+        f"{F.sig(t.get('mean_down_mbps', 0.0), 3)} / peak {F.sig(_down_peak_mbps(d), 3)} Mbps; links busy "
+        f"{F.percent(up_busy, 0)} up / {F.percent(down_busy, 0)} down; "
+        f"{F.data(t['bytes_per_day'])}/day; {traffic_node(d)}"
+    )
 
 
 def plan_rows(plan_dict: Mapping[str, Any]) -> list[dict[str, str]]:
@@ -180,7 +225,8 @@ def plan_rows(plan_dict: Mapping[str, Any]) -> list[dict[str, str]]:
                 "cost": F.money(o["cost_usd"]),
                 "C_local": F.flop(o["c_local_flop"]),
                 "C_quality": F.flop(o["c_quality_flop"]),
-                "mean WAN Mbps/node": F.sig(o["mean_wan_mbps_per_node"], 3),
+                "WAN upload Mbps/node mean / peak": f"{F.sig(o['mean_wan_mbps_per_node'], 3)} / "
+                f"{F.sig(o['peak_wan_mbps_per_node'], 3)}",
             }
         )
     return rows
