@@ -24,7 +24,7 @@ import streamlit as st
 from dispersal.app import logic, views
 from dispersal.model.inputs.scenario import Scenario
 from dispersal.model.kernel.estimate import estimate
-from dispersal.present import export, figures, provenance, rows
+from dispersal.present import answer, export, figures, provenance, rows
 from dispersal.present import formats as F
 
 #: The sidebar: logic.LAYOUT's sections, then every other Scenario field (derived from its declaration).
@@ -270,6 +270,11 @@ def _plan_cached(args_json: str) -> dict[str, Any]:
     return views.run_plan(json.loads(args_json))
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def _plan_estimate(scenario_json: str, mode: str) -> dict[str, Any] | None:
+    return views.plan_estimate({"feasible": True, "scenario": json.loads(scenario_json), "mode": mode})
+
+
 def _plan(args: dict[str, Any]) -> dict[str, Any]:
     return _plan_cached(json.dumps(args, sort_keys=True))
 
@@ -326,6 +331,16 @@ def _planner_tab(ui: dict[str, Any], built: logic.Built) -> None:
     if "error" in p:
         st.error(p["error"])
         return
+    card = answer.answer_card(
+        p,
+        links=p_args.get("links", "one"),
+        estimate=_plan_estimate(json.dumps(p.get("scenario"), sort_keys=True), p["mode"])
+        if p["feasible"]
+        else None,
+        samples=views.reach_samples(st.session_state.get("_unc"), p_args),
+    )
+    with st.container(border=True):
+        st.markdown(card.markdown())
     st.caption(provenance.plan_provenance(p, p_args.get("links", "one")))
     if not p["feasible"]:
         st.warning("No plan reaches the target: " + "; ".join(p["reasons"]))

@@ -8,6 +8,7 @@ view says so instead of failing.
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -109,7 +110,42 @@ def run_plan(args: Mapping[str, Any]) -> dict[str, Any]:
         metric=args["metric"],
         objective=args["objective"],
         search=args["search"],
+        baseline=True,
     ).to_dict() | {"constraints": dict(args["constraints"])}
+
+
+def plan_estimate(p: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The plan's own estimate (its scenario, its mode): the traffic in both directions for the answer
+    card. None for an infeasible plan."""
+    if not p.get("feasible") or not p.get("scenario"):
+        return None
+    from dispersal.model.inputs.scenario import Scenario
+    from dispersal.model.kernel.estimate import estimate
+
+    return estimate(Scenario.from_dict(dict(p["scenario"])), mode=p["mode"]).to_dict()
+
+
+def uncertainty_key(plan: Mapping[str, Any]) -> str:
+    """The key a Monte Carlo result is stored under: its planner arguments."""
+    return repr(sorted((k, repr(v)) for k, v in plan.items()))
+
+
+def reach_samples(stored: Any, args: Mapping[str, Any]) -> dict[str, Any] | None:
+    """P(reach) and the cost band at the plan's own target, from the Uncertainty tab's last result
+    when it was run for these planner arguments; None otherwise."""
+    if not stored or stored[0] != uncertainty_key(args) or isinstance(stored[1], str):
+        return None
+    t0 = logic.parse_flop(str(args["target"]))
+    for pt in stored[1]["points"]:
+        if math.isclose(float(pt["target_flop"]), t0, rel_tol=1e-9):
+            lo, _mid, hi = pt["percentiles"]["cost_usd"]
+            return {
+                "feasible_fraction": pt["feasible_fraction"],
+                "samples": stored[1]["samples"],
+                "cost_usd_p10": lo,
+                "cost_usd_p90": hi,
+            }
+    return None
 
 
 #: The x values of the comparison charts (around the paper's 100 Mbps / 100 ms / 1e25 point).
@@ -366,7 +402,7 @@ def uncertainty_view(
         f"at 0.01x, 0.1x, 1x and 10x the Planner tab's target ({ui['plan_target']} FLOP), 200 draws each, "
         "seed 0. Bands are P10-P90 over feasible draws."
     )
-    key = repr(sorted((k, repr(v)) for k, v in plan.items()))
+    key = uncertainty_key(plan)
     if st.button("Run the Monte Carlo", key="unc_go"):
         try:
             update, bar = progress_bar(st, "draws")

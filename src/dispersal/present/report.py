@@ -16,6 +16,7 @@ from dispersal.model.inputs.scenario import Mode, Scenario
 from dispersal.model.kernel.estimate import estimate
 from dispersal.present import export, figures, provenance, rows
 from dispersal.present import formats as F
+from dispersal.present.answer import plan_card
 from dispersal.present.resilience import DEFAULTS as RESILIENCE_DEFAULTS
 from dispersal.present.resilience import resilience
 
@@ -26,7 +27,7 @@ h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:1.8em;border
 table{border-collapse:collapse;margin:.6em 0;font-size:.9em}td,th{border:1px solid #ddd;padding:3px 8px;
 text-align:left;vertical-align:top}th{background:#f4f4f4}
 .ok{color:#1a7f37;font-weight:600}.bad{color:#b42318;font-weight:600}.note{color:#4a4a4a;font-size:.9em}
-img{max-width:100%;height:auto}pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:.8em}
+img{max-width:100%;height:auto}.answer{border:1px solid #bbb;padding:.2em 1em;border-radius:6px}pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:.8em}
 """
 
 
@@ -59,8 +60,18 @@ def _inputs_rows(s: Scenario) -> list[dict[str, str]]:
     return out
 
 
-def render_html(scenario: Scenario, mode: Mode | str = Mode.DEFAULT, *, source: str = "") -> str:
-    """The report as one HTML string (every number from `dispersal.model`)."""
+def render_html(
+    scenario: Scenario,
+    mode: Mode | str = Mode.DEFAULT,
+    *,
+    source: str = "",
+    plan: Mapping[str, Any] | None = None,
+) -> str:
+    """The report as one HTML string (every number from `dispersal.model`).
+
+    `plan`: a `Plan.to_dict()` (as `dispersal plan --json` prints it, optionally with its Monte Carlo
+    keys); when given, its answer card (`present.answer.plan_card`) opens the report.
+    """
     m = Mode(mode)
     est = estimate(scenario, mode=m).to_dict()
     status = (
@@ -76,6 +87,7 @@ def render_html(scenario: Scenario, mode: Mode | str = Mode.DEFAULT, *, source: 
         f"<p class='note'>dispersal {html.escape(__version__)}, {m.value} mode"
         + (f", scenario {html.escape(source)}" if source else "")
         + f", generated {_dt.date.today().isoformat()}. Status: {status}.</p>",
+        *(["<h2>Answer</h2>", plan_card(plan).html()] if plan is not None else []),
         "<h2>Headline</h2>",
         f"<p class='note'>{html.escape(provenance.estimate_provenance(est, provenance.links_of(scenario)))}</p>",
         _table(rows.summary_rows(est)),
