@@ -36,18 +36,20 @@ from dispersal.model.inputs.catalog import (
     regime,
     regimes,
 )
+from dispersal.model.inputs.codes import (
+    AGGREGATION_CODES,
+    ALGO_AUTO,
+    ALGO_DDP,
+    ALGO_DILOCO,
+    ALGO_HIERARCHICAL,
+    ALGO_PP_DILOCO,
+    STRAGGLER_CODES,
+    Straggler,
+    quality_code,
+)
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.fields import ScenarioField, scenario_fields, spec
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
-from dispersal.model.kernel.efficiency import STRAGGLER_CODES, Straggler, quality_code
-from dispersal.model.kernel.kernel import (
-    AGGREGATION_CODES,
-    MODE_AUTO,
-    MODE_DDP,
-    MODE_FLAT,
-    MODE_HIER,
-    MODE_PP,
-)
 
 #: Aggregations a user may ask for (the paper's relay formula is paper mode's own).
 AGGREGATIONS: tuple[str, ...] = tuple(a for a in AGGREGATION_CODES if a != "paper")
@@ -77,6 +79,25 @@ class Algorithm(StrEnum):
     """Regional groups on faster links inside a slower global WAN."""
     PP_DILOCO = "pp_diloco"
     """Pipeline-parallel groups (over the WAN when sites are apart), DiLoCo across groups."""
+
+
+#: The kernel's algorithm code of each scenario algorithm (``streaming`` is flat DiLoCo overlapped).
+ALGORITHM_CODE: dict[Algorithm, int] = {
+    Algorithm.DDP: ALGO_DDP,
+    Algorithm.DILOCO: ALGO_DILOCO,
+    Algorithm.STREAMING: ALGO_DILOCO,
+    Algorithm.HIERARCHICAL: ALGO_HIERARCHICAL,
+    Algorithm.PP_DILOCO: ALGO_PP_DILOCO,
+    Algorithm.AUTO: ALGO_AUTO,
+}
+#: The scenario algorithm that runs a resolved kernel code (a plan's scenario): flat DiLoCo as
+#: Streaming DiLoCo, the planner's choice.
+SCENARIO_ALGORITHM: dict[int, Algorithm] = {
+    ALGO_DDP: Algorithm.DDP,
+    ALGO_DILOCO: Algorithm.STREAMING,
+    ALGO_HIERARCHICAL: Algorithm.HIERARCHICAL,
+    ALGO_PP_DILOCO: Algorithm.PP_DILOCO,
+}
 
 
 class Precision(StrEnum):
@@ -839,14 +860,6 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         side_bw, side_lat = DEFAULT_REGIONAL_BITS_PER_S, DEFAULT_REGIONAL_LATENCY_S
     else:
         side_bw, side_lat = wan_min, s.latency_s
-    mode_code = {
-        Algorithm.DDP: MODE_DDP,
-        Algorithm.DILOCO: MODE_FLAT,
-        Algorithm.STREAMING: MODE_FLAT,
-        Algorithm.HIERARCHICAL: MODE_HIER,
-        Algorithm.PP_DILOCO: MODE_PP,
-        Algorithm.AUTO: MODE_AUTO,
-    }[s.algorithm]
     streaming = s.overlap_communication
     if s.algorithm is Algorithm.DILOCO:
         streaming = False
@@ -888,7 +901,7 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
     memory_on = "memory" in on
     overlap_on = "overlap" in on
     x: dict[str, Any] = {
-        "mode": mode_code,
+        "algorithm": ALGORITHM_CODE[s.algorithm],
         "streaming": streaming,
         "num_nodes": s.num_nodes,
         "chips_per_node": chips,
