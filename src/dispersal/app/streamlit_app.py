@@ -347,7 +347,7 @@ def _planner_tab(ui: dict[str, Any], built: logic.Built) -> None:
     else:
         st.success(
             f"Cheapest: {p['nodes']:,} nodes of {p['chips_per_node']}x {p['hardware']} {p['precision']}, "
-            f"{p['algorithm']}, {F.count(p['params'])} parameters, {p['days']:.4g} days, "
+            f"{p['algorithm']}, {F.count(p['params'])} parameters, {F.days(p['days'])}, "
             f"{F.money(p['cost_usd'])}."
         )
         show_figure("plan", p)

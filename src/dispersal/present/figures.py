@@ -110,7 +110,9 @@ def waterfall_figure(d: Mapping[str, Any]) -> Chart:
     bars.append(("C_quality", 0.0, c_quality, True))
     fig = Figure(figsize=(WIDTH_IN, 3.4))
     chart = Chart(
-        fig, f"Bar chart: C_raw {c_raw:.3g} FLOP, C_local {c_local:.3g} FLOP, C_quality {c_quality:.3g} FLOP"
+        fig,
+        f"Bar chart: C_raw {F.flop(c_raw, unit=True)}, C_local {F.flop(c_local, unit=True)}, "
+        f"C_quality {F.flop(c_quality, unit=True)}",
     )
     ax = fig.add_subplot()
     for i, (name, lo, hi, full) in enumerate(bars):
@@ -120,7 +122,7 @@ def waterfall_figure(d: Mapping[str, Any]) -> Chart:
         else:
             factor = lo / hi if hi else 0.0
             (bar,) = ax.bar(i, max(hi - lo, hi * 1e-3), bottom=lo, color="#C0392B")
-            _mark(chart, bar, f"x {name} = {factor:.4f}: {hi:.4g} -> {lo:.4g} FLOP")
+            _mark(chart, bar, f"x {name} = {factor:.4f}: {F.sig(hi)} -> {F.flop(lo, 4, unit=True)}")
     ax.set_yscale("log")
     positive = [v for b in bars for v in b[1:3] if v > 0]
     if positive:
@@ -165,7 +167,7 @@ def breakdown_figure(d: Mapping[str, Any]) -> Chart:
         )
     ax.set_xlim(0, top * 1.25)
     ax.set_xlabel("days")
-    _style(ax, f"Where the {d['days']:.4g} days go (per node)")
+    _style(ax, f"Where the {F.days(d['days'])} go (per node)")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return chart
@@ -230,7 +232,10 @@ def plan_figure(plan_dict: Mapping[str, Any]) -> Chart:
     ax.invert_yaxis()
     _money_axis(ax, "x", costs)
     ax.set_xlabel("cost (USD)")
-    _style(ax, f"Cheapest per hardware, {plan_dict.get('target_flop', 0):.3g} FLOP {plan_dict.get('metric')}")
+    _style(
+        ax,
+        f"Cheapest per hardware, {F.flop(plan_dict.get('target_flop', 0), unit=True)} {plan_dict.get('metric')}",
+    )
     ax.grid(axis="x", alpha=0.3, which="major")
     fig.tight_layout()
     return chart
@@ -322,7 +327,7 @@ def countermeasures_figure(outcomes: Sequence[Mapping[str, Any]]) -> Chart:
         (pt,) = ax.plot(
             [x], [y], ls="", marker="D" if bundle else "o", ms=8, color="#D55E00" if bundle else CURRENT
         )
-        _mark(chart, pt, f"#{i + 1} {o['lever']}: P(detect) {x:.3f}, cost x{y:.3g}")
+        _mark(chart, pt, f"#{i + 1} {o['lever']}: P(detect) {x:.3f}, cost x{F.sig(y, 3)}")
         placed.append((i + 1, x, y))
     ax.set_xlim(-0.02, 1.08)
     _multiple_axis(ax, [y for _n, _x, y in placed])

@@ -109,7 +109,7 @@ def paper_row(target_flop: float, up: float, down: float, latency_s: float, days
     if std and close(latency_s, 0.1):
         for r in data.get("table1", []):
             if close(r["target"], target_flop):
-                label = r.get("label", f"{float(r['target']):.3g} FLOP")
+                label = r.get("label", F.flop(float(r["target"]), unit=True))
                 return PaperRow("Table 1", str(label), float(r["cost_usd"]))
     if close(target_flop, 1e25):
         for r in data.get("bandwidth", []):
@@ -131,7 +131,7 @@ def plan_provenance(p: Mapping[str, Any], links: str) -> str:
     text = (
         f"Used: {p['mode']} mode, metric {p['metric']}, {p['search']} search, objective {p['objective']}, "
         f"WAN {F.bandwidth(up)} up / {F.bandwidth(down)} down, "
-        f"{F.duration(lat)}, {side}, {days:.4g} days. "
+        f"{F.duration(lat)}, {side}, {F.days(days)}. "
         "Rahman 2026's tables quote paper mode, metric c_local, bisect search."
     )
     row = paper_row(float(p["target_flop"]), up, down, lat, days)

@@ -32,12 +32,14 @@ def summary_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
         (
             "algorithm",
             f"{algo}, H = {d['inner_steps']}"
-            + (f" (H_eff {d['inner_steps_effective']:.3g})" if d["algorithm"] == "hierarchical" else ""),
+            + (
+                f" (H_eff {F.sig(d['inner_steps_effective'], 3)})" if d["algorithm"] == "hierarchical" else ""
+            ),
         ),
         (
             "model",
             f"{F.count(d['params'])} parameters ({F.count(d['active_params'])} active), "
-            f"{F.count(d['tokens'])} tokens, overtraining {d['overtraining_ratio']:.3g}x",
+            f"{F.count(d['tokens'])} tokens, overtraining {F.sig(d['overtraining_ratio'], 3)}x",
         ),
         (
             "memory per node",
@@ -56,7 +58,7 @@ def summary_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
         ("loss (Chinchilla fit)", f"{d['loss']:.4f}"),
         (
             "compute utilisation",
-            f"{F.percent(d['utilisation'])} (compute time / wall time; hardware MFU {d['mfu']:.3g})",
+            f"{F.percent(d['utilisation'])} (compute time / wall time; hardware MFU {F.sig(d['mfu'], 3)})",
         ),
         ("global MFU (C_local / peak)", F.percent(d["mfu_global"])),
     ]
@@ -66,7 +68,7 @@ def summary_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
             (
                 "sync payload up / down",
                 f"{F.data(tr.get('sync_upload_bytes', 0.0))} / {F.data(tr.get('sync_download_bytes', 0.0))}"
-                f"; busiest link {max(tr.get('link_utilisation_up', 0.0), tr.get('link_utilisation_down', 0.0)):.0%} used",
+                f"; busiest link {F.percent(max(tr.get('link_utilisation_up', 0.0), tr.get('link_utilisation_down', 0.0)), 0)} used",
             )
         )
     if d.get("extrapolation"):
