@@ -13,10 +13,11 @@ import pytest
 from matplotlib.text import Text
 from typer.testing import CliRunner
 
-from dispersal.app import figures, logic, views
+from dispersal.app import logic, views
 from dispersal.cli import app as cli
 from dispersal.model import estimate
 from dispersal.model.inputs.scenario import Scenario
+from dispersal.present import figures, provenance
 
 runner = CliRunner()
 
@@ -44,14 +45,14 @@ def test_one_wan_setting_drives_every_link_unless_split(
     ui = _ui(up_mbps=10.0, down_mbps=10.0, mode=mode, links="one", **side)
     s = logic.build(ui).scenario
     assert s is not None
-    used = logic.resolved_links(s.to_dict(), mode)
+    used = provenance.resolved_links(s.to_dict(), mode)
     assert used == {"regional": (10e6, 0.1), "pipeline": (10e6, 0.1)}
     args = views.plan_args(ui, logic.scenario_dict(ui))
     assert "regional_bandwidth_bits_per_s" not in args["constraints"] and args["links"] == "one"
     split = _ui(up_mbps=10.0, down_mbps=10.0, mode=mode, links="split", regional_mbps=100.0, pp_mbps=100.0)
     s2 = logic.build(split).scenario
     assert s2 is not None and s2.regional_bandwidth_bits_per_s == s2.pp_bandwidth_bits_per_s == 100e6
-    assert logic.resolved_links(s2.to_dict(), mode)["pipeline"][0] == 100e6
+    assert provenance.resolved_links(s2.to_dict(), mode)["pipeline"][0] == 100e6
     c2 = views.plan_args(split, logic.scenario_dict(split))["constraints"]
     assert c2["regional_bandwidth_bits_per_s"] == c2["pp_bandwidth_bits_per_s"] == 100e6
 
@@ -68,18 +69,18 @@ def test_10_mbps_planner_answer_equals_the_cli(mode: str) -> None:
     if want["feasible"]:
         for k in ("cost_usd", "nodes", "hardware", "precision", "chips_per_node", "algorithm", "params"):
             assert got[k] == want[k], k
-    text = logic.plan_provenance(got, "one")
+    text = provenance.plan_provenance(got, "one")
     assert f"{mode} mode, metric {want['metric']}, {want['search']} search" in text
     assert "every link (regional, pipeline) = the WAN" in text
     assert "The paper's bandwidth sweep row '10 Mbps' quotes $2.75B" in text
 
 
 def test_paper_rows_are_found_only_for_their_settings() -> None:
-    row = logic.paper_row(1e25, 100e6, 100e6, 0.1, 740.0)
+    row = provenance.paper_row(1e25, 100e6, 100e6, 0.1, 740.0)
     assert row is not None and row.table == "Table 1" and row.cost_usd == 30.7e6  # paper_tables.toml
-    assert logic.paper_row(1e25, 100e6, 100e6, 0.1, 548.0) is None
-    assert logic.paper_row(2e25, 10e6, 10e6, 0.1, 740.0) is None
-    lat = logic.paper_row(1e25, 100e6, 100e6, 0.03, 740.0)
+    assert provenance.paper_row(1e25, 100e6, 100e6, 0.1, 548.0) is None
+    assert provenance.paper_row(2e25, 10e6, 10e6, 0.1, 740.0) is None
+    lat = provenance.paper_row(1e25, 100e6, 100e6, 0.03, 740.0)
     assert lat is not None and lat.table == "latency sweep" and lat.label == "30 ms"
 
 

@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
-from dispersal.app import figures, logic, views
+from dispersal.app import logic, views
 from dispersal.model import Estimate, Scenario, estimate
 from dispersal.model.inputs.presets import load_scenario, scenario_names
 from dispersal.model.inputs.timelimit import TREATY, UNREGULATED, max_run_length_s
+from dispersal.present import export, figures
+from dispersal.present import rows as present_rows
 
 
 def _scenario(ui: dict[str, Any]) -> Scenario:
@@ -147,8 +149,8 @@ def test_exports_are_the_estimate() -> None:
     s = load_scenario("gpt4_level_gh200")
     e = estimate(s, mode="paper")
     d = e.to_dict()
-    assert Estimate.from_dict(json.loads(logic.to_json(d))) == e
-    rows = dict(csv.reader(io.StringIO(logic.to_csv(d))))
+    assert Estimate.from_dict(json.loads(export.to_json(d))) == e
+    rows = dict(csv.reader(io.StringIO(export.to_csv(d))))
     assert float(rows["c_local_flop"]) == e.c_local_flop
     assert float(rows["efficiency.eta_rep"]) == e.efficiency.eta_rep
     assert rows["scenario.hardware"] == "gh200"
@@ -156,12 +158,12 @@ def test_exports_are_the_estimate() -> None:
 
 def test_json_export_has_no_nan() -> None:
     d = estimate(Scenario(num_nodes=1)).to_dict()
-    json.loads(logic.to_json(d))  # strict JSON even if a figure is non-finite
+    json.loads(export.to_json(d))  # strict JSON even if a figure is non-finite
 
 
 def test_waterfall_ends_at_the_model_figures() -> None:
     d = estimate(load_scenario("llama405b_level_a100")).to_dict()
-    steps = logic.waterfall_steps(d)
+    steps = present_rows.waterfall_steps(d)
     assert steps[0][1] == d["c_raw_flop"]
     assert steps[3][2] == d["c_local_flop"]
     assert steps[-1][2] == d["c_quality_flop"]
@@ -173,11 +175,11 @@ def test_waterfall_ends_at_the_model_figures() -> None:
 def test_tables_and_figures_render() -> None:
     d = estimate(load_scenario("paper_threat_model")).to_dict()
     for rows in (
-        logic.summary_rows(d),
-        logic.breakdown_rows(d),
-        logic.efficiency_rows(d),
-        logic.cost_rows(d),
-        logic.traffic_rows(d),
+        present_rows.summary_rows(d),
+        present_rows.breakdown_rows(d),
+        present_rows.efficiency_rows(d),
+        present_rows.cost_rows(d),
+        present_rows.traffic_rows(d),
     ):
         assert rows and all(isinstance(v, str) for r in rows for v in r.values())
     for fig in (figures.waterfall_figure(d), figures.breakdown_figure(d)):
@@ -192,7 +194,7 @@ def test_planner_view_uses_the_scenario_links() -> None:
     p = views.run_plan(args)
     assert p["feasible"] and p["runners_up"]
     assert p["c_local_flop"] >= 1e24 * (1 - 1e-9)
-    rows = logic.plan_rows(p)
+    rows = present_rows.plan_rows(p)
     assert len(rows) == len(p["runners_up"])
     assert figures.png_bytes(figures.plan_figure(p)).startswith(b"\x89PNG")
     with pytest.raises(ValueError, match="target"):
@@ -226,14 +228,25 @@ def test_countermeasures_and_uncertainty_views() -> None:
     ui.update(mode="paper", plan_target="1e24")
     s = _scenario(ui)
     conv = views._convention_args(ui, s)
-    outs = views.run_countermeasures("1e24", conv)
+    calls: list[tuple[int, int, str]] = []
+    outs = views.run_countermeasures("1e24", conv, lambda *a: calls.append(a))
     assert outs[0]["lever"] == "none" and len(outs) > 1
+    # Honest progress: one call before each evaluation (naming it) and one at the end; done counts up.
+    n = len(outs)
+    assert [c[:2] for c in calls] == [(i, n) for i in range(n + 1)]
+    assert [c[2] for c in calls[:-1]] == [o["lever"] for o in outs]
     rows = views.countermeasure_rows(outs)
     assert len(rows) == len(outs)
     assert figures.png_bytes(figures.countermeasures_figure(outs)).startswith(b"\x89PNG")
     plan = views.plan_args(ui, logic.scenario_dict(ui))
-    res = views.run_uncertainty("1e24", plan, samples=20, seed=0, factors=(0.1, 1.0))
+    seen: list[tuple[int, int, str]] = []
+    res = views.run_uncertainty(
+        "1e24", plan, samples=20, seed=0, factors=(0.1, 1.0), progress=lambda *a: seen.append(a)
+    )
     assert len(res["points"]) == 2
+    done = [c[0] for c in seen]
+    assert done == sorted(done) and done[0] == 0 and seen[-1][:2] == (40, 40)
+    assert {c[1] for c in seen} == {40} and (20, 40, "target 1 of 2 (1e+23 FLOP)") in seen
     for p in res["points"]:
         lo, mid, hi = p["percentiles"]["cost_usd"]
         assert lo <= mid <= hi
@@ -256,3 +269,48 @@ def test_custom_hardware_fields_reach_the_model() -> None:
     assert e.chips_per_node == 32  # 15,840 / 495 TFLOP/s under the treaty rule
     assert e.node_memory_bytes == 32 * 160e9
     assert logic.ui_from_scenario(built.scenario)["chip_memory_gb"] == 160.0
+
+
+class _FakeBar:
+    def __init__(self) -> None:
+        self.states: list[tuple[float, str]] = []
+
+    def progress(self, value: float, text: str = "") -> None:
+        self.states.append((value, text))
+
+
+class _FakeSt:
+    def __init__(self) -> None:
+        self.bar = _FakeBar()
+
+    def progress(self, value: float, text: str = "") -> _FakeBar:
+        self.bar.progress(value, text)
+        return self.bar
+
+
+def test_progress_bar_shows_the_work_done() -> None:
+    st = _FakeSt()
+    update, bar = views.progress_bar(st, "draws")
+    update(0, 800, "target 1 of 4")
+    update(200, 800, "target 2 of 4")
+    update(800, 800, "")
+    assert bar is st.bar
+    assert st.bar.states == [
+        (0.0, "Starting: 0 draws done"),
+        (0.0, "0 of 800 draws done; now: target 1 of 4"),
+        (0.25, "200 of 800 draws done; now: target 2 of 4"),
+        (1.0, "800 of 800 draws done"),
+    ]
+
+
+def test_countermeasures_one_at_a_time_equal_analyse() -> None:
+    """The view evaluates bundles one by one (for its progress bar): the outcomes equal `analyse`'s."""
+    from dispersal.model.analyses import countermeasures as cm
+
+    ui = logic.default_ui()
+    ui.update(mode="paper", plan_target="1e24")
+    conv = views._convention_args(ui, _scenario(ui))
+    picked = ("threshold_4", "bandwidth_cap+hbm")
+    got = views.run_countermeasures("1e24", conv, bundles=picked)
+    want = [o.to_dict() for o in cm.analyse(1e24, picked, convention=cm.Convention(**conv))]
+    assert json.dumps(got, sort_keys=True, default=str) == json.dumps(want, sort_keys=True, default=str)

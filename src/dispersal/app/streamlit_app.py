@@ -21,10 +21,11 @@ from typing import Any
 
 import streamlit as st
 
-from dispersal.app import figures, logic, views
-from dispersal.model.inputs import units
+from dispersal.app import logic, views
 from dispersal.model.inputs.scenario import Scenario
 from dispersal.model.kernel.estimate import estimate
+from dispersal.present import answer, export, figures, provenance, rows
+from dispersal.present import formats as F
 
 #: The sidebar: logic.LAYOUT's sections, then every other Scenario field (derived from its declaration).
 SIDEBAR_GROUPS: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
@@ -224,45 +225,54 @@ def _estimate_tab(est: dict[str, Any], ui: dict[str, Any]) -> None:
         st.success("Feasible under the model.")
     else:
         st.warning("Infeasible: " + "; ".join(est["reasons"]))
-    st.caption(logic.estimate_provenance(est, ui.get("links", "one")))
+    st.caption(provenance.estimate_provenance(est, ui.get("links", "one")))
     c = st.columns(4)
-    c[0].metric("Training time", f"{est['days']:.4g} d")
-    c[1].metric("C_local", f"{est['c_local_flop']:.3g} FLOP", help="C_raw x eta; the paper's target metric.")
-    c[2].metric(
-        "C_quality", f"{est['c_quality_flop']:.3g} FLOP", help="C_local x chi; the countermeasure metric."
+    c[0].metric("Training time", F.days(est["days"], unit="d"))
+    c[1].metric(
+        "C_local", F.flop(est["c_local_flop"], unit=True), help="C_raw x eta; the paper's target metric."
     )
-    c[3].metric("Cost", units.format_money(est["cost"]["total_usd"]))
+    c[2].metric(
+        "C_quality",
+        F.flop(est["c_quality_flop"], unit=True),
+        help="C_local x chi; the countermeasure metric.",
+    )
+    c[3].metric("Cost", F.money(est["cost"]["total_usd"]))
     name = est["scenario"]["name"].replace(" ", "_")[:40] or "scenario"
     d1, d2, _ = st.columns([1, 1, 4])
     d1.download_button(
-        "Download JSON", logic.to_json(est), file_name=f"{name}.json", mime="application/json", key="dl_json"
+        "Download JSON", export.to_json(est), file_name=f"{name}.json", mime="application/json", key="dl_json"
     )
     d2.download_button(
-        "Download CSV", logic.to_csv(est), file_name=f"{name}.csv", mime="text/csv", key="dl_csv"
+        "Download CSV", export.to_csv(est), file_name=f"{name}.csv", mime="text/csv", key="dl_csv"
     )
     left, right = st.columns(2)
     with left:
         st.subheader("Summary")
-        _table(logic.summary_rows(est))
+        _table(rows.summary_rows(est))
     with right:
         st.subheader("Efficiency: C_raw to C_local to C_quality")
         show_figure("waterfall", est)
-        _table(logic.efficiency_rows(est))
+        _table(rows.efficiency_rows(est))
     left, right = st.columns(2)
     with left:
         st.subheader("Time breakdown")
         show_figure("breakdown", est)
-        _table(logic.breakdown_rows(est))
+        _table(rows.breakdown_rows(est))
     with right:
         st.subheader("Cost")
-        _table(logic.cost_rows(est))
+        _table(rows.cost_rows(est))
         st.subheader("WAN traffic per node")
-        _table(logic.traffic_rows(est))
+        _table(rows.traffic_rows(est))
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def _plan_cached(args_json: str) -> dict[str, Any]:
     return views.run_plan(json.loads(args_json))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _plan_estimate(scenario_json: str, mode: str) -> dict[str, Any] | None:
+    return views.plan_estimate({"feasible": True, "scenario": json.loads(scenario_json), "mode": mode})
 
 
 def _plan(args: dict[str, Any]) -> dict[str, Any]:
@@ -275,7 +285,7 @@ def _sweeps(args: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         rows = []
         for x, a in views.sweep_points(args, axis):
             try:
-                rows.append(views.sweep_row(x, _plan(a)))
+                rows.append(rows.sweep_row(x, _plan(a)))
             except ValueError as exc:
                 rows.append({"x": x, "cost_usd": None, "label": logic.one_line(exc)})
         out[axis] = rows
@@ -285,8 +295,8 @@ def _sweeps(args: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 def _args_label(args: dict[str, Any]) -> str:
     c = args["constraints"]
     return (
-        f"{args['target']} FLOP, {units.format_bandwidth(c['bandwidth_up_bits_per_s'])}, "
-        f"{units.format_duration(c['latency_s'])}, {args['mode']} mode, {args['regime']}"
+        f"{args['target']} FLOP, {F.bandwidth(c['bandwidth_up_bits_per_s'])}, "
+        f"{F.duration(c['latency_s'])}, {args['mode']} mode, {args['regime']}"
     )
 
 
@@ -321,18 +331,28 @@ def _planner_tab(ui: dict[str, Any], built: logic.Built) -> None:
     if "error" in p:
         st.error(p["error"])
         return
-    st.caption(logic.plan_provenance(p, p_args.get("links", "one")))
+    card = answer.answer_card(
+        p,
+        links=p_args.get("links", "one"),
+        estimate=_plan_estimate(json.dumps(p.get("scenario"), sort_keys=True), p["mode"])
+        if p["feasible"]
+        else None,
+        samples=views.reach_samples(st.session_state.get("_unc"), p_args),
+    )
+    with st.container(border=True):
+        st.markdown(card.markdown())
+    st.caption(provenance.plan_provenance(p, p_args.get("links", "one")))
     if not p["feasible"]:
         st.warning("No plan reaches the target: " + "; ".join(p["reasons"]))
     else:
         st.success(
             f"Cheapest: {p['nodes']:,} nodes of {p['chips_per_node']}x {p['hardware']} {p['precision']}, "
-            f"{p['algorithm']}, {units.format_count(p['params'])} parameters, {p['days']:.4g} days, "
-            f"{units.format_money(p['cost_usd'])}."
+            f"{p['algorithm']}, {F.count(p['params'])} parameters, {F.days(p['days'])}, "
+            f"{F.money(p['cost_usd'])}."
         )
         show_figure("plan", p)
         st.subheader("Best plan per hardware (runners-up)")
-        _table(logic.plan_rows(p))
+        _table(rows.plan_rows(p))
     if p.get("failures"):
         with st.expander("Hardware that cannot reach the target"):
             _table([{"hardware": k, "why": v} for k, v in p["failures"].items()])
@@ -372,13 +392,13 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any) -> None:
     rows = []
     for i, r in enumerate(cmp[1][axis]):
         row = {
-            axis: f"{r['x']:.3g}",
-            "cost": units.format_money(r["cost_usd"]) if r["cost_usd"] else "infeasible",
+            axis: F.sig(r["x"], 3),
+            "cost": F.money(r["cost_usd"]) if r["cost_usd"] else "infeasible",
             "plan": r["label"],
         }
         if base:
             b = base["sweeps"][axis][i]
-            row["baseline cost"] = units.format_money(b["cost_usd"]) if b["cost_usd"] else "infeasible"
+            row["baseline cost"] = F.money(b["cost_usd"]) if b["cost_usd"] else "infeasible"
         rows.append(row)
     _table(rows)
 
@@ -460,7 +480,7 @@ def main() -> None:
     if built.scenario is not None and est is not None:
         st.caption(
             f"{est['scenario']['name']} | {built.mode.value} mode | max duration "
-            f"{built.scenario.duration_s / units.SECONDS_PER_DAY:.4g} days | share this view by copying the URL"
+            f"{F.days_of(built.scenario.duration_s)} days | share this view by copying the URL"
         )
     tabs = st.tabs(["Estimate", "Planner", "Countermeasures", "Uncertainty", "Resilience"])
     with tabs[0]:

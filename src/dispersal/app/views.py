@@ -9,16 +9,43 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
-
-import numpy as np
 
 from dispersal.app import logic
 from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
+from dispersal.present import formats as F
+from dispersal.present import resilience as present_resilience
+from dispersal.present.rows import (
+    blocks_the_run,
+    countermeasure_order,
+    countermeasure_rows,
+    sweep_row,
+    uncertainty_rows,
+)
+
+__all__ = [
+    "NOT_AVAILABLE",
+    "SWEEPS",
+    "countermeasure_rows",
+    "countermeasures_view",
+    "optional_module",
+    "plan_args",
+    "resilience",
+    "resilience_spec",
+    "run_countermeasures",
+    "run_plan",
+    "run_uncertainty",
+    "sweep_points",
+    "sweep_row",
+    "uncertainty_rows",
+    "uncertainty_view",
+]
 
 NOT_AVAILABLE = "not available in this version"
+#: progress(done, total, what is being computed now): called as long work completes.
+Progress = Callable[[int, int, str], None]
 
 
 def optional_module(name: str) -> Any | None:
@@ -83,7 +110,42 @@ def run_plan(args: Mapping[str, Any]) -> dict[str, Any]:
         metric=args["metric"],
         objective=args["objective"],
         search=args["search"],
+        baseline=True,
     ).to_dict() | {"constraints": dict(args["constraints"])}
+
+
+def plan_estimate(p: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The plan's own estimate (its scenario, its mode): the traffic in both directions for the answer
+    card. None for an infeasible plan."""
+    if not p.get("feasible") or not p.get("scenario"):
+        return None
+    from dispersal.model.inputs.scenario import Scenario
+    from dispersal.model.kernel.estimate import estimate
+
+    return estimate(Scenario.from_dict(dict(p["scenario"])), mode=p["mode"]).to_dict()
+
+
+def uncertainty_key(plan: Mapping[str, Any]) -> str:
+    """The key a Monte Carlo result is stored under: its planner arguments."""
+    return repr(sorted((k, repr(v)) for k, v in plan.items()))
+
+
+def reach_samples(stored: Any, args: Mapping[str, Any]) -> dict[str, Any] | None:
+    """P(reach) and the cost band at the plan's own target, from the Uncertainty tab's last result
+    when it was run for these planner arguments; None otherwise."""
+    if not stored or stored[0] != uncertainty_key(args) or isinstance(stored[1], str):
+        return None
+    t0 = logic.parse_flop(str(args["target"]))
+    for pt in stored[1]["points"]:
+        if math.isclose(float(pt["target_flop"]), t0, rel_tol=1e-9):
+            lo, _mid, hi = pt["percentiles"]["cost_usd"]
+            return {
+                "feasible_fraction": pt["feasible_fraction"],
+                "samples": stored[1]["samples"],
+                "cost_usd_p10": lo,
+                "cost_usd_p90": hi,
+            }
+    return None
 
 
 #: The x values of the comparison charts (around the paper's 100 Mbps / 100 ms / 1e25 point).
@@ -123,128 +185,31 @@ def sweep_points(args: Mapping[str, Any], axis: str) -> list[tuple[float, dict[s
     return out
 
 
-def sweep_row(x: float, p: Mapping[str, Any]) -> dict[str, Any]:
-    """One point of a comparison chart: x, cost (None when infeasible) and what the plan chose."""
-    ok = bool(p.get("feasible")) and "cost_usd" in p
-    return {
-        "x": x,
-        "cost_usd": float(p["cost_usd"]) if ok else None,
-        "label": (
-            f"{p['nodes']:,} x {p['chips_per_node']}x {p['hardware']} {p['precision']}, {p['algorithm']}"
-            if ok
-            else "infeasible: " + "; ".join(p.get("reasons", []))[:80]
-        ),
-    }
-
-
 # --- resilience ------------------------------------------------------------------------------------------
 
 
 def resilience_spec(est: Mapping[str, Any], ui: Mapping[str, Any]) -> tuple[Any, str]:
-    """A ResilienceSpec for a fleet shaped like this scenario, and a note on any assumption made.
-
-    A node is a host that fails as a unit; an island (a DiLoCo worker) is one node, or one pipeline
-    of ``pipeline_stages`` nodes; a site is a node; a round is the scenario's outer step.
-    """
-    from dispersal.model.analyses.resilience import ResilienceSpec
-
-    cpn = max(1, int(est["chips_per_node"]))
-    island = cpn * max(1, int(est["pipeline_stages"]))
-    fleet = cpn * int(est["num_nodes"])
-    round_h = float(est["outer_step_time_s"]) / 3600.0
-    note = ""
-    if not (math.isfinite(round_h) and round_h > 0):
-        round_h, note = 0.5, " (no outer step in this scenario: 30-minute rounds assumed)"
+    """A ResilienceSpec for a fleet shaped like this scenario (`present.resilience.fleet_spec`), after
+    checking the chip MTBF and restart time against their fields."""
     for key in ("res_chip_mtbf_h", "res_restart_h"):
         err = logic.check_field(key, ui[key])
         if err:
             raise InputError(key, err.partition(": ")[2])
-    spec = ResilienceSpec(
-        chips=fleet,
-        chip_mtbf_h=float(ui["res_chip_mtbf_h"]),
-        chips_per_node=cpn,
-        chips_per_island=island,
-        sites=max(1, int(est["num_nodes"])),
-        restart_time_h=float(ui["res_restart_h"]),
-        round_time_h=round_h,
-    )
-    return spec, note
-
-
-def site_loss_inputs(est: Mapping[str, Any], ui: Mapping[str, Any]) -> dict[str, Any]:
-    """The site-loss question in hours: k sites dark at L for D (None = for ever) in a run of R hours."""
-    for key in ("res_lose_sites", "res_lose_at_days", "res_down_for_days", "res_run_days"):
-        err = logic.check_field(key, ui.get(key))
-        if err:
-            f = logic.FIELD_BY_KEY[key]
-            raise InputError(f.name, err.partition(": ")[2])
-    run_days = ui.get("res_run_days")
-    if run_days is None:
-        run_days = float(est["days"]) if math.isfinite(float(est["days"])) and est["days"] > 0 else 30.0
-    down = ui.get("res_down_for_days")
-    return {
-        "lose_sites": int(ui["res_lose_sites"]),
-        "lose_at_h": float(ui["res_lose_at_days"]) * 24.0,
-        "down_for_h": None if down is None else float(down) * 24.0,
-        "run_h": float(run_days) * 24.0,
-    }
+    return present_resilience.fleet_spec(est, ui)
 
 
 def resilience(est: Mapping[str, Any], ui: Mapping[str, Any], points: int = 25) -> dict[str, Any]:
-    """Goodput vs scale and the site-loss outcome for a fleet shaped like this scenario
-    (`resilience.goodput_vs_scale`, `resilience.goodput`, `resilience.site_loss`)."""
-    from dispersal.model.analyses.resilience import SiteLossScenario, goodput, goodput_vs_scale, site_loss
-
-    spec, note = resilience_spec(est, ui)
-    fleet, island, cpn = spec.chips, spec.chips_per_island, spec.chips_per_node
+    """Goodput vs scale and the site-loss outcome (`present.resilience.resilience`), after checking
+    every resilience setting against its field (one-line error naming the first bad one)."""
+    resilience_spec(est, ui)
     err = logic.check_field("res_max_chips", ui["res_max_chips"])
     if err:
         raise InputError("res_max_chips", err.partition(": ")[2])
-    hi = max(float(ui["res_max_chips"]), fleet * 1.0, island * 2.0)
-    chips = sorted({round(float(x)) for x in np.geomspace(island, hi, points)})
-    curves = {k: v.tolist() for k, v in goodput_vs_scale(spec, chips).items()}
-    here = goodput(spec).to_dict()
-    rows = [{"algorithm": k, f"goodput at {fleet:,} chips": f"{v:.4f}"} for k, v in here.items()]
-    caption = (
-        f"Fleet like this scenario: {fleet:,} chips, {cpn} per node, islands of {island} chips, "
-        f"{spec.sites:,} sites, rounds of {units.format_duration(spec.round_time_h * 3600)}{note}. "
-        "Failures only (communication is in the estimate)."
-    )
-    loss_in = site_loss_inputs(est, ui)
-    loss = site_loss(spec, SiteLossScenario(**loss_in))
-    loss_rows = []
-    for name, o in loss.outcomes.items():
-        loss_rows.append(
-            {
-                "algorithm": name,
-                "time to own target": "never"
-                if math.isinf(o.time_to_target_h)
-                else f"{o.time_to_target_h / 24:.4g} d",
-                "delay": "never finishes" if math.isinf(o.delay_h) else f"{o.delay_h / 24:.4g} d",
-                "useful work lost by plan end": f"{o.lost_useful_fraction:.1%}",
-                "finishes within budget": "yes" if o.finishes_within_budget else "no",
-            }
-        )
-    down = loss_in["down_for_h"]
-    loss_caption = (
-        f"{loss_in['lose_sites']} of {spec.sites:,} sites go dark after {loss_in['lose_at_h'] / 24:.4g} days, "
-        + ("for ever" if down is None else f"for {down / 24:.4g} days")
-        + f", in a planned run of {loss_in['run_h'] / 24:.4g} days (sites are equal shares, so which ones does "
-        "not matter). Each algorithm's target is its own no-loss work over the planned run: the rows compare "
-        "each algorithm with itself. Same numbers as `dispersal resilience` with these inputs."
-    )
-    return {
-        "chips": chips,
-        "curves": curves,
-        "rows": rows,
-        "fleet_chips": fleet,
-        "caption": caption,
-        "spec": spec.to_dict(),
-        "site_loss": loss.to_dict(),
-        "site_loss_inputs": loss_in,
-        "site_loss_rows": loss_rows,
-        "site_loss_caption": loss_caption,
-    }
+    for key in ("res_lose_sites", "res_lose_at_days", "res_down_for_days", "res_run_days"):
+        err = logic.check_field(key, ui.get(key))
+        if err:
+            raise InputError(logic.FIELD_BY_KEY[key].name, err.partition(": ")[2])
+    return present_resilience.resilience(est, ui, points)
 
 
 # --- optional views (modules written in parallel; imported lazily) ---------------------------------------
@@ -263,53 +228,40 @@ def _convention_args(ui: Mapping[str, Any], scenario: Any) -> dict[str, Any]:
     }
 
 
-def run_countermeasures(target: str, conv: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """`countermeasures.analyse` (every lever alone, then the default bundles) -> Outcome.to_dict() rows."""
+def run_countermeasures(
+    target: str,
+    conv: Mapping[str, Any],
+    progress: Progress | None = None,
+    bundles: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """`countermeasures.analyse` (the no-lever baseline, then every lever alone and the default bundles,
+    or `bundles`) -> Outcome.to_dict() rows; the same outcomes in the same order.
+
+    The bundles are evaluated one at a time here (`evaluate_bundle` against the baseline's cost, as
+    `analyse` does) so that ``progress(done, total, name)`` can be called after each one: the bar of a
+    two-minute default-mode run then moves with the re-plans actually finished.
+    """
     cm = optional_module("countermeasures")
     if cm is None:
         raise InputError("countermeasures", NOT_AVAILABLE)
-    outs = cm.analyse(logic.parse_flop(target), convention=cm.Convention(**conv))
+    t = logic.parse_flop(target)
+    convention = cm.Convention(**conv)
+    items = [cm.NO_LEVER]
+    for w in bundles if bundles is not None else [*cm.levers(), *cm.default_bundles()]:
+        b = cm.parse_bundle(w)
+        if b.name not in {x.name for x in items}:
+            items.append(b)
+    if progress is not None:
+        progress(0, len(items), items[0].name)
+    base = cm.evaluate_bundle(t, cm.NO_LEVER, convention=convention)
+    outs = [base]
+    for b in items[1:]:
+        if progress is not None:
+            progress(len(outs), len(items), b.name)
+        outs.append(cm.evaluate_bundle(t, b, convention=convention, baseline_cost_usd=base.cost_usd))
+    if progress is not None:
+        progress(len(outs), len(items), "")
     return [o.to_dict() for o in outs]
-
-
-def lever_description(bundle: str) -> str:
-    """What a lever or a '+'-joined bundle does, from levers.toml ('no lever' for the baseline)."""
-    cm = optional_module("countermeasures")
-    if cm is None:
-        return ""
-    table = cm.levers()
-    parts = [p.strip() for p in str(bundle).split("+") if p.strip()]
-    known = [table[p].description for p in parts if p in table]
-    return (
-        "; ".join(known)
-        if known
-        else ("no lever (the evader's baseline)" if not parts or parts == ["none"] else "")
-    )
-
-
-def countermeasure_rows(outcomes: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """One row per bundle: what it does, evader cost, cost multiple, P(detect), expected detection day."""
-    rows = []
-    for i, o in enumerate(outcomes):
-        rows.append(
-            {
-                "#": str(i + 1),
-                "bundle": o["lever"],
-                "what it does": lever_description(o["lever"]) or "no lever (the evader's baseline)",
-                "feasible": "yes" if o["feasible"] else "no",
-                "evader cost": units.format_money(o["cost_usd"]) if o["feasible"] else "",
-                "cost multiple": f"{o['cost_multiple']:.3g}" if o["feasible"] else "",
-                "P(detect)": f"{o['p_detect']:.3f}" if o["feasible"] and math.isfinite(o["p_detect"]) else "",
-                "expected detection day": (
-                    f"{o['expected_detection_day']:.0f}"
-                    if math.isfinite(o["expected_detection_day"] or math.nan)
-                    else ""
-                ),
-                "nodes": f"{o['nodes']:,}" if o["feasible"] else "",
-                "node": f"{o['chips_per_node']}x {o['hardware']}" if o["feasible"] else "",
-            }
-        )
-    return rows
 
 
 def run_uncertainty(
@@ -318,8 +270,13 @@ def run_uncertainty(
     samples: int,
     seed: int,
     factors: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0),
+    progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """`uncertainty.plan_samples` at several targets around the chosen one: P10/P50/P90 bands."""
+    """`uncertainty.plan_samples` at several targets around the chosen one: P10/P50/P90 bands.
+
+    ``progress(draws_done, draws_total, label)`` counts the draws of all targets together, as
+    `plan_samples` reports them (its nominal plan runs before a target's first draw).
+    """
     unc = optional_module("uncertainty")
     if unc is None:
         raise InputError("uncertainty", NOT_AVAILABLE)
@@ -328,7 +285,15 @@ def run_uncertainty(
     t0 = logic.parse_flop(target)
     c = Constraints(**plan["constraints"])
     points = []
-    for f in factors:
+    total = samples * len(factors)
+    for i, f in enumerate(factors):
+        label = f"target {i + 1} of {len(factors)} ({F.flop(t0 * f, unit=True)})"
+
+        def report(done: int, _n: int, i: int = i, label: str = label) -> None:
+            if progress is not None:
+                progress(i * samples + done, total, label)
+
+        report(0, samples)
         r = unc.plan_samples(
             t0 * f,
             samples=samples,
@@ -338,6 +303,7 @@ def run_uncertainty(
             mode=plan["mode"],
             metric=plan["metric"],
             search=plan["search"],
+            progress=report,
         )
         points.append(
             {
@@ -351,37 +317,11 @@ def run_uncertainty(
     return {"points": points, "samples": samples, "seed": seed}
 
 
-def uncertainty_rows(res: Mapping[str, Any]) -> list[dict[str, str]]:
-    """P10 / P50 / P90 of cost, nodes, compute and days at each target."""
-    rows = []
-    for p in res["points"]:
-        pc = p["percentiles"]
-
-        def band(k: str, fmt: Any, pc: Mapping[str, Any] = pc) -> str:
-            lo, mid, hi = pc[k]
-            return " / ".join("-" if not math.isfinite(v) else fmt(v) for v in (lo, mid, hi))
-
-        rows.append(
-            {
-                "target (FLOP)": f"{p['target_flop']:.3g}",
-                "feasible draws": f"{p['feasible_fraction']:.0%}",
-                "cost P10 / P50 / P90": band("cost_usd", units.format_money),
-                "nodes": band("nodes", lambda v: f"{v:,.0f}"),
-                "C_quality": band("c_quality_flop", lambda v: f"{v:.3g}"),
-                "days": band("days", lambda v: f"{v:.4g}"),
-                "nominal cost": units.format_money(p["nominal"]["cost_usd"])
-                if math.isfinite(p["nominal"]["cost_usd"])
-                else "-",
-            }
-        )
-    return rows
-
-
 def _show(st: Any, show: Any, kind: str, data: Any) -> None:
     if show is not None:
         show(kind, data)
         return
-    from dispersal.app import figures
+    from dispersal.present import figures
 
     chart = (
         figures.countermeasures_figure(data["outcomes"])
@@ -389,6 +329,22 @@ def _show(st: Any, show: Any, kind: str, data: Any) -> None:
         else figures.uncertainty_figure(data)
     )
     st.html(figures.svg_markup(chart))
+
+
+def progress_bar(st: Any, unit: str) -> tuple[Progress, Any]:
+    """A `Progress` callback that drives ``st.progress`` with the work actually completed, and the bar.
+
+    The text says how many of how many `unit` are done and what is being computed now; the caller
+    empties the bar when the work ends.
+    """
+    bar = st.progress(0.0, text=f"Starting: 0 {unit} done")
+
+    def update(done: int, total: int, now: str) -> None:
+        frac = min(1.0, done / total) if total > 0 else 1.0
+        text = f"{done:,} of {total:,} {unit} done" + (f"; now: {now}" if now else "")
+        bar.progress(frac, text=text)
+
+    return update, bar
 
 
 def countermeasures_view(
@@ -406,18 +362,30 @@ def countermeasures_view(
     key = repr((ui["plan_target"], sorted(conv.items())))
     if st.button("Evaluate countermeasures", key="cm_go"):
         try:
-            st.session_state["_cm"] = (key, run_countermeasures(str(ui["plan_target"]), conv))
+            update, bar = progress_bar(st, "levers and bundles")
+            try:
+                st.session_state["_cm"] = (key, run_countermeasures(str(ui["plan_target"]), conv, update))
+            finally:
+                bar.empty()
         except ValueError as exc:
             st.session_state["_cm"] = (key, logic.one_line(exc))
     stored = st.session_state.get("_cm")
     if stored is None:
-        return "Press the button to evaluate every lever and the default bundles (a few seconds)."
+        return (
+            "Press the button to evaluate every lever and the default bundles (each one a re-plan: seconds "
+            "in paper mode, up to about two minutes in default mode; a bar shows how many are done)."
+        )
     if stored[0] != key:
         st.info("Inputs changed since this was computed; press the button to update.")
     if isinstance(stored[1], str):
         st.error(stored[1])
         return None
-    _show(st, show, "countermeasures", {"outcomes": stored[1]})
+    blocked = sum(1 for o in stored[1] if blocks_the_run(o))
+    st.caption(
+        f"{blocked} of {len(stored[1]) - 1} levers and bundles block the run (no plan reaches the target); they "
+        "come first, then the rest by the cost multiple they impose. Numbers on the chart are the table's #."
+    )
+    _show(st, show, "countermeasures", {"outcomes": countermeasure_order(stored[1])})
     st.table(countermeasure_rows(stored[1]))
     return None
 
@@ -434,15 +402,25 @@ def uncertainty_view(
         f"at 0.01x, 0.1x, 1x and 10x the Planner tab's target ({ui['plan_target']} FLOP), 200 draws each, "
         "seed 0. Bands are P10-P90 over feasible draws."
     )
-    key = repr(sorted((k, repr(v)) for k, v in plan.items()))
+    key = uncertainty_key(plan)
     if st.button("Run the Monte Carlo", key="unc_go"):
         try:
-            st.session_state["_unc"] = (key, run_uncertainty(str(ui["plan_target"]), plan, 200, 0))
+            update, bar = progress_bar(st, "draws")
+            try:
+                st.session_state["_unc"] = (
+                    key,
+                    run_uncertainty(str(ui["plan_target"]), plan, 200, 0, progress=update),
+                )
+            finally:
+                bar.empty()
         except ValueError as exc:
             st.session_state["_unc"] = (key, logic.one_line(exc))
     stored = st.session_state.get("_unc")
     if stored is None:
-        return "Press the button to run the Monte Carlo (a few seconds)."
+        return (
+            "Press the button to run the Monte Carlo (4 targets x 200 draws: seconds in paper mode, up to "
+            "about a minute in default mode; a bar shows the draws done)."
+        )
     if stored[0] != key:
         st.info("Inputs changed since this was computed; press the button to update.")
     if isinstance(stored[1], str):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import functools
 import itertools
 import math
 import platform
@@ -16,6 +15,7 @@ import numpy as np
 from dispersal import __version__
 from dispersal.calibration import fit as F
 from dispersal.calibration.effective import efficiency
+from dispersal.calibration.plots import plots
 from dispersal.calibration.tomlio import SCHEMA_VERSION, dumps, params_from_mapping
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 
@@ -293,219 +293,6 @@ def calibration_toml(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     return head + dumps(doc, comments)
 
 
-# ------------------------------------------------------------------------------------------- plots
-def _alpha_law_ab(x: Any, a: float, b: float) -> Any:
-    return a / (1 + np.log10(x / 1e9) / b)
-
-
-def _beta_law_ab(x: Any, a: float, b: float) -> Any:
-    return a * x**-b
-
-
-def _alpha_law(a: float, b: float) -> Any:
-    return functools.partial(_alpha_law_ab, a=a, b=b)
-
-
-def _beta_law(a: float, b: float) -> Any:
-    return functools.partial(_beta_law_ab, a=a, b=b)
-
-
-def plots(summary: dict[str, Any], folder: Path, prefix: str = "calibration_") -> list[Path]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from dispersal._io import save_figure
-
-    paths = []
-    pts = summary["points"]
-    sizes = sorted(summary["sizes"], key=lambda s: summary["sizes"][s]["params"])
-    colors = dict(zip(sizes, ["tab:blue", "tab:orange", "tab:green"], strict=False))
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-    for ax, (xname, fixed, title) in zip(
-        axes[:2],
-        (
-            ("H", ("M", 4), "eta vs sync interval H (M = 4, fp32)"),
-            ("M", ("H", 50), "eta vs replicas M (H = 50, fp32)"),
-        ),
-        strict=True,
-    ):
-        for s in sizes:
-            sel = sorted(
-                (
-                    p
-                    for p in pts
-                    if p["size"] == s
-                    and p["codec"] == "none"
-                    and p["algorithm"] == "diloco"
-                    and p[fixed[0]] == fixed[1]
-                ),
-                key=lambda p: p[xname],
-            )
-            if not sel:
-                continue
-            x = [p[xname] for p in sel]
-            y = [p["eta"] for p in sel]
-            err = [p["eta_std"] if math.isfinite(p["eta_std"]) else 0 for p in sel]
-            ax.errorbar(
-                x,
-                y,
-                yerr=err,
-                marker="o",
-                color=colors[s],
-                capsize=3,
-                label=f"measured {s} ({summary['sizes'][s]['params'] / 1e3:.0f}k)",
-            )
-            ax.plot(
-                x,
-                [p["eta_published_form"] for p in sel],
-                "--",
-                color=colors[s],
-                alpha=0.7,
-                label=f"published forms at {s}",
-            )
-        ax.set_xscale("log", base=2 if xname == "M" else 10)
-        ax.axhline(1, color="grey", lw=0.8)
-        ax.set_xlabel(xname)
-        ax.set_ylabel("eta = C_DDP(loss) / C_spent")
-        ax.set_title(title, fontsize=9)
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
-    ax = axes[2]
-    cr = np.geomspace(1, 500, 100)
-    from dispersal.model.kernel.efficiency import eta_comp
-
-    ax.plot(cr, eta_comp(cr, True, 1, DEFAULT_PARAMS), "k--", label="published EF expected")
-    ax.plot(cr, eta_comp(cr, False, 1, DEFAULT_PARAMS), "k:", label="published no-EF expected")
-    g = summary["compression"]
-    for gam, style, lab in ((g["gamma_ef"], "-", "fit EF"), (g["gamma_no_ef"], "-.", "fit no-EF")):
-        if math.isfinite(gam):
-            ax.plot(
-                cr,
-                np.clip(1 - gam * np.log10(cr), 0.05, 1),
-                style,
-                color="tab:red",
-                label=f"{lab} (gamma {gam:.3f})",
-            )
-    for k, v in summary["codecs"].items():
-        ax.errorbar(
-            [v["ratio"]],
-            [v["eta_comp"]],
-            yerr=[v["std"] if math.isfinite(v["std"]) else 0],
-            marker="s",
-            capsize=3,
-            label=f"measured {k}",
-        )
-    ax.set_xscale("log")
-    ax.set_xlabel("compression ratio C_r (vs 16-bit)")
-    ax.set_ylabel("eta_comp")
-    ax.set_title("compression quality (H = 50, M = 4)", fontsize=9)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    p = folder / f"{prefix}penalties.png"
-    save_figure(fig, p)
-    paths.append(p)
-
-    # fitted size laws vs published, extrapolated
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-    P = np.geomspace(1e5, 1e12, 200)
-    reps = summary["replicates"]
-    fz = summary["fitted"]
-    for ax, (name, pub, fn, key_a, key_b, keysz) in zip(
-        axes[:2],
-        (
-            (
-                "alpha(P) in eta_H = 1 - alpha log10 H",
-                _alpha_law(DEFAULT_PARAMS.eta_h_alpha0, DEFAULT_PARAMS.eta_h_size_scale),
-                _alpha_law_ab,
-                "alpha0",
-                "size_scale",
-                "alpha",
-            ),
-            (
-                "beta_0(P) in L_rep = M^beta (at H = 30)",
-                _beta_law(DEFAULT_PARAMS.replica_beta_coeff, DEFAULT_PARAMS.replica_beta_exponent),
-                _beta_law_ab,
-                "beta_coeff",
-                "beta_exponent",
-                "beta0",
-            ),
-        ),
-        strict=True,
-    ):
-        pubv = pub(P)
-        ax.plot(P, np.where((pubv > 0) & (pubv < 5), pubv, np.nan), "k--", label="published")
-        a, b = (
-            fz[{"alpha0": "eta_h_alpha0", "beta_coeff": "replica_beta_coeff"}[key_a]],
-            fz[{"size_scale": "eta_h_size_scale", "beta_exponent": "replica_beta_exponent"}[key_b]],
-        )
-        if math.isfinite(a) and math.isfinite(b):
-
-            def safe(v: Any) -> Any:  # alpha(P) has a pole where 1 + log10(P/1e9)/s = 0: hide it
-                v = np.asarray(v, dtype=np.float64)
-                return np.where((v > -0.05) & (v < 1.0), v, np.nan)
-
-            ax.plot(P, safe(fn(P, a, b)), "r-", label="fit to measurements")
-            band = np.array(
-                [
-                    safe(fn(P, r[key_a], r[key_b]))
-                    for r in reps
-                    if math.isfinite(r[key_a]) and math.isfinite(r[key_b])
-                ]
-            )
-            if len(band) > 2:
-                ax.fill_between(
-                    P,
-                    np.nanpercentile(band, 16, axis=0),
-                    np.nanpercentile(band, 84, axis=0),
-                    color="r",
-                    alpha=0.2,
-                    label="bootstrap 16-84 %",
-                )
-        for s, v in summary["sizes"].items():
-            val, sd = v[keysz], v[f"{keysz}_std"]
-            if math.isfinite(val):
-                ax.errorbar(
-                    [v["params"]],
-                    [val],
-                    yerr=[sd if math.isfinite(sd) else 0],
-                    fmt="o",
-                    capsize=3,
-                    label=f"measured {s}",
-                )
-        for ref, lab in ((91e9, "91B"), (250e9, "250B")):
-            ax.axvline(ref, color="grey", lw=0.6, ls=":")
-            ax.text(ref, ax.get_ylim()[1] * 0.95 if ax.get_ylim()[1] > 0 else 0, lab, fontsize=7)
-        ax.set_xscale("log")
-        ax.set_xlabel("parameters P")
-        ax.set_title(name, fontsize=9)
-        ax.legend(fontsize=7)
-        ax.grid(alpha=0.3)
-    ax = axes[2]
-    for s in sizes:
-        recs = [r for r in summary["records"] if r["size"] == s and r["role"] == "reference"]
-        c = np.array([r["flop"] for r in recs])
-        lo = np.array([np.mean(r["val_losses"]) for r in recs])
-        ax.scatter(c, lo, color=colors[s], label=f"DDP {s}")
-        cv = summary["central"]["curves"][s]
-        cc = np.geomspace(c.min() / 2, c.max() * 2, 100)
-        ax.plot(cc, cv.loss(cc), color=colors[s], lw=0.8)
-        for p in (p for p in pts if p["size"] == s and p["algorithm"] == "diloco"):
-            flop = next(r["flop"] for r in summary["records"] if r["size"] == s and r["role"] == "sweep")
-            ax.scatter([flop], [p["val_loss"]], marker="x", color=colors[s], alpha=0.6)
-    ax.set_xscale("log")
-    ax.set_xlabel("training compute C = 6 N T (FLOP)")
-    ax.set_ylabel("validation loss (nats/byte)")
-    ax.set_title("DDP reference runs and the curve used for eta; x = DiLoCo runs", fontsize=9)
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
-    p = folder / f"{prefix}fits.png"
-    save_figure(fig, p)
-    paths.append(p)
-    return paths
-
-
 # --------------------------------------------------------------------------------------- markdown
 def _f(v: Any, nd: int = 3) -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
@@ -681,26 +468,9 @@ def discussion(summary: dict[str, Any], variants: dict[str, Any]) -> list[str]:
     return out
 
 
-def write_docs(
-    summary: dict[str, Any],
-    meta: dict[str, Any],
-    h_pub: dict[str, Any],
-    h_cal: dict[str, Any] | None,
-    toml_path: Path,
-    docs_dir: Path,
-    bench_path: Path,
-    run_info: dict[str, Any],
-) -> list[Path]:
-    """docs/calibration.md, the plots next to it, and the benchmark note."""
-    from dispersal._io import atomic_write_text
-    from dispersal.calibration import shape
-
-    pngs = plots(summary, docs_dir)
-    checks = direction_checks(summary)
-    shape_md = shape.report_md(shape.points_from_summary(summary))
-    n_runs = len(summary["records"])
-    tiers = sorted({r.get("tier", -1) for r in summary["records"]})
-    body = f"""# Calibration: the model's penalties measured with real training
+def _docs_intro(meta: dict[str, Any], run_info: dict[str, Any], toml_path: Path) -> str:
+    """The title, the one command, and what the model's penalties are."""
+    return f"""# Calibration: the model's penalties measured with real training
 
 *Generated by `{meta["command"]}` on {meta["date"]} ({meta["machine"]}, torch {meta["torch"]},
 dispersal {__version__}). Every number below comes from `{run_info["results"]}`.*
@@ -723,10 +493,15 @@ small scale, fits the same functional forms, and writes a calibration file that 
 accepts: `dispersal estimate|plan|counter --calibration {toml_path}`. The shipped default stays the
 literature values.
 
-## Published anchors first (issue 12)
+"""
+
+
+def _docs_anchors() -> str:
+    """Why the published fits stay the default and what a calibration file may replace."""
+    return """## Published anchors first (issue 12)
 
 The default penalty fits are the published tables: the quality model g(M, H, P, fragments)
-(`dispersal.model.quality`, docs/quality.md) is fitted to Charles et al. 2025 Table 4 and Streaming
+(`dispersal.model.kernel.quality`, docs/quality.md) is fitted to Charles et al. 2025 Table 4 and Streaming
 DiLoCo Tables 5-6 at 35M-2.4B parameters. The testbed runs here are 1e5-1e6 parameters, two to three
 orders of magnitude below, so they serve as **sign and shape checks** of the published model, with
 their extrapolation error measured on held-back points (fit on the smaller size, predict the larger:
@@ -737,7 +512,12 @@ measured ratios (25x with error feedback, 3.56x without; published rows beyond),
 size laws (eta_H, replica beta), which would act at every model size; each is reported as withheld.
 The "what-if" rows of the headline table extrapolate every measured field to the plan, as before.
 
-## Method
+"""
+
+
+def _docs_method(summary: dict[str, Any], run_info: dict[str, Any]) -> str:
+    """How the runs were trained, how eta, the error bars and the fits are computed."""
+    return f"""## Method
 
 * **Training.** The testbed's GPT (`dispersal.testbed`), byte-level, on the Python standard library.
   Every point trains the same number of tokens: {run_info["steps"]} global steps of {run_info["global_batch"]} sequences,
@@ -772,7 +552,20 @@ The "what-if" rows of the headline table extrapolate every measured field to the
   C_r against a 16-bit payload (int8 1.88x, int4 3.56x, top-k 1 % 25x), separately with error feedback
   (top-k) and without (int8, int4); the table's *expected* columns are replaced by the fit.
 
-## Results ({n_runs} runs, priority tiers {", ".join(map(str, tiers))} of the sweep)
+"""
+
+
+def _docs_results(
+    summary: dict[str, Any], h_pub: dict[str, Any], h_cal: dict[str, Any] | None, pngs: list[Path]
+) -> str:
+    """The figures, tables, direction checks, shape checks and the data-driven reading."""
+    from dispersal.calibration import shape
+
+    checks = direction_checks(summary)
+    shape_md = shape.report_md(shape.points_from_summary(summary))
+    n_runs = len(summary["records"])
+    tiers = sorted({r.get("tier", -1) for r in summary["records"]})
+    return f"""## Results ({n_runs} runs, priority tiers {", ".join(map(str, tiers))} of the sweep)
 
 ![measured vs published penalties]({pngs[0].name})
 
@@ -792,13 +585,23 @@ DDP scaling curves: {"; ".join(f"{s}: {v['kind']} E = {_f(v['E'])}, A = {_f(v['A
 
 {chr(10).join("* note: " + n for n in summary["notes"])}
 
-## What changes in the headline plan (cheapest run to 1e25 FLOP, treaty regime, 100 Mbps, 740 days)
+"""
+
+
+def _docs_headline(h_pub: dict[str, Any], h_cal: dict[str, Any] | None, toml_path: Path) -> str:
+    """What the calibration changes in the 1e25 headline plan, and how to reproduce it."""
+    return f"""## What changes in the headline plan (cheapest run to 1e25 FLOP, treaty regime, 100 Mbps, 740 days)
 
 {headline_md(h_pub, h_cal)}
 Reproduce: `dispersal plan --target 1e25` and `dispersal plan --target 1e25 --calibration {toml_path}`
 (add `--mode paper` for the paper's settings).
 
-## Limitations (read before using the measured file)
+"""
+
+
+def _docs_limitations(summary: dict[str, Any], run_info: dict[str, Any]) -> str:
+    """What the measured file can and cannot say."""
+    return f"""## Limitations (read before using the measured file)
 
 * **Scale.** The measured sizes have {", ".join(f"{v['params']:,.0f}" for v in sorted(summary["sizes"].values(), key=lambda v: v["params"]))}
   parameters; the model is used at 1e10-1e12. The size laws alpha(P) and beta_0(P) are fitted through
@@ -816,9 +619,21 @@ Reproduce: `dispersal plan --target 1e25` and `dispersal plan --target 1e25 --ca
 * `dispersal counter --calibration` passes the calibrated parameters to the evader's planner through
   `countermeasures.Convention(params=...)`.
 """
-    doc = docs_dir / "calibration.md"
-    atomic_write_text(doc, body)
-    bench = f"""# Calibration on CPU ({meta["date"]}, dev)
+
+
+def _bench_md(
+    summary: dict[str, Any],
+    meta: dict[str, Any],
+    h_pub: dict[str, Any],
+    h_cal: dict[str, Any] | None,
+    toml_path: Path,
+    run_info: dict[str, Any],
+) -> str:
+    """The benchmark note: machine, configuration, seeds, runs, tables, direction checks, headline."""
+    checks = direction_checks(summary)
+    n_runs = len(summary["records"])
+    tiers = sorted({r.get("tier", -1) for r in summary["records"]})
+    return f"""# Calibration on CPU ({meta["date"]}, dev)
 
 Command: `{meta["command"]}`
 
@@ -840,5 +655,31 @@ Command: `{meta["command"]}`
 ## Headline (1e25 FLOP, treaty, 100 Mbps, 740 days)
 
 {headline_md(h_pub, h_cal)}"""
-    atomic_write_text(bench_path, bench)
+
+
+def write_docs(
+    summary: dict[str, Any],
+    meta: dict[str, Any],
+    h_pub: dict[str, Any],
+    h_cal: dict[str, Any] | None,
+    toml_path: Path,
+    docs_dir: Path,
+    bench_path: Path,
+    run_info: dict[str, Any],
+) -> list[Path]:
+    """docs/calibration.md, the plots next to it, and the benchmark note."""
+    from dispersal._io import atomic_write_text
+
+    pngs = plots(summary, docs_dir)
+    body = (
+        _docs_intro(meta, run_info, toml_path)
+        + _docs_anchors()
+        + _docs_method(summary, run_info)
+        + _docs_results(summary, h_pub, h_cal, pngs)
+        + _docs_headline(h_pub, h_cal, toml_path)
+        + _docs_limitations(summary, run_info)
+    )
+    doc = docs_dir / "calibration.md"
+    atomic_write_text(doc, body)
+    atomic_write_text(bench_path, _bench_md(summary, meta, h_pub, h_cal, toml_path, run_info))
     return [doc, *pngs, bench_path]

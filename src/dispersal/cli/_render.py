@@ -19,27 +19,6 @@ def console() -> Console:
     return Console(highlight=False, soft_wrap=False, width=None if sys.stdout.isatty() else 200)
 
 
-def fmt_value(key: str, v: Any) -> str:
-    """Format a value by what its key says it is."""
-    if isinstance(v, bool) or v is None or isinstance(v, str):
-        return str(v)
-    if not isinstance(v, int | float):
-        return str(v)
-    if key.endswith("_usd"):
-        return units.format_money(v)
-    if key.endswith("_flop"):
-        return f"{v:.3g}"
-    if key.endswith("_bytes") or key.startswith("bytes") or key.endswith("_bytes_per_node"):
-        return units.format_bytes(v)
-    if key.endswith("_s"):
-        return units.format_duration(v)
-    if key in ("params", "active_params", "tokens"):
-        return units.format_count(v)
-    if isinstance(v, int):
-        return f"{v:,}"
-    return f"{v:.4g}"
-
-
 def estimate_table(d: dict[str, Any]) -> list[Table]:
     """Tables for an Estimate.to_dict()."""
     s = d["scenario"]
@@ -47,8 +26,9 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
     head.add_column("", style="bold")
     head.add_column("")
     # One presentation layer: the same headline rows as the app's Summary table and the HTML report.
-    from dispersal.app.logic import estimate_provenance, links_of, summary_rows
     from dispersal.model.inputs.scenario import Scenario
+    from dispersal.present.provenance import estimate_provenance, links_of
+    from dispersal.present.rows import summary_rows, traffic_text
 
     rows = [(r["quantity"], r["value"]) for r in summary_rows(d)]
     if not d["feasible"]:
@@ -72,13 +52,7 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
             f"{units.format_money(d['cost']['rental_usd'])})",
         )
     )
-    rows.append(
-        (
-            "WAN traffic / node",
-            f"mean {d['traffic']['mean_mbps']:.3g} Mbps, peak {d['traffic']['peak_mbps']:.3g} Mbps, "
-            f"duty {d['traffic']['duty_cycle']:.0%}, {units.format_bytes(d['traffic']['bytes_per_day'])}/day",
-        )
-    )
+    rows.append(("WAN traffic / node", traffic_text(d)))
     with contextlib.suppress(ValueError):  # a hand-edited dict that is no longer a valid Scenario
         rows.append(("used", estimate_provenance(d, links_of(Scenario.from_dict(dict(s))))))
     for note in reversed(d.get("notes", [])):

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from dispersal.cli._common import guarded, print_json
+from dispersal.present.formats import money_or as _fmt_money
 
 _EPILOG = (
     "JSON: a list of rows, the no-lever baseline first. Keys: lever (bundle name), levers, feasible, "
@@ -21,17 +22,11 @@ _EPILOG = (
 
 def _plot(rows: list[Any], path: Path, title: str) -> None:
     """The app's countermeasures figure (numbered points, as in the table's order), as PNG."""
-    from dispersal.app import figures
+    from dispersal.present import figures
 
     chart = figures.countermeasures_figure([o.to_dict() for o in rows])
     chart.figure.axes[0].set_title(title, fontsize=figures.FONT - 1)
     figures.save_png(chart, path)
-
-
-def _fmt_money(v: float) -> str:
-    from dispersal.model.inputs.units import format_money
-
-    return format_money(v) if math.isfinite(v) else "infeasible"
 
 
 def register(app: typer.Typer) -> None:

@@ -288,11 +288,10 @@ def plan_cmd(
 
     con = console()
     con.print(plan_table(plans))
-    for p in plans:
-        if p.extrapolation:
-            con.print(
-                f"[yellow]extrapolation[/yellow] ({p.target_flop:.3g} FLOP): " + "; ".join(p.extrapolation)
-            )
+    from dispersal.present.answer import plan_card
+
+    for d in dicts:
+        con.print(plan_card(d).text(), markup=False, highlight=False)
     if runners_up:
         for p in plans:
             con.print(runners_up_table(p))

@@ -30,8 +30,8 @@ def _plot(spec: Any, path: Path) -> None:
     """The app's goodput-vs-scale figure (10 to 10M chips), as PNG."""
     import numpy as np
 
-    from dispersal.app import figures
     from dispersal.model.analyses.resilience import goodput_vs_scale
+    from dispersal.present import figures
 
     chips = [int(c) for c in np.unique(np.round(np.logspace(1, 7, 61)).astype(int))]
     curves = {k: v.tolist() for k, v in goodput_vs_scale(spec, chips).items()}

@@ -12,10 +12,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dispersal import __version__
-from dispersal.app import figures, logic, views
-from dispersal.model.inputs import units
 from dispersal.model.inputs.scenario import Mode, Scenario
 from dispersal.model.kernel.estimate import estimate
+from dispersal.present import export, figures, provenance, rows
+from dispersal.present import formats as F
+from dispersal.present.answer import plan_card
+from dispersal.present.resilience import DEFAULTS as RESILIENCE_DEFAULTS
+from dispersal.present.resilience import resilience
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:980px;margin:2em auto;padding:0 1em;
@@ -24,17 +27,18 @@ h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:1.8em;border
 table{border-collapse:collapse;margin:.6em 0;font-size:.9em}td,th{border:1px solid #ddd;padding:3px 8px;
 text-align:left;vertical-align:top}th{background:#f4f4f4}
 .ok{color:#1a7f37;font-weight:600}.bad{color:#b42318;font-weight:600}.note{color:#4a4a4a;font-size:.9em}
-img{max-width:100%;height:auto}pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:.8em}
+img{max-width:100%;height:auto}.answer{border:1px solid #bbb;padding:.2em 1em;border-radius:6px}pre{background:#f7f7f7;padding:.8em;overflow:auto;font-size:.8em}
 """
 
 
-def _table(rows: Sequence[Mapping[str, Any]]) -> str:
-    if not rows:
+def _table(table_rows: Sequence[Mapping[str, Any]]) -> str:
+    if not table_rows:
         return "<p class='note'>(none)</p>"
-    cols = list(rows[0].keys())
+    cols = list(table_rows[0].keys())
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in cols)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in cols) + "</tr>" for r in rows
+        "<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in cols) + "</tr>"
+        for r in table_rows
     )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -50,20 +54,24 @@ def _inputs_rows(s: Scenario) -> list[dict[str, str]]:
     for k, v in s.to_dict().items():
         if v is None:
             text = "(mode default)" if k not in ("tokens", "active_params") else "(derived)"
-        elif k.endswith("bits_per_s"):
-            text = units.format_bandwidth(v)
-        elif k.endswith("_s"):
-            text = units.format_duration(v)
-        elif k in ("params", "active_params", "tokens", "local_batch_tokens"):
-            text = units.format_count(v)
         else:
-            text = str(v)
+            text = F.by_key(k, v, plain=True)
         out.append({"input": k, "value": text})
     return out
 
 
-def render_html(scenario: Scenario, mode: Mode | str = Mode.DEFAULT, *, source: str = "") -> str:
-    """The report as one HTML string (every number from `dispersal.model`)."""
+def render_html(
+    scenario: Scenario,
+    mode: Mode | str = Mode.DEFAULT,
+    *,
+    source: str = "",
+    plan: Mapping[str, Any] | None = None,
+) -> str:
+    """The report as one HTML string (every number from `dispersal.model`).
+
+    `plan`: a `Plan.to_dict()` (as `dispersal plan --json` prints it, optionally with its Monte Carlo
+    keys); when given, its answer card (`present.answer.plan_card`) opens the report.
+    """
     m = Mode(mode)
     est = estimate(scenario, mode=m).to_dict()
     status = (
@@ -71,8 +79,7 @@ def render_html(scenario: Scenario, mode: Mode | str = Mode.DEFAULT, *, source: 
         if est["feasible"]
         else "<span class='bad'>infeasible</span>: " + html.escape("; ".join(est["reasons"]))
     )
-    res_ui = {k: v for k, v in logic.default_ui().items() if k.startswith("res_")}
-    res = views.resilience(est, res_ui)
+    res = resilience(est, RESILIENCE_DEFAULTS)
     parts = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>dispersal report: {html.escape(scenario.name)}</title><style>{_CSS}</style></head><body>",
@@ -80,22 +87,23 @@ def render_html(scenario: Scenario, mode: Mode | str = Mode.DEFAULT, *, source: 
         f"<p class='note'>dispersal {html.escape(__version__)}, {m.value} mode"
         + (f", scenario {html.escape(source)}" if source else "")
         + f", generated {_dt.date.today().isoformat()}. Status: {status}.</p>",
+        *(["<h2>Answer</h2>", plan_card(plan).html()] if plan is not None else []),
         "<h2>Headline</h2>",
-        f"<p class='note'>{html.escape(logic.estimate_provenance(est, logic.links_of(scenario)))}</p>",
-        _table(logic.summary_rows(est)),
+        f"<p class='note'>{html.escape(provenance.estimate_provenance(est, provenance.links_of(scenario)))}</p>",
+        _table(rows.summary_rows(est)),
         "<h2>Efficiency: from raw compute to effective compute</h2>",
         "<p class='note'>C_local = C_raw x eta_H x eta_comp x eta_act x eta_rep; C_quality = C_local x chi. "
         "eta_H, eta_comp and eta_act are heuristics; eta_rep is a published fit with a heuristic extension; "
         "chi is the Chinchilla refit (Besiroglu et al. 2024).</p>",
         _img(figures.waterfall_figure(est), "efficiency waterfall"),
-        _table(logic.efficiency_rows(est)),
+        _table(rows.efficiency_rows(est)),
         "<h2>Where the time goes</h2>",
         _img(figures.breakdown_figure(est), "time breakdown"),
-        _table(logic.breakdown_rows(est)),
+        _table(rows.breakdown_rows(est)),
         "<h2>Cost</h2>",
-        _table(logic.cost_rows(est)),
+        _table(rows.cost_rows(est)),
         "<h2>WAN traffic per node</h2>",
-        _table(logic.traffic_rows(est)),
+        _table(rows.traffic_rows(est)),
         "<h2>Resilience: goodput vs scale</h2>",
         f"<p class='note'>{html.escape(res['caption'])}</p>",
         _img(
@@ -108,7 +116,7 @@ def render_html(scenario: Scenario, mode: Mode | str = Mode.DEFAULT, *, source: 
         "<h2>Inputs</h2>",
         _table(_inputs_rows(scenario)),
         "<h2>Full result (Estimate.to_dict())</h2>",
-        f"<details><summary>JSON</summary><pre>{html.escape(logic.to_json(est))}</pre></details>",
+        f"<details><summary>JSON</summary><pre>{html.escape(export.to_json(est))}</pre></details>",
         "</body></html>\n",
     ]
     return "\n".join(parts)

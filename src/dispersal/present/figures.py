@@ -26,8 +26,8 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocator
 
-from dispersal.app.logic import BREAKDOWN_PARTS, waterfall_steps
-from dispersal.model.inputs import units
+from dispersal.present import formats as F
+from dispersal.present.rows import BREAKDOWN_PARTS, waterfall_steps
 
 WIDTH_IN = 5.2
 FONT = 10.5
@@ -58,7 +58,7 @@ def _money_axis(ax: Any, which: str, values: Sequence[float | None]) -> None:
     with at most 6 ticks; labels like $31M. Either way the tick labels cannot crowd each other."""
     vals = [float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0]
     axis = ax.yaxis if which == "y" else ax.xaxis
-    money = FuncFormatter(lambda v, _pos: units.format_money(v) if v > 0 else "$0")
+    money = FuncFormatter(lambda v, _pos: F.money(v) if v > 0 else "$0")
     if vals and max(vals) / min(vals) > 30:
         (ax.set_yscale if which == "y" else ax.set_xscale)("log")
         axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=8))
@@ -73,16 +73,6 @@ def _money_axis(ax: Any, which: str, values: Sequence[float | None]) -> None:
     axis.set_major_formatter(money)
 
 
-def _count_label(v: float, _pos: Any = None) -> str:
-    """Plain tick text for a log axis (no mathtext, which is not thread-safe): 10, 100, 1k, 1M, 1e+24."""
-    if v <= 0:
-        return ""
-    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if 1 <= v / div < 1000 and v < 1e12:
-            return f"{v / div:g}{suffix}"
-    return f"{v:g}"
-
-
 def _style(ax: Any, title: str) -> None:
     # No minor tick labels: they are unreadable at this size and cost most of the drawing time.
     # Log axes get plain labels: matplotlib's default ones are mathtext, whose parser fails when two
@@ -91,7 +81,7 @@ def _style(ax: Any, title: str) -> None:
         if axis.get_scale() == "log":
             axis.set_minor_locator(NullLocator())
             if not isinstance(axis.get_major_formatter(), FuncFormatter):
-                axis.set_major_formatter(FuncFormatter(_count_label))
+                axis.set_major_formatter(FuncFormatter(F.axis_count))
     ax.set_title(title, fontsize=TITLE_FONT)
     ax.tick_params(labelsize=FONT)
     ax.xaxis.label.set_size(FONT)
@@ -120,17 +110,19 @@ def waterfall_figure(d: Mapping[str, Any]) -> Chart:
     bars.append(("C_quality", 0.0, c_quality, True))
     fig = Figure(figsize=(WIDTH_IN, 3.4))
     chart = Chart(
-        fig, f"Bar chart: C_raw {c_raw:.3g} FLOP, C_local {c_local:.3g} FLOP, C_quality {c_quality:.3g} FLOP"
+        fig,
+        f"Bar chart: C_raw {F.flop(c_raw, unit=True)}, C_local {F.flop(c_local, unit=True)}, "
+        f"C_quality {F.flop(c_quality, unit=True)}",
     )
     ax = fig.add_subplot()
     for i, (name, lo, hi, full) in enumerate(bars):
         if full:
             (bar,) = ax.bar(i, hi, color="#6E6E6E" if i == 0 else CURRENT)
-            _mark(chart, bar, f"{name}: {hi:.4g} FLOP")
+            _mark(chart, bar, f"{name}: {F.flop(hi, 4, unit=True)}")
         else:
             factor = lo / hi if hi else 0.0
             (bar,) = ax.bar(i, max(hi - lo, hi * 1e-3), bottom=lo, color="#C0392B")
-            _mark(chart, bar, f"x {name} = {factor:.4f}: {hi:.4g} -> {lo:.4g} FLOP")
+            _mark(chart, bar, f"x {name} = {factor:.4f}: {F.sig(hi)} -> {F.flop(lo, 4, unit=True)}")
     ax.set_yscale("log")
     positive = [v for b in bars for v in b[1:3] if v > 0]
     if positive:
@@ -149,14 +141,14 @@ def breakdown_figure(d: Mapping[str, Any]) -> Chart:
     """Where the run time goes, days per part (TimeBreakdown)."""
     b = d["breakdown"]
     labels = [label for _k, label in BREAKDOWN_PARTS] + ["(hidden sync)"]
-    values = [b[k] / units.SECONDS_PER_DAY for k, _l in BREAKDOWN_PARTS] + [
-        b["hidden_comm_s"] / units.SECONDS_PER_DAY
+    values = [b[k] / F.SECONDS_PER_DAY for k, _l in BREAKDOWN_PARTS] + [
+        b["hidden_comm_s"] / F.SECONDS_PER_DAY
     ]
     fig = Figure(figsize=(WIDTH_IN, 3.2))
     chart = Chart(
         fig,
         "Bar chart of run time by part: "
-        + ", ".join(f"{lab} {v:.3g} days" for lab, v in zip(labels, values, strict=True)),
+        + ", ".join(f"{lab} {F.days(v, 3)}" for lab, v in zip(labels, values, strict=True)),
     )
     ax = fig.add_subplot()
     colours = ["#009E73", "#E69F00", "#CC79A7", "#8C564B", "#D55E00", "#0072B2", "#9E9E9E"]
@@ -165,17 +157,17 @@ def breakdown_figure(d: Mapping[str, Any]) -> Chart:
     ax.invert_yaxis()
     top = max(values) if values and max(values) > 0 else 1.0
     for bar, label, v in zip(bars, labels, values, strict=True):
-        _mark(chart, bar, f"{label}: {v:.4g} days")
+        _mark(chart, bar, f"{label}: {F.days(v)}")
         ax.text(
             bar.get_width() + top * 0.01,
             bar.get_y() + bar.get_height() / 2,
-            f"{v:.3g} d",
+            F.days(v, 3, unit="d"),
             va="center",
             fontsize=FONT,
         )
     ax.set_xlim(0, top * 1.25)
     ax.set_xlabel("days")
-    _style(ax, f"Where the {d['days']:.4g} days go (per node)")
+    _style(ax, f"Where the {F.days(d['days'])} go (per node)")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return chart
@@ -223,7 +215,7 @@ def plan_figure(plan_dict: Mapping[str, Any]) -> Chart:
     chart = Chart(
         fig,
         "Bar chart of the cheapest plan's cost per hardware type: "
-        + ", ".join(f"{o['hardware']} {units.format_money(o['cost_usd'])}" for o in opts),
+        + ", ".join(f"{o['hardware']} {F.money(o['cost_usd'])}" for o in opts),
     )
     ax = fig.add_subplot()
     labels = [f"{o['chips_per_node']}x {o['hardware']} {o['precision']}" for o in opts]
@@ -234,13 +226,16 @@ def plan_figure(plan_dict: Mapping[str, Any]) -> Chart:
             chart,
             bar,
             f"{o['nodes']:,} nodes x {o['chips_per_node']}x {o['hardware']} {o['precision']}, "
-            f"{o['algorithm']}: {units.format_money(o['cost_usd'])}",
+            f"{o['algorithm']}: {F.money(o['cost_usd'])}",
         )
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()
     _money_axis(ax, "x", costs)
     ax.set_xlabel("cost (USD)")
-    _style(ax, f"Cheapest per hardware, {plan_dict.get('target_flop', 0):.3g} FLOP {plan_dict.get('metric')}")
+    _style(
+        ax,
+        f"Cheapest per hardware, {F.flop(plan_dict.get('target_flop', 0), unit=True)} {plan_dict.get('metric')}",
+    )
     ax.grid(axis="x", alpha=0.3, which="major")
     fig.tight_layout()
     return chart
@@ -289,8 +284,8 @@ def cost_curve_figure(
         )
         for x, y, text in pts:
             (pt,) = ax.plot([x], [y], ls="", marker=mk, ms=12, alpha=0.0)
-            xs = f"{x:.3g} FLOP" if axis == "target" else f"{x:,.0f}"
-            _mark(chart, pt, f"{name}: {units.format_money(y)} at {xs} ({text})")
+            xs = F.flop(x, unit=True) if axis == "target" else F.integer(x)
+            _mark(chart, pt, f"{name}: {F.money(y)} at {xs} ({text})")
         for r in rows:
             if r.get("cost_usd") is None:
                 ax.axvline(float(r["x"]), color=colour, ls=":", lw=1, alpha=0.6)
@@ -323,7 +318,7 @@ def countermeasures_figure(outcomes: Sequence[Mapping[str, Any]]) -> Chart:
         "lever or bundle, numbered as in the table",
     )
     ax = fig.add_subplot()
-    placed: list[tuple[float, float]] = []
+    placed: list[tuple[int, float, float]] = []
     for i, o in enumerate(outcomes):
         if not o["feasible"] or not math.isfinite(float(o["p_detect"])):
             continue
@@ -332,23 +327,67 @@ def countermeasures_figure(outcomes: Sequence[Mapping[str, Any]]) -> Chart:
         (pt,) = ax.plot(
             [x], [y], ls="", marker="D" if bundle else "o", ms=8, color="#D55E00" if bundle else CURRENT
         )
-        _mark(chart, pt, f"#{i + 1} {o['lever']}: P(detect) {x:.3f}, cost x{y:.3g}")
-        # Nudge the number up while it would sit on an earlier one (log-y: compare ratios).
-        dy = 4 + 11 * sum(
-            1
-            for px, py in placed
-            if abs(px - x) < 0.04 and abs(math.log10(max(py, 1e-9) / max(y, 1e-9))) < 0.06
-        )
-        placed.append((x, y))
-        ax.annotate(str(i + 1), (x, y), fontsize=FONT - 1, xytext=(5, dy), textcoords="offset points")
+        _mark(chart, pt, f"#{i + 1} {o['lever']}: P(detect) {x:.3f}, cost x{F.sig(y, 3)}")
+        placed.append((i + 1, x, y))
     ax.set_xlim(-0.02, 1.08)
-    ax.set_yscale("log")
+    _multiple_axis(ax, [y for _n, _x, y in placed])
+    _number_points(ax, placed)
+    blocked = [f"#{i + 1}" for i, o in enumerate(outcomes) if not o["feasible"]]
+    if blocked:
+        # Levers that leave no plan have no cost or P(detect) to plot: name them on the chart.
+        ax.text(
+            0.01,
+            0.98,
+            "blocks the run: " + ", ".join(blocked),
+            transform=ax.transAxes,
+            va="top",
+            fontsize=FONT - 1,
+            color="#B42318",
+            wrap=True,
+        )
+        chart.alt += "; blocks the run (no plan reaches the target): " + ", ".join(
+            f"{o['lever']}" for o in outcomes if not o["feasible"]
+        )
     ax.set_xlabel("P(detected before completion)")
     ax.set_ylabel("evader cost / no-lever cost")
-    _style(ax, "Countermeasures: cost imposed vs detection (diamonds: bundles)")
+    _style(ax, "Cost imposed vs detection (diamonds: bundles)")
     ax.grid(alpha=0.3, which="major")
     fig.tight_layout()
     return chart
+
+
+def _number_points(ax: Any, points: Sequence[tuple[int, float, float]]) -> None:
+    """Write each point's number beside it; a number that would overlap one already written moves
+    up in steps of one text line (positions compared on screen, after the axes' limits are set)."""
+    fig = ax.figure
+    to_px = ax.transData.transform
+    line_px = (FONT + 1) * fig.dpi / 72.0
+    taken: list[tuple[float, float]] = []
+    for n, x, y in points:
+        px, py = to_px((x, y))
+        ty = py + 4 * fig.dpi / 72.0
+        while any(abs(px - qx) < 2.5 * line_px and abs(ty - qy) < line_px for qx, qy in taken):
+            ty += line_px
+        taken.append((px, ty))
+        dy_pt = (ty - py) * 72.0 / fig.dpi
+        ax.annotate(str(n), (x, y), fontsize=FONT - 1, xytext=(5, dy_pt), textcoords="offset points")
+
+
+def _multiple_axis(ax: Any, values: Sequence[float]) -> None:
+    """A cost-multiple axis with at least three labelled ticks ("1x", "1.5x", "2x"): log with 1-2-5
+    ticks when the multiples span more than 5x, else linear around them."""
+    vals = [v for v in values if math.isfinite(v) and v > 0] or [1.0]
+    lo, hi = min(vals), max(vals)
+    if hi / lo > 5:
+        ax.set_yscale("log")
+        ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0), numticks=10))
+        ax.set_ylim(lo / 1.3, hi * 1.6)
+    else:
+        pad = max((hi - lo) * 0.15, 0.1 * hi)
+        ax.set_ylim(max(0.0, lo - pad), hi + 2 * pad)
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=5, min_n_ticks=3))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}x" if v > 0 else ""))
 
 
 def uncertainty_figure(res: Mapping[str, Any]) -> Chart:
@@ -371,8 +410,7 @@ def uncertainty_figure(res: Mapping[str, Any]) -> Chart:
             _mark(
                 chart,
                 pt,
-                f"{x:.3g} FLOP: P10 {units.format_money(a)}, P50 {units.format_money(m)}, "
-                f"P90 {units.format_money(b)}",
+                f"{F.flop(x, unit=True)}: P10 {F.money(a)}, P50 {F.money(m)}, P90 {F.money(b)}",
             )
     ax.set_xscale("log")
     _money_axis(ax, "y", [*lo, *mid, *hi, *nom])

@@ -1,0 +1,136 @@
+"""The one number formatter of the presentation layer: every figure the app, the CLI and the reports
+print goes through here, so a dollar amount, a duration or a FLOP count reads the same everywhere.
+
+The unit scaling itself (``"$31.4M"``, ``"100 Mbps"``, ``"740 d"``) is `dispersal.model.inputs.units`'
+``format_*`` (the model's own messages use it too); this module picks the right one by unit or by
+key name and adds the plain-number styles the tables use (``"1.5e+25"``, ``"12.3%"``, ``"1,024"``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dispersal.model.inputs import units
+
+SECONDS_PER_DAY = units.SECONDS_PER_DAY
+
+
+def money(usd: float, digits: int = 3) -> str:
+    """Dollars with a k/M/B/T suffix: ``"$31.4M"``."""
+    return units.format_money(usd, digits)
+
+
+def money_or(usd: float | None, missing: str = "infeasible") -> str:
+    """Dollars, or `missing` for None / a non-finite amount (no plan reaches the target)."""
+    return money(usd) if usd is not None and math.isfinite(usd) else missing
+
+
+def count(n: float, digits: int = 3) -> str:
+    """A count with a k/M/B/T suffix: ``"405B"`` parameters, ``"15T"`` tokens."""
+    return units.format_count(n, digits)
+
+
+def data(n_bytes: float, digits: int = 3) -> str:
+    """Bytes with decimal prefixes: ``"80 GB"``."""
+    return units.format_bytes(n_bytes, digits)
+
+
+def duration(seconds: float, digits: int = 3) -> str:
+    """Seconds in the largest sensible unit: ``"100 ms"``, ``"740 d"``."""
+    return units.format_duration(seconds, digits)
+
+
+def bandwidth(bits_per_s: float, digits: int = 3) -> str:
+    """Bits per second: ``"100 Mbps"``."""
+    return units.format_bandwidth(bits_per_s, digits)
+
+
+def sig(x: float, digits: int = 4) -> str:
+    """A plain number to `digits` significant digits: ``"1.5e+25"``, ``"149.4"``."""
+    return f"{x:.{digits}g}"
+
+
+def flop(x: float, digits: int = 3, unit: bool = False) -> str:
+    """FLOP in scientific notation, with the unit when asked: ``"1e+25"`` / ``"1e+25 FLOP"``."""
+    return sig(x, digits) + (" FLOP" if unit else "")
+
+
+def days(d: float, digits: int = 4, unit: str = "days") -> str:
+    """Days as a plain number with its unit: ``"149.4 days"`` (``unit="d"`` for the short form)."""
+    return f"{sig(d, digits)} {unit}"
+
+
+def days_of(seconds: float, digits: int = 4) -> str:
+    """Seconds shown as days, number only: ``"149.4"``."""
+    return sig(seconds / SECONDS_PER_DAY, digits)
+
+
+def mbps(x: float, digits: int = 4) -> str:
+    """A rate already in Mbps: ``"48.26 Mbps"``."""
+    return f"{sig(x, digits)} Mbps"
+
+
+def percent(fraction: float, decimals: int = 1) -> str:
+    """A fraction as a percentage: ``"12.3%"``."""
+    return f"{fraction:.{decimals}%}"
+
+
+def integer(n: float) -> str:
+    """A whole number with thousands separators: ``"1,024"``."""
+    return f"{n:,.0f}"
+
+
+def factor(x: float, decimals: int = 2) -> str:
+    """A multiple: ``"1.08x"``."""
+    return f"{x:.{decimals}f}x"
+
+
+def typed(x: float) -> str:
+    """A number as the user would type it: ``5``, ``-5``, ``0.25``, ``1e+09`` (input error messages)."""
+    if float(x).is_integer() and abs(x) < 1e15:
+        return f"{int(x):,}"
+    return f"{x:.6g}"
+
+
+def axis_count(v: float, _pos: Any = None) -> str:
+    """Tick text for a log axis (plain, no mathtext): ``10``, ``1k``, ``1M``, ``1e+24``."""
+    if v <= 0:
+        return ""
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if 1 <= v / div < 1000 and v < 1e12:
+            return f"{v / div:g}{suffix}"
+    return f"{v:g}"
+
+
+def band(values: tuple[float, float, float] | list[float], fmt: Any) -> str:
+    """P10 / P50 / P90 as ``"a / b / c"``, ``-`` for a non-finite percentile (no feasible draw)."""
+    return " / ".join("-" if not math.isfinite(v) else fmt(v) for v in values)
+
+
+def by_key(key: str, v: Any, *, plain: bool = False) -> str:
+    """A value formatted by what its key says it is (``*_usd``, ``*_flop``, ``*_bytes``, ``*_s``,
+    ``*bits_per_s``, parameter and token counts).
+
+    ``plain=True`` leaves other numbers as Python prints them (the report's input table); otherwise
+    integers get thousands separators and floats 4 significant digits.
+    """
+    if isinstance(v, bool) or v is None or isinstance(v, str) or not isinstance(v, int | float):
+        return str(v)
+    if key.endswith("bits_per_s"):
+        return bandwidth(v)
+    if key.endswith("_usd") and not plain:
+        return money(v)
+    if key.endswith("_flop") and not plain:
+        return flop(v)
+    if (key.endswith("_bytes") or key.startswith("bytes")) and not plain:
+        return data(v)
+    if key.endswith("_s"):
+        return duration(v)
+    if key in ("params", "active_params", "tokens", "local_batch_tokens"):
+        return count(v)
+    if plain:
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    return sig(v)
