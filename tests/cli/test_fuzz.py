@@ -9,6 +9,7 @@ replaced by a tripwire: a bad input must be refused before any of it starts.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from dispersal.cli import app
 runner = CliRunner()
 CASES = all_cases()
 #: Every FAST_STRIDE-th case runs in the fast tier; all of them in the slow tier.
-FAST_STRIDE = 3
+FAST_STRIDE = 4
 _COMMAND = typer.main.get_command(app)
 
 
@@ -37,6 +38,10 @@ def invoke(argv: list[str]) -> Result:
         return runner.invoke(app, argv)
     finally:
         setattr(typer.testing, "_get_command", original)  # noqa: B010
+
+
+#: A float printed with its full repr (0.16666666666666666) instead of a few digits.
+RAW_FLOAT = re.compile(r"\d\.\d{7,}")
 
 
 class Tripwire(AssertionError):
@@ -141,6 +146,8 @@ def check(r: Result, token: str) -> list[str]:
         problems.append(f"{len(lines)} stderr lines")
     if _norm(token) not in _norm(r.stderr):
         problems.append(f"stderr does not name {token!r}")
+    if RAW_FLOAT.search(r.stderr.replace(str(Path.cwd()), "")):
+        problems.append("a raw float (7+ digits) in the message")
     if problems:
         problems.append(f"stderr: {r.stderr.strip()[:300]!r}")
     return problems

@@ -139,7 +139,8 @@ def _as_flag(field: str | None, line: str) -> str:
     except ImportError:  # pragma: no cover
         from click import get_current_context  # type: ignore[no-redef]
     ctx = get_current_context(silent=True)
-    if ctx is None:
+    # train's messages are the testbed's to word (its tests expect the bare ``field:`` form).
+    if ctx is None or ctx.command.name == "train":
         return line
     key = field.replace("-", "_")
     for p in ctx.command.params:

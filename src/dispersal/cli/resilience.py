@@ -174,7 +174,7 @@ def register(app: typer.Typer) -> None:
         table = Table(
             title=(
                 f"Goodput at {spec.chips:,} chips, chip MTBF {spec.chip_mtbf_h:,.0f} h, "
-                f"{spec.islands} islands over {spec.sites} sites"
+                f"{spec.islands:,} island{'s' if spec.islands != 1 else ''} over {spec.sites:,} sites"
             )
         )
         table.add_column("algorithm")
