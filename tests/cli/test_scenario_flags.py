@@ -147,3 +147,22 @@ def test_scenario_flags_without_field_are_refused_by_the_planner_sweep() -> None
     r = runner.invoke(app, ["sweep", "--no-plot", "--nodes", "4"])
     assert r.exit_code == 2
     assert r.stderr.startswith("error: --nodes: ") and "--field" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("how", "expected"),
+    [("file", "error: hardware: "), ("set", "error: hardware: "), ("flag", "error: --hardware: ")],
+)
+def test_an_error_names_where_the_value_came_from(how: str, expected: str, tmp_path: Path) -> None:
+    """A bad value from the scenario file or --set names the field; one from a flag names the flag."""
+    f = tmp_path / "s.toml"
+    f.write_text('hardware = "zz"\n')
+    args = {
+        "file": ["--scenario", str(f)],
+        "set": ["--set", "hardware=zz"],
+        "flag": ["--hardware", "zz"],
+    }[how]
+    for command in (["estimate"], ["solve", "--for", "nodes", "--where", "utilisation=0.5"]):
+        r = runner.invoke(app, [*command, *args])
+        assert r.exit_code == 2 and r.stderr.startswith(expected), r.stderr
+        assert "unknown hardware 'zz'" in r.stderr

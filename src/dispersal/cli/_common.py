@@ -164,6 +164,8 @@ def guarded(func: F) -> F:
             return func(*args, **kwargs)
         except (ValueError, tomllib.TOMLDecodeError) as exc:
             line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if getattr(exc, "from_scenario", False):  # a scenario field, not the option of that name
+                raise fail(line) from None
             raise fail(_as_flag(getattr(exc, "field", None), line)) from None
         except OSError as exc:
             import errno

@@ -148,7 +148,8 @@ def build_scenario(
 ) -> Scenario:
     """Precedence: built-in preset < scenario file < shortcut flags < --set.
 
-    An invalid value set by a flag is reported under the flag's name (``days: duration_s: ...``)."""
+    An invalid value set by a flag is reported under the flag's name (``--days: duration_s: ...``);
+    one from the file or --set under the field's (``hardware: ...``)."""
     data = load_scenario_data(scenario)
     given: set[str] = set()
     if hardware is not None:
@@ -177,16 +178,25 @@ def build_scenario(
         data["regime"] = regime
     values = (hardware, nodes, bandwidth, latency, distance, days, params, tokens, algorithm, regime)
     flags = {k for k, v in zip(SHORTCUT_FLAGS, values, strict=True) if v is not None}
-    set_data = parse_sets(sets)
-    data.update(set_data)
+    set_data: dict[str, Any] = {}
     try:
+        set_data = parse_sets(sets)
+        data.update(set_data)
         return check_bounds(Scenario.from_dict(data))
     except InputError as exc:
         flag = _FIELD_FLAG.get(exc.field)
         if flag == "latency" and "distance" in given:
             flag = "distance"
-        if flag in flags and exc.field not in set_data and flag != exc.field:
-            raise InputError(flag, str(exc)) from None
+        if flag in flags and exc.field not in set_data:
+            message = str(exc)
+            if (
+                flag == exc.field
+            ):  # "--hardware: unknown hardware ..." rather than "--hardware: hardware: ..."
+                message = message.removeprefix(f"{exc.field}: ")
+            raise InputError(f"--{flag}", message) from None
+        # The value came from the scenario file or --set: the message names the scenario field, and
+        # the CLI must not present it as the command's option of the same name.
+        exc.from_scenario = True  # type: ignore[attr-defined]
         raise
 
 
