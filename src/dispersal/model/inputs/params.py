@@ -2,7 +2,7 @@
 
 Three layers are kept apart (spec/model.md): physics (exact arithmetic, not here), published
 fits (a paper and table behind each constant) and heuristics (modelling choices with no published
-law, each labelled and given a range in `dispersal.model.uncertainty`). Every field can be an
+law, each labelled and given a range in `dispersal.model.analyses.uncertainty`). Every field can be an
 array in the vectorised kernel, which is how Monte Carlo and calibration vary them.
 """
 

@@ -372,7 +372,7 @@ class ScenarioFields:
         label="Quality mapping",
         help="Default mode's replica and sync-interval penalty: compute = the multiplier g(M, H, P, "
         "fragments) fitted in compute space to Charles et al. 2025 and Streaming DiLoCo "
-        "(dispersal.model.quality); loss = the conservative loss-space bound of the same fit. Paper mode "
+        "(dispersal.model.kernel.quality); loss = the conservative loss-space bound of the same fit. Paper mode "
         "always uses the paper's form.",
         choices=lambda: ("compute", "loss"),
     )

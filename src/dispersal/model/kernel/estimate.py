@@ -211,7 +211,7 @@ def estimate(
     Args:
         scenario: the run (defaults to the paper's threat model, `Scenario()`).
         mode: ``"paper"`` (Rahman 2026's settings exactly) or ``"default"`` (adds energy, extra
-            memory, per-shard PP sync; see `dispersal.model.scenario`).
+            memory, per-shard PP sync; see `dispersal.model.inputs.scenario`).
         params: published fits and heuristics.
 
     Returns:

@@ -1,8 +1,8 @@
 """What the planner searches over: the evader's constraints, the node types, and the candidate
 space of spec/model.md sec. 10 with its validity rule and overtraining window.
 
-One implementation, shared by the planner's searches (`dispersal.model.planner`) and the Monte
-Carlo over uncertain parameters (`dispersal.model.uncertainty`):
+One implementation, shared by the planner's searches (`dispersal.model.search.planner`) and the Monte
+Carlo over uncertain parameters (`dispersal.model.analyses.uncertainty`):
 
 - `Constraints`: links, time budget, hardware list, node cap, overtraining window, budget.
 - `hardware_variants`: the node types (accelerator x precision at the most chips a regime allows).
@@ -227,7 +227,7 @@ class CandidateSpace:
 
     Slot 0 is the paper's automatic choice (flat if the model fits one node, else PP-group);
     slots 1.. are hierarchical DiLoCo with each group size, only for models that fit one node.
-    The planner's searches and the Monte Carlo (`dispersal.model.uncertainty`) both evaluate it:
+    The planner's searches and the Monte Carlo (`dispersal.model.analyses.uncertainty`) both evaluate it:
     `inputs` builds the kernel inputs of (combo, N) pairs, `validity` is the rule of spec sec. 10
     and `node_window` the overtraining window in N.
     """
