@@ -21,13 +21,15 @@ from dispersal.model.quality import (
     QualityMapping,
     QualityParams,
     compute_fraction,
+    critical_replicas,
     efficiency,
     extrapolation_flags,
+    inner_optimizer_code,
     log_loss_ratio,
     loss_ratio,
     loss_space_fraction,
     mapping_code,
-    replica_term,
+    penalty_amplitude,
     sample_quality_params,
 )
 from dispersal.model.quality_fit import load_points, run
@@ -109,7 +111,7 @@ def test_bounded_and_monotone(m: float, dm: float, h: float, dh: float, n: float
 @settings(max_examples=100, deadline=None)
 @given(m=st.floats(1.0, 1e3), h=st.floats(30.0, 1e4), n=st.floats(1e7, 1e13))
 def test_monotone_for_sampled_parameters(m: float, h: float, n: float) -> None:
-    s = sample_quality_params(np.random.default_rng(7), 64, log_tail_fraction=0.5)
+    s = sample_quality_params(np.random.default_rng(7), 64)
     g1 = compute_fraction(m, h, n, 1, s)
     assert g1.shape == (64,)
     assert np.all((g1 > 0) & (g1 <= 1.1))
@@ -203,35 +205,84 @@ def test_fit_reruns_to_the_packaged_values(tmp_path: Path, capsys: pytest.Captur
     assert new["leave_out_2p4b_max_abs_error_ratio"] < 0.003
 
 
-def test_replica_tail() -> None:
-    m = np.array([1.0, 2.0, 8.0, 100.0])
-    # t = p continues the fitted curve exactly; t = 0 is logarithmic beyond M = 8
-    assert replica_term(m, 0.65, 8.0, 0.65) == pytest.approx((m**0.65 - 1) / 0.65, rel=1e-12)
-    s8 = (8**0.65 - 1) / 0.65
-    assert float(replica_term(100.0, 0.65, 8.0, 0.0)) == pytest.approx(
-        s8 + 8**0.65 * math.log(100 / 8), rel=1e-12
+def test_critical_batch_tail() -> None:
+    q = QualityParams()
+    mx, s_ = q.fit_replicas_max, q.loss_compute_slope
+    # K = lambda s M_x^(1-p) / a(P, H): exact, and lambda = 1 is the slope-continuous tail
+    k = float(critical_replicas(100, 1e11))
+    assert k == pytest.approx(
+        q.tail_scale * s_ * mx ** (1 - q.p) / float(penalty_amplitude(100, 1e11)), rel=1e-12
     )
-    eps = 1e-7  # continuous slope in ln M at M = 8
-    lo = float(replica_term(8 * math.exp(-eps), 0.65, 8.0, 0.0))
-    hi = float(replica_term(8 * math.exp(eps), 0.65, 8.0, 0.0))
-    assert (hi - lo) / (2 * eps) == pytest.approx(8**0.65, rel=1e-5)
-    log_tail = QualityParams(replica_tail_exponent=0.0)
-    assert float(compute_fraction(8, 100, 1e11, 1, log_tail)) == pytest.approx(
-        float(compute_fraction(8, 100, 1e11))
-    )
-    assert float(compute_fraction(1024, 100, 1e11, 1, log_tail)) > float(compute_fraction(1024, 100, 1e11))
+    g8 = float(compute_fraction(8, 100, 1e11))
+    for m in (9.0, 64.0, 1e4):
+        assert float(compute_fraction(m, 100, 1e11)) == pytest.approx(g8 * k / (m - mx + k), rel=1e-12)
+    cont = q.replace(tail_scale=1.0)
+    eps = 1e-6
+    lo = float(log_loss_ratio(8 * math.exp(-eps), 100, 1e11, 1, cont))
+    hi = float(log_loss_ratio(8 * math.exp(eps), 100, 1e11, 1, cont))
+    assert (hi - lo) / (2 * eps) == pytest.approx(float(penalty_amplitude(100, 1e11)) * 8**q.p, rel=1e-4)
+    # the useful compute M g(M) saturates at g(M_x) K instead of collapsing
+    useful = np.array([m * float(compute_fraction(m, 100, 1e11)) for m in (8, 64, 512, 1e5, 1e8)])
+    assert np.all(np.diff(useful) > 0)
+    assert useful[-1] == pytest.approx(g8 * k, rel=1e-4)
+    # a larger model has a larger critical replica count (the critical batch grows as the loss falls)
+    assert float(critical_replicas(100, 1e12)) > k > float(critical_replicas(1000, 1e11))
 
 
-def test_sampled_tail_choice() -> None:
-    s = sample_quality_params(np.random.default_rng(3), 4000, log_tail_fraction=0.5)
-    assert s.replica_tail_exponent is not None
-    share = float(np.mean(s.replica_tail_exponent == 0.0))
-    assert 0.45 < share < 0.55
-    g = compute_fraction(1024, 100, 1e11, 1, s)
-    i_log = int(np.flatnonzero(s.replica_tail_exponent == 0.0)[0])
-    i_fit = int(np.flatnonzero(np.isnan(s.replica_tail_exponent))[0])
-    assert g[i_log] == pytest.approx(float(compute_fraction(1024, 100, 1e11, 1, s.at(i_log))), rel=1e-12)
-    assert g[i_fit] == pytest.approx(float(compute_fraction(1024, 100, 1e11, 1, s.at(i_fit))), rel=1e-12)
-    assert s.at(i_log).replica_tail_exponent == 0.0 and s.at(i_fit).replica_tail_exponent is None
-    with pytest.raises(InputError, match="log_tail_fraction"):
-        sample_quality_params(np.random.default_rng(3), 4, log_tail_fraction=1.5)
+def test_inner_optimizer_and_merge_rule() -> None:
+    q = QualityParams()
+    assert inner_optimizer_code("adamw") == 0 and inner_optimizer_code("muon") == 1
+    with pytest.raises(InputError, match="inner_optimizer"):
+        inner_optimizer_code("sgd")
+    with pytest.raises(InputError, match="inner_optimizer"):
+        log_loss_ratio(4, 30, 1e9, 1, None, 2)
+    # Muon: its own offset at M = 1 and rho times the AdamW penalty (exact)
+    d_ad = float(log_loss_ratio(4, 30, 1e9, 1, None, 0) - log_loss_ratio(1, 30, 1e9, 1, None, 0))
+    d_mu = float(log_loss_ratio(4, 30, 1e9, 1, None, 1) - log_loss_ratio(1, 30, 1e9, 1, None, 1))
+    assert d_mu == pytest.approx(q.muon_penalty_ratio * d_ad, rel=1e-12)
+    off = float(log_loss_ratio(1, 30, 1e9, 1, None, 1) - log_loss_ratio(1, 30, 1e9, 1, None, 0))
+    assert off == pytest.approx(q.muon_offset, rel=1e-12)
+    # Muon's fitted penalty is smaller, so its g falls more slowly in M (MuLoCo)
+    assert float(compute_fraction(64, 30, 1e9, 1, None, 1)) > float(compute_fraction(64, 30, 1e9, 1, None, 0))
+    # a plain mean with the outer lr held at its M_x value loses s omega ln(M / M_x); norm-preserving does not
+    fixed = q.replace(outer_lr_retuned=False)
+    extra = float(log_loss_ratio(128, 30, 1e9, 1, fixed) - log_loss_ratio(128, 30, 1e9, 1))
+    assert extra == pytest.approx(q.loss_compute_slope * 0.5 * math.log(128 / 8), rel=1e-12)
+    assert float(log_loss_ratio(8, 30, 1e9, 1, fixed)) == pytest.approx(float(log_loss_ratio(8, 30, 1e9)))
+    norm = q.replace(outer_lr_retuned=False, merge_rule="norm_preserving")
+    assert float(log_loss_ratio(128, 30, 1e9, 1, norm)) == pytest.approx(float(log_loss_ratio(128, 30, 1e9)))
+    with pytest.raises(InputError, match="merge_rule"):
+        log_loss_ratio(2, 30, 1e9, 1, q.replace(merge_rule="median"))
+
+
+def test_every_large_m_point_named_with_residual() -> None:
+    # every published point beyond M = 8 is in the file with a source and a role, and the fit's
+    # residuals stay at the size of the cross-paper scatter (fit <= 0.01; 3.1B held back <= 0.005)
+    from dispersal.model.quality_fit import tail_observations, tail_table
+
+    rows = load_points()["large_m"]
+    assert len(rows) == 12 and all(
+        r["replicas"] > 8 and r["source"] and r["role"] in ("fit", "holdout") for r in rows
+    )
+    q = QualityParams()
+    theta2 = np.array([getattr(q, f) for f in quality.TAIL_FIELDS])
+    fit_rows = [r for r in rows if r["role"] == "fit"]
+    _, err = tail_table(tail_observations(fit_rows), theta2, q)
+    assert np.max(np.abs(err)) <= 0.01
+    held = [r for r in rows if r["role"] == "holdout" and r["params"] < 1e10]
+    obs = tail_observations(held)
+    _, err = tail_table(obs, theta2, q)
+    assert np.max(np.abs(err)) <= 0.005, dict(zip(obs.labels, err, strict=True))
+
+
+def test_tail_samples_follow_the_stage2_covariance() -> None:
+    names, mean, cov = quality.tail_covariance()
+    assert names == quality.TAIL_FIELDS
+    s = sample_quality_params(np.random.default_rng(3), 20000)
+    draws = np.stack([getattr(s, n) for n in names], axis=1)
+    assert np.all(np.abs(draws.mean(axis=0) - mean) < 0.05 * np.sqrt(np.diag(cov)) + 1e-15)
+    assert np.all(s.tail_scale > 0) and np.all(s.muon_penalty_ratio > 0)
+    i = 17
+    assert float(compute_fraction(1024, 100, 1e11, 1, s)[i]) == pytest.approx(
+        float(compute_fraction(1024, 100, 1e11, 1, s.at(i))), rel=1e-12
+    )

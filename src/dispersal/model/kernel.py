@@ -106,6 +106,8 @@ INPUTS: dict[str, str] = {
     "ddp_overlap_fraction": "fraction of a step that can hide the DDP all-reduce (paper 1: the whole step)",
     "quality_mapping": "replica/H penalty: -1 paper (loss multiplier M^beta, eta_H), 0 fitted compute-space "
     "multiplier g (dispersal.model.quality), 1 its loss-space conservative bound",
+    "inner_optimizer": "inner optimizer of the replicas for the fitted quality model: 0 AdamW, 1 Muon "
+    "(ignored by the paper's form)",
 }
 
 AGG_PAPER, AGG_RING, AGG_RELAY, AGG_ALL_GATHER, AGG_RELAY_DENSE, AGG_GATHER_OR_DENSE = 0, 1, 2, 3, 4, 5
@@ -519,10 +521,9 @@ def _evaluate(
         qp: quality.QualityLike | None = quality_params
         if isinstance(qp, quality.QualitySamples):
             # Per-configuration draws of the fit (Monte Carlo): keep the same elements as the inputs.
-            tail = qp.replica_tail_exponent
-            fields: dict[str, Any] = {f: gl(_f(getattr(qp, f))) for f in quality.FITTED_FIELDS}
-            fields["replica_tail_exponent"] = None if tail is None else gl(_f(tail))
+            fields: dict[str, Any] = {f: gl(_f(getattr(qp, f))) for f in quality.SAMPLED_FIELDS}
             qp = dataclasses.replace(qp, **fields)
+        opt_q = gl(g("inner_optimizer")).astype(np.int64)
         q_eff[gmask] = quality.efficiency(
             np.maximum(gl(qmap), 0.0).astype(np.int64),
             m_q,
@@ -537,8 +538,9 @@ def _evaluate(
             gl(cbe),
             gl(kopt),
             qp,
+            opt_q,
         )
-        L_rep[gmask] = quality.loss_ratio(m_q, h_q, gl(P), frag_q, qp)
+        L_rep[gmask] = quality.loss_ratio(m_q, h_q, gl(P), frag_q, qp, opt_q)
     e_r = np.where(distributed, np.where(legacy_q, np.minimum(1.0, C_opt_rep / C_opt), q_eff), 1.0)
     e_r = np.where(live, e_r, np.nan)
     chi = np.minimum(1.0, C_opt / C_thr)

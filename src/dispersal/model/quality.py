@@ -24,7 +24,6 @@ Pure NumPy; every function broadcasts its array arguments and never loops in Pyt
 from __future__ import annotations
 
 import dataclasses
-import math
 import tomllib
 from dataclasses import dataclass
 from enum import StrEnum
@@ -83,6 +82,12 @@ class QualityLike(Protocol):
     def q(self) -> npt.ArrayLike: ...
     @property
     def delta(self) -> npt.ArrayLike: ...
+    @property
+    def tail_scale(self) -> npt.ArrayLike: ...
+    @property
+    def muon_offset(self) -> npt.ArrayLike: ...
+    @property
+    def muon_penalty_ratio(self) -> npt.ArrayLike: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,22 +96,22 @@ class QualityParams:
     `quality_points.toml` (Charles et al. 2025 Table 4 + Streaming DiLoCo Tables 5-6) and equal
     `quality_fit.toml` (a test checks it); the rest are fixed inputs with their sources."""
 
-    u0: float = -0.002449864601653769
+    u0: float = -0.002449864601537578
     """ln r of DiLoCo M = 1 vs DP at P = pivot_params (dimensionless, ln of a loss ratio). Fitted."""
-    u1: float = -0.0006295290485462253
+    u1: float = -0.0006295290485640671
     """Slope of that M = 1 offset in ln P (per e-fold of parameters); held at the fitted-range
     edges outside [fit_params_min, fit_params_max] (Charles et al. Table 5: the M = 1 gain stops
     growing at 4B-10B). Fitted."""
-    b0: float = 0.005286741819732968
+    b0: float = 0.0052867418194998544
     """Amplitude of the replica penalty at P = pivot_params, H = 30 (ln r per unit S(M)). Fitted."""
-    kb: float = 0.2483001289625586
+    kb: float = 0.24830012896400597
     """Size exponent of that amplitude: b(P) = b0 (P / pivot)^-kb (dimensionless). Fitted."""
-    p: float = 0.6549632428082265
+    p: float = 0.6549632428400491
     """Box-Cox exponent in M: S(M) = (M^p - 1) / p (p -> 0 is ln M, p = 1 is M - 1). Fitted."""
-    q: float = 0.5114551119051169
+    q: float = 0.5114551119694936
     """H slope: h(H) = 1 + q ln(H / 30) for H >= inner_steps_floor (per e-fold of H). Fitted on
     Streaming DiLoCo Tables 5-6 (H = 30 and 100 only)."""
-    delta: float = 2.5756834941004416e-05
+    delta: float = 2.5756835115349858e-05
     """ln r offset of streaming (fragments > 1, FP4 outer gradients: the two are confounded in the
     published tables). Fitted; consistent with zero (Streaming DiLoCo: 'drop-in replacement')."""
     pivot_params: float = 2.9e8
@@ -120,13 +125,34 @@ class QualityParams:
     fit_params_max: float = 2.4e9
     """Largest fitted model, parameters (Charles et al. Table 4)."""
     fit_replicas_max: float = 8.0
-    """Largest fitted M (Charles et al. Table 4), replicas: beyond it S(M) continues with
-    `replica_tail_exponent`."""
-    replica_tail_exponent: float | None = None
-    """t for M > fit_replicas_max: S(M) = S(M_x) + M_x^p ((M / M_x)^t - 1) / t (same slope in ln M at
-    M_x). None = p, i.e. the fitted curve continued unchanged; 0 = logarithmic tail (the shape of
-    Charles et al.'s joint law L ~ M^0.0116, Table 10). No published data beyond M = 8 decide
-    between them; the choice dominates g at M >> 8 (docs/quality.md)."""
+    """M_x, replicas: the largest M of Charles et al. Table 4. Up to M_x the fitted Box-Cox S(M)
+    holds; beyond it the critical-batch tail (`tail_scale`)."""
+    tail_scale: float = 0.4735400073690986
+    """lambda, dimensionless: the critical replica count K = lambda s M_x^(1-p) / a(P, H, opt) in units
+    of the slope-continuous value (a = b(P) rho h(H), the replica-penalty amplitude). Beyond M_x,
+    g(M) = g(M_x) K / (M - M_x + K): the averaged pseudo-gradient is a batch M times larger, and past
+    the critical batch (McCandlish et al. 2018, arXiv 1812.06162, eq. 2.11-2.12: E = E_min (1 + B /
+    B_noise)) extra replicas add examples but not progress, so M g(M) (useful compute in site
+    equivalents) rises to g(M_x) K and saturates instead of collapsing. Fitted on MuLoCo's K = 16
+    rows (quality_points.toml, set muloco2025); lambda = 1 is a tail with the fitted curve's slope."""
+    muon_offset: float = 0.005858438935704793
+    """ln r at M = 1 of a Muon inner optimizer vs Muon DP, minus the same for AdamW (dimensionless):
+    MuLoCo (Therien et al. 2025, arXiv 2505.23725v2, scaling-study table) K = 1 rows. Fitted."""
+    muon_penalty_ratio: float = 0.48393179068891923
+    """rho, dimensionless: the replica-penalty amplitude of Muon inner steps over AdamW's (MuLoCo K = 16
+    vs K = 1, each against its own optimizer). Fitted; < 1 = Muon's pseudo-gradients average better."""
+    merge_rule: str = "mean"
+    """How the outer step merges the M pseudo-gradients: 'mean' (DiLoCo) or 'norm_preserving'
+    (Decoupled DiLoCo, arXiv 2604.21428: average direction, keep the mean norm)."""
+    outer_lr_retuned: bool = True
+    """True: the outer learning rate is retuned for each M (Charles et al.'s protocol, which the fit
+    reflects). False: held at its M_x value; with the 'mean' merge the step of nearly orthogonal
+    updates then shrinks as (M_x / M)^omega (`orthogonal_norm_exponent`)."""
+    orthogonal_norm_exponent: float = 0.5
+    """omega: the norm of a plain mean of M nearly orthogonal updates of equal norm falls as M^-1/2
+    (Decoupled DiLoCo, arXiv 2604.21428, sec. on merging; geometry, not fitted). Applied as a loss of
+    progress s omega ln(M / M_x) in ln r beyond M_x only for merge 'mean' without retuning
+    (assumption: progress per outer step proportional to its length)."""
     inner_steps_floor: float = 30.0
     """H below this is held at H = 30, steps: no tabulated data below 30 (Charles et al. Figure 9
     shows H = 5-30 comparable and H = 1 worst, plotted only)."""
@@ -137,6 +163,33 @@ class QualityParams:
 
 
 FITTED_FIELDS = ("u0", "u1", "b0", "kb", "p", "q", "delta")
+"""Stage 1 of the fit (M <= 8: Charles et al. Table 4, Streaming DiLoCo Tables 5-6)."""
+TAIL_FIELDS = ("tail_scale", "muon_offset", "muon_penalty_ratio")
+"""Stage 2 (M = 16 and the inner optimizer: MuLoCo), fitted with stage 1 held at its values."""
+SAMPLED_FIELDS = FITTED_FIELDS + TAIL_FIELDS
+"""Every field the Monte Carlo draws (`QualitySamples` carries each as an array)."""
+
+
+class InnerOptimizer(StrEnum):
+    """The inner optimizer of every replica (g is relative to DP with the same optimizer)."""
+
+    ADAMW = "adamw"
+    MUON = "muon"
+
+
+INNER_OPTIMIZER_CODES: dict[InnerOptimizer, int] = {InnerOptimizer.ADAMW: 0, InnerOptimizer.MUON: 1}
+
+
+def inner_optimizer_code(name: str, field: str = "inner_optimizer") -> int:
+    """'adamw' -> 0, 'muon' -> 1; anything else is a one-line InputError naming `field`."""
+    try:
+        return INNER_OPTIMIZER_CODES[InnerOptimizer(name)]
+    except ValueError:
+        allowed = ", ".join(o.value for o in InnerOptimizer)
+        raise InputError(field, f"must be one of {allowed}, got {name!r}") from None
+
+
+MERGE_RULES = ("mean", "norm_preserving")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,17 +206,14 @@ class QualitySamples:
     p: Arr
     q: Arr
     delta: Arr
+    tail_scale: Arr
+    muon_offset: Arr
+    muon_penalty_ratio: Arr
     base: QualityParams
-    replica_tail_exponent: Arr | None = None
-    """Per-draw tail exponent t (NaN = p, the fitted curve continued); None = base's choice."""
 
     def at(self, i: int) -> QualityParams:
         """Draw i as a plain `QualityParams`."""
-        out = self.base.replace(**{f: float(getattr(self, f)[i]) for f in FITTED_FIELDS})
-        if self.replica_tail_exponent is not None:
-            t = float(self.replica_tail_exponent[i])
-            out = out.replace(replica_tail_exponent=None if math.isnan(t) else t)
-        return out
+        return self.base.replace(**{f: float(getattr(self, f)[i]) for f in SAMPLED_FIELDS})
 
 
 def _arr(x: npt.ArrayLike) -> Arr:
@@ -185,16 +235,46 @@ def _fixed(q: QualityLike) -> QualityParams:
     raise TypeError(f"expected QualityParams or QualitySamples, got {type(q).__name__}")
 
 
-def replica_term(replicas: npt.ArrayLike, p: npt.ArrayLike, m_x: float, t: npt.ArrayLike) -> Arr:
-    """S(M) = (M^p - 1) / p up to M_x, then S(M_x) + M_x^p ((M / M_x)^t - 1) / t (t = 0: ln(M / M_x)).
+def _check_params(qq: QualityLike, fx: QualityParams) -> None:
+    if fx.merge_rule not in MERGE_RULES:
+        raise InputError("merge_rule", f"must be one of {', '.join(MERGE_RULES)}, got {fx.merge_rule!r}")
 
-    Continuous with a continuous slope in ln M; increasing in M for p > 0; t = p is one curve."""
-    m, pp, tt = _arr(replicas), _arr(p), _arr(t)
-    inner = (np.minimum(m, m_x) ** pp - 1.0) / pp
-    lr = np.log(np.maximum(m, m_x) / m_x)
-    small = np.abs(tt) < 1e-12
-    tail = np.where(small, lr, np.expm1(tt * lr) / np.where(small, 1.0, tt))
-    return np.asarray(inner + m_x**pp * tail, dtype=np.float64)
+
+def penalty_amplitude(
+    inner_steps: npt.ArrayLike,
+    params: npt.ArrayLike,
+    inner_optimizer: npt.ArrayLike = 0,
+    q: QualityLike | None = None,
+) -> Arr:
+    """a(P, H, opt) = b0 (P / P0)^-kb rho(opt) h(H): ln r per unit S(M) (dimensionless); rho = 1 for
+    AdamW (code 0), `muon_penalty_ratio` for Muon (code 1); h(H) = 1 + q ln(max(H, 30) / 30)."""
+    qq = QualityParams() if q is None else q
+    fx = _fixed(qq)
+    h, n, opt = _arr(inner_steps), _arr(params), np.asarray(inner_optimizer)
+    x = np.log(n / fx.pivot_params)
+    rho = np.where(opt == INNER_OPTIMIZER_CODES[InnerOptimizer.MUON], _arr(qq.muon_penalty_ratio), 1.0)
+    h_fac = 1.0 + _arr(qq.q) * np.log(np.maximum(h, fx.inner_steps_floor) / 30.0)
+    return np.asarray(_arr(qq.b0) * np.exp(-_arr(qq.kb) * x) * rho * h_fac, dtype=np.float64)
+
+
+def critical_replicas(
+    inner_steps: npt.ArrayLike,
+    params: npt.ArrayLike,
+    inner_optimizer: npt.ArrayLike = 0,
+    q: QualityLike | None = None,
+) -> Arr:
+    """K, replicas: the critical replica count of the tail, K = lambda s M_x^(1-p) / a(P, H, opt).
+
+    The gradient-noise scale in units of one replica's batch (McCandlish et al. 2018): beyond M_x,
+    g(M) = g(M_x) K / (M - M_x + K), so the useful compute M g(M) saturates at g(M_x) K site
+    equivalents. K grows with P (a ~ P^-kb: the critical batch grows as the loss falls) and falls
+    with H and with the replica penalty. lambda = 1 gives the fitted curve's slope at M_x."""
+    qq = QualityParams() if q is None else q
+    fx = _fixed(qq)
+    amp = penalty_amplitude(inner_steps, params, inner_optimizer, qq)
+    mx = fx.fit_replicas_max
+    k = _arr(qq.tail_scale) * fx.loss_compute_slope * mx ** (1.0 - _arr(qq.p)) / amp
+    return np.asarray(k, dtype=np.float64)
 
 
 def log_loss_ratio(
@@ -203,12 +283,19 @@ def log_loss_ratio(
     params: npt.ArrayLike,
     fragments: npt.ArrayLike = 1.0,
     q: QualityLike | None = None,
+    inner_optimizer: npt.ArrayLike = 0,
 ) -> Arr:
-    """ln r = ln(L_DiLoCo / L_DP) predicted for M replicas, H inner steps, P parameters and F
-    streaming fragments (1 = whole-model sync). M >= 1, H >= 1, P > 0, F >= 1; M = 1 is DiLoCo
-    with one replica (Lookahead-like), not plain DP."""
+    """ln r = ln(L_DiLoCo / L_DP) predicted for M replicas, H inner steps, P parameters, F streaming
+    fragments (1 = whole-model sync) and the inner optimizer (0 AdamW, 1 Muon; DP uses the same one).
+    M >= 1, H >= 1, P > 0, F >= 1; M = 1 is DiLoCo with one replica (Lookahead-like), not plain DP.
+
+        ln r = u(P) + u_mu [Muon] + a(P, H, opt) S(min(M, M_x)) + delta [F > 1]
+             + s ln(1 + (M - M_x)^+ / K)                     critical-batch tail (`critical_replicas`)
+             + s omega ln(max(M, M_x) / M_x) [mean merge, outer lr not retuned]
+    """
     qq = QualityParams() if q is None else q
     fx = _fixed(qq)
+    _check_params(qq, fx)
     m, h, n, f = _arr(replicas), _arr(inner_steps), _arr(params), _arr(fragments)
     _check("replicas", m, 1.0)
     _check("inner_steps", h, 1.0)
@@ -216,21 +303,21 @@ def log_loss_ratio(
     bad = ~(np.isfinite(n) & (n > 0))
     if np.any(bad):
         raise InputError("params", f"must be finite and > 0 parameters, got {float(n[bad].flat[0]):g}")
+    opt = np.asarray(inner_optimizer)
+    if opt.size and not np.all(np.isin(opt, list(INNER_OPTIMIZER_CODES.values()))):
+        raise InputError("inner_optimizer", "codes must be 0 (adamw) or 1 (muon)")
     x = np.log(n / fx.pivot_params)
     xc = np.clip(x, np.log(fx.fit_params_min / fx.pivot_params), np.log(fx.fit_params_max / fx.pivot_params))
-    p = _arr(qq.p)
-    if isinstance(qq, QualitySamples) and qq.replica_tail_exponent is not None:
-        t: npt.ArrayLike = np.where(np.isnan(qq.replica_tail_exponent), p, qq.replica_tail_exponent)
-    else:
-        t = p if fx.replica_tail_exponent is None else fx.replica_tail_exponent
-    s_m = replica_term(m, p, fx.fit_replicas_max, t)
-    h_fac = 1.0 + _arr(qq.q) * np.log(np.maximum(h, fx.inner_steps_floor) / 30.0)
-    out = (
-        _arr(qq.u0)
-        + _arr(qq.u1) * xc
-        + _arr(qq.b0) * np.exp(-_arr(qq.kb) * x) * s_m * h_fac
-        + _arr(qq.delta) * (f > 1.0)
-    )
+    p, mx, s = _arr(qq.p), fx.fit_replicas_max, fx.loss_compute_slope
+    amp = penalty_amplitude(h, n, opt, qq)
+    is_mu = opt == INNER_OPTIMIZER_CODES[InnerOptimizer.MUON]
+    s_in = (np.minimum(m, mx) ** p - 1.0) / p
+    k = critical_replicas(h, n, opt, qq)
+    tail = s * np.log1p(np.maximum(m - mx, 0.0) / k)
+    out = _arr(qq.u0) + _arr(qq.u1) * xc + np.where(is_mu, _arr(qq.muon_offset), 0.0) + amp * s_in
+    out = out + _arr(qq.delta) * (f > 1.0) + tail
+    if fx.merge_rule == "mean" and not fx.outer_lr_retuned:
+        out = out + s * fx.orthogonal_norm_exponent * np.log(np.maximum(m, mx) / mx)
     return np.asarray(out, dtype=np.float64)
 
 
@@ -240,9 +327,11 @@ def loss_ratio(
     params: npt.ArrayLike,
     fragments: npt.ArrayLike = 1.0,
     q: QualityLike | None = None,
+    inner_optimizer: npt.ArrayLike = 0,
 ) -> Arr:
     """r = L_DiLoCo / L_DP (the quantity the published tables print); see `log_loss_ratio`."""
-    return np.asarray(np.exp(log_loss_ratio(replicas, inner_steps, params, fragments, q)), dtype=np.float64)
+    lr = log_loss_ratio(replicas, inner_steps, params, fragments, q, inner_optimizer)
+    return np.asarray(np.exp(lr), dtype=np.float64)
 
 
 def compute_fraction(
@@ -251,13 +340,16 @@ def compute_fraction(
     params: npt.ArrayLike,
     fragments: npt.ArrayLike = 1.0,
     q: QualityLike | None = None,
+    inner_optimizer: npt.ArrayLike = 0,
 ) -> Arr:
     """g in (0, g_max]: DP-equivalent compute / DiLoCo compute, g = min(g_max, r^(-1/s)).
 
-    Non-increasing in M (M >= 1) and in H (H >= inner_steps_floor) for b0 > 0, q >= 0, p > 0."""
+    Non-increasing in M (M >= 1) and in H (H >= inner_steps_floor) for b0 > 0, q >= 0, p > 0; beyond
+    M_x, M g(M) rises and saturates at g(M_x) K (`critical_replicas`) for the retuned or
+    norm-preserving merge."""
     qq = QualityParams() if q is None else q
     s = _fixed(qq).loss_compute_slope
-    g = np.exp(-log_loss_ratio(replicas, inner_steps, params, fragments, qq) / s)
+    g = np.exp(-log_loss_ratio(replicas, inner_steps, params, fragments, qq, inner_optimizer) / s)
     # floor at the smallest normal float so g stays > 0 where exp underflows (ln r > ~34)
     return np.asarray(np.clip(g, np.finfo(np.float64).tiny, _fixed(qq).g_max), dtype=np.float64)
 
@@ -298,18 +390,19 @@ def efficiency(
     beta: npt.ArrayLike,
     tokens_per_param: npt.ArrayLike,
     q: QualityLike | None = None,
+    inner_optimizer: npt.ArrayLike = 0,
 ) -> Arr:
     """The quality efficiency factor, selected per element by `mapping` (MAPPING_CODES: 0 compute,
     1 loss; an array lets the Monte Carlo sample the mapping). Replaces eta_H x eta_rep (g carries
-    the H effect). `loss_nats` is the run's Chinchilla loss L(N, D), used only by the loss mapping."""
+    the H effect); `inner_optimizer` 0 AdamW, 1 Muon. `loss_nats` is the run's Chinchilla loss L(N, D), used only by the loss mapping."""
     code = np.asarray(mapping)
     if code.size and not np.all(np.isin(code, list(MAPPING_CODES.values()))):
         raise InputError("quality_mapping", "codes must be 0 (compute) or 1 (loss)")
-    g = compute_fraction(replicas, inner_steps, params, fragments, q)
+    g = compute_fraction(replicas, inner_steps, params, fragments, q, inner_optimizer)
     is_loss = code == MAPPING_CODES[QualityMapping.LOSS]
     if not np.any(is_loss):  # the Chinchilla inversions are the costly part; skip them when unused
         return np.asarray(np.broadcast_to(g, np.broadcast_shapes(g.shape, code.shape)), dtype=np.float64)
-    r = loss_ratio(replicas, inner_steps, params, fragments, q)
+    r = loss_ratio(replicas, inner_steps, params, fragments, q, inner_optimizer)
     ls = loss_space_fraction(loss_nats, r, e, a, b, alpha, beta, tokens_per_param)
     return np.asarray(np.where(is_loss, ls, g), dtype=np.float64)
 
@@ -380,7 +473,7 @@ def load_fit() -> dict[str, Any]:
 
 
 def fitted_covariance() -> tuple[tuple[str, ...], Arr, Arr]:
-    """(names, mean, covariance) of the fitted fields from `quality_fit.toml`."""
+    """(names, mean, covariance) of the stage-1 fitted fields from `quality_fit.toml`."""
     fit = load_fit()
     names = tuple(str(n) for n in fit["names"])
     mean = _arr(fit["values"])
@@ -388,34 +481,34 @@ def fitted_covariance() -> tuple[tuple[str, ...], Arr, Arr]:
     return names, mean, cov
 
 
+def tail_covariance() -> tuple[tuple[str, ...], Arr, Arr]:
+    """(names, mean, covariance) of the stage-2 fields (`TAIL_FIELDS`) from `quality_fit.toml`:
+    conditional on the stage-1 values; s^2 (J^T W J)^-1 with the reduced chi-square of stage 2."""
+    fit = load_fit()["tail"]
+    return tuple(str(n) for n in fit["names"]), _arr(fit["values"]), _arr(fit["covariance"])
+
+
 def sample_quality_params(
     rng: np.random.Generator,
     n: int,
     base: QualityParams | None = None,
-    log_tail_fraction: float | None = None,
 ) -> QualitySamples:
-    """n draws of the fitted fields from the fit's Gaussian approximation N(theta_hat, Sigma)
-    (Sigma = s^2 (J^T W J)^-1, s^2 the reduced chi-square; `quality_fit.toml`). Draws are
-    truncated to the model's valid region (b0 > 0, p >= 0.05, q >= 0) so g stays monotone.
-
-    log_tail_fraction: if given, that share of the draws (Bernoulli) uses the logarithmic
-    replica tail (t = 0) beyond M = 8 and the rest the fitted curve (t = p), so the spread shows the
-    tail choice; None keeps `base.replica_tail_exponent` for every draw."""
+    """n draws of the fitted fields from the fit's Gaussian approximations: stage 1 N(theta_1, Sigma_1)
+    and, independently, stage 2 N(theta_2, Sigma_2) (`quality_fit.toml`; Sigma = s^2 (J^T W J)^-1, s^2
+    the reduced chi-square). Draws are truncated to the model's valid region (b0 > 0, p >= 0.05,
+    q >= 0, tail_scale > 0, muon_penalty_ratio > 0) so g stays monotone in M and H."""
     if n < 1:
         raise InputError("samples", f"must be >= 1, got {n}")
-    if log_tail_fraction is not None and not 0.0 <= log_tail_fraction <= 1.0:
-        raise InputError("log_tail_fraction", f"must be in [0, 1], got {log_tail_fraction:g}")
-    names, mean, cov = fitted_covariance()
-    draws = rng.multivariate_normal(mean, cov, size=n, method="cholesky")
-    cols = {name: draws[:, i] for i, name in enumerate(names)}
+    cols: dict[str, Arr] = {}
+    for names, mean, cov in (fitted_covariance(), tail_covariance()):
+        draws = rng.multivariate_normal(mean, cov, size=n, method="cholesky")
+        cols.update({name: draws[:, i] for i, name in enumerate(names)})
     cols["b0"] = np.maximum(cols["b0"], 1e-6)
     cols["p"] = np.maximum(cols["p"], 0.05)
     cols["q"] = np.maximum(cols["q"], 0.0)
-    tail = None
-    if log_tail_fraction is not None:
-        tail = np.where(rng.random(n) < log_tail_fraction, 0.0, np.nan)
+    cols["tail_scale"] = np.maximum(cols["tail_scale"], 1e-3)
+    cols["muon_penalty_ratio"] = np.maximum(cols["muon_penalty_ratio"], 1e-3)
     return QualitySamples(
         base=base or QualityParams(),
-        replica_tail_exponent=tail,
-        **{f: np.asarray(cols[f], dtype=np.float64) for f in FITTED_FIELDS},
+        **{f: np.asarray(cols[f], dtype=np.float64) for f in SAMPLED_FIELDS},
     )

@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from dispersal._io import atomic_write_text
 from dispersal.model import quality
-from dispersal.model.quality import FITTED_FIELDS, QualityParams
+from dispersal.model.quality import FITTED_FIELDS, TAIL_FIELDS, QualityParams
 
 Arr = npt.NDArray[np.float64]
 ALL = (*FITTED_FIELDS, "kappa_streaming")
@@ -167,6 +167,135 @@ def fit(pts: Points, base: QualityParams | None = None) -> tuple[Arr, Arr, float
     return theta, cov, chi2, dof
 
 
+# --- stage 2: beyond eight replicas and the inner optimizer (issue 21) -------------------------------
+
+
+@dataclass(frozen=True)
+class TailObs:
+    """Stage-2 observations: replica penalties ln(L_K / L_K1) and Muon offsets, with their sd."""
+
+    labels: tuple[str, ...]
+    kind: tuple[str, ...]  # "penalty" or "muon_offset"
+    params: Arr
+    replicas: Arr
+    inner_steps: Arr
+    optimizer: Arr  # 0 AdamW, 1 Muon
+    y: Arr
+    sigma: Arr
+
+
+def _unit(row: dict[str, Any]) -> float:
+    return float(ROUNDING_SD * 10.0 ** -float(row["decimals"]))
+
+
+def tail_observations(rows: list[dict[str, Any]]) -> TailObs:
+    """Penalty rows y = ln(loss / loss_k1) (one paper, one optimizer: its M = 1 offset cancels) and, per
+    size with both optimizers, y = ln(L_K1 / L_DP)_Muon - ln(L_K1 / L_DP)_AdamW (the Muon offset)."""
+    lab, kind, pp, mm, hh, oo, yy, ss = [], [], [], [], [], [], [], []
+    for r in rows:
+        u = _unit(r)
+        opt = quality.inner_optimizer_code(str(r["inner_optimizer"]))
+        lab.append(f"{r['set']} {r['size_label']} {r['inner_optimizer']} M={r['replicas']} vs M=1")
+        kind.append("penalty")
+        pp.append(float(r["params"]))
+        mm.append(float(r["replicas"]))
+        hh.append(float(r["inner_steps"]))
+        oo.append(float(opt))
+        yy.append(math.log(r["loss"] / r["loss_k1"]))
+        ss.append(math.hypot(u / r["loss"], u / r["loss_k1"]))
+    by_size: dict[tuple[str, float], dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        by_size.setdefault((r["set"], float(r["params"])), {})[str(r["inner_optimizer"])] = r
+    for (set_name, size), pair in by_size.items():
+        if {"adamw", "muon"} <= pair.keys():
+            mu, ad = pair["muon"], pair["adamw"]
+            u = _unit(mu)
+            lab.append(f"{set_name} {mu['size_label']} muon offset at M=1")
+            kind.append("muon_offset")
+            pp.append(size)
+            mm.append(1.0)
+            hh.append(float(mu["inner_steps"]))
+            oo.append(1.0)
+            yy.append(math.log(mu["loss_k1"] / mu["loss_dp"]) - math.log(ad["loss_k1"] / ad["loss_dp"]))
+            ss.append(
+                u
+                * math.sqrt(sum(x**-2 for x in (mu["loss_k1"], mu["loss_dp"], ad["loss_k1"], ad["loss_dp"])))
+            )
+    cols = [np.asarray(v, dtype=np.float64) for v in (pp, mm, hh, oo, yy, ss)]
+    return TailObs(tuple(lab), tuple(kind), *cols)
+
+
+def predict_tail(theta2: Arr, obs: TailObs, qp: QualityParams) -> Arr:
+    """Model values of the stage-2 observations for theta2 = (tail_scale, muon_offset, muon_penalty_ratio)."""
+    q2 = qp.replace(**{f: float(theta2[i]) for i, f in enumerate(TAIL_FIELDS)})
+    opt = obs.optimizer.astype(np.int64)
+    pen = quality.log_loss_ratio(obs.replicas, obs.inner_steps, obs.params, 1.0, q2, opt)
+    pen -= quality.log_loss_ratio(1.0, obs.inner_steps, obs.params, 1.0, q2, opt)
+    off = np.full(obs.y.shape, q2.muon_offset)
+    is_pen = np.array([k == "penalty" for k in obs.kind])
+    return np.asarray(np.where(is_pen, pen, off), dtype=np.float64)
+
+
+def fit_tail(obs: TailObs, qp: QualityParams) -> tuple[Arr, Arr, float, int]:
+    """(theta2, covariance, chi-square, dof): Gauss-Newton from (1, 0, 1), step halving, bounded."""
+    theta = np.array([1.0, 0.0, 1.0])
+    w = 1.0 / obs.sigma
+
+    def resid(th: Arr) -> Arr:
+        return np.asarray((obs.y - predict_tail(th, obs, qp)) * w, dtype=np.float64)
+
+    def jac(th: Arr) -> Arr:
+        cols = []
+        for i in range(th.size):
+            step = 1e-6 * max(abs(th[i]), 1e-3)
+            up, dn = th.copy(), th.copy()
+            up[i] += step
+            dn[i] -= step
+            cols.append((resid(up) - resid(dn)) / (2 * step))
+        return np.stack(cols, axis=1)
+
+    chi2 = float(resid(theta) @ resid(theta))
+    for _ in range(100):
+        step = np.linalg.lstsq(jac(theta), -resid(theta), rcond=None)[0]
+        lam = 1.0
+        for _ in range(40):
+            trial = theta + lam * step
+            if trial[0] > 0 and trial[2] > 0:
+                c2 = float(resid(trial) @ resid(trial))
+                if c2 <= chi2:
+                    break
+            lam /= 2.0
+        else:
+            break
+        improvement = chi2 - c2
+        theta, chi2 = trial, c2
+        if improvement < 1e-12 * max(chi2, 1.0):
+            break
+    j = jac(theta)
+    dof = max(obs.y.size - theta.size, 1)
+    cov = np.asarray(np.linalg.inv(j.T @ j) * max(chi2 / dof, 1.0), dtype=np.float64)
+    return theta, cov, chi2, dof
+
+
+def tail_table(obs: TailObs, theta2: Arr, qp: QualityParams) -> tuple[list[str], Arr]:
+    """Lines 'observation | published | fitted | residual | Box-Cox continued (0.2)' in ratio units."""
+    pred = predict_tail(theta2, obs, qp)
+    amp = quality.penalty_amplitude(
+        obs.inner_steps,
+        obs.params,
+        obs.optimizer.astype(np.int64),
+        qp.replace(**{f: float(theta2[i]) for i, f in enumerate(TAIL_FIELDS)}),
+    )
+    old = amp * (obs.replicas**qp.p - 1.0) / qp.p  # the 0.2 default: Box-Cox continued beyond M = 8
+    old = np.where(np.array([k == "penalty" for k in obs.kind]), old, pred)
+    pub, mod = np.exp(obs.y), np.exp(pred)
+    lines = [
+        f"{lab:<44} published {a:.4f} fitted {b:.4f} resid {b - a:+.4f}  (0.2 Box-Cox tail {math.exp(o):.4f})"
+        for lab, a, b, o in zip(obs.labels, pub, mod, old, strict=True)
+    ]
+    return lines, mod - pub
+
+
 def _fmt_row(r: dict[str, Any]) -> str:
     p = float(r["params"])
     size = f"{p / 1e9:.3g}B" if p >= 1e9 else f"{p / 1e6:.3g}M"
@@ -212,7 +341,14 @@ def pair_checks(pairs: list[dict[str, Any]], theta: Arr, base: QualityParams) ->
 
 
 def to_toml(
-    theta: Arr, cov: Arr, chi2: float, dof: int, fit_resid: Arr, holdout: dict[str, float], loo: float
+    theta: Arr,
+    cov: Arr,
+    chi2: float,
+    dof: int,
+    fit_resid: Arr,
+    holdout: dict[str, float],
+    loo: float,
+    tail: list[str] | None = None,
 ) -> str:
     """The data file's text (fitted values, covariance, summary)."""
     n = len(FITTED_FIELDS)
@@ -240,8 +376,59 @@ def to_toml(
         "[holdout_max_abs_error_ratio]",
         *[f"{k} = {v:.6f}" for k, v in holdout.items()],
         "",
+        *(tail or []),
     ]
     return "\n".join(lines)
+
+
+def tail_toml(
+    theta2: Arr, cov2: Arr, chi2: float, dof: int, fit_err: Arr, hold_err: dict[str, float]
+) -> list[str]:
+    """The [tail] table: stage-2 values, covariance and residual summary."""
+
+    def arr(xs: Any) -> str:
+        return "[" + ", ".join(repr(float(x)) for x in xs) + "]"
+
+    return [
+        "[tail]",
+        "# stage 2 (issue 21): fitted on the large_m rows with role = fit, stage 1 held at `values`",
+        f"names = [{', '.join(chr(34) + f + chr(34) for f in TAIL_FIELDS)}]",
+        f"values = {arr(theta2)}",
+        "covariance = [",
+        *[f"  {arr(row)}," for row in cov2],
+        "]",
+        f"chi_square = {chi2!r}",
+        f"degrees_of_freedom = {dof}",
+        f"max_abs_residual_ratio_fit = {float(np.max(np.abs(fit_err))):.6f}",
+        *[f"holdout_max_abs_error_ratio_{k} = {v:.6f}" for k, v in hold_err.items()],
+        "",
+    ]
+
+
+def _run_tail(data: dict[str, Any], qp: QualityParams) -> tuple[Arr, list[str]]:
+    """Stage 2: fit the large-M rows marked "fit", print every residual (fit and held back)."""
+    rows = data.get("large_m", [])
+    fit_rows = [r for r in rows if r["role"] == "fit"]
+    obs = tail_observations(fit_rows)
+    theta2, cov2, chi2, dof = fit_tail(obs, qp)
+    sd = np.sqrt(np.diag(cov2))
+    print(
+        f"\nstage 2 (beyond M = 8, inner optimizer): {obs.y.size} observations, chi2 {chi2:.1f} on {dof} dof"
+    )
+    for name, v, s_ in zip(TAIL_FIELDS, theta2, sd, strict=True):
+        print(f"  {name:<20} {v:+.6g}  sd {s_:.3g}")
+    lines, fit_err = tail_table(obs, theta2, qp)
+    print("fitted:")
+    print("\n".join(lines))
+    hold_err: dict[str, float] = {}
+    hold = [r for r in rows if r["role"] == "holdout"]
+    if hold:
+        lines, err = tail_table(tail_observations(hold), theta2, qp)
+        print("held back (never fitted):")
+        print("\n".join(lines))
+        for set_name in dict.fromkeys(r["set"] for r in hold):
+            hold_err[set_name] = float(np.max(np.abs(err)))
+    return theta2, tail_toml(theta2, cov2, chi2, dof, fit_err, hold_err)
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -306,12 +493,15 @@ def run(argv: list[str] | None = None) -> int:
     print("\nQualityParams defaults for these values:")
     for name, v in zip(FITTED_FIELDS, theta[: len(FITTED_FIELDS)], strict=True):
         print(f"    {name}: float = {float(v)!r}")
-    text = to_toml(theta, cov, chi2, dof, fit_res, holdout, loo)
+    theta2, tail_lines = _run_tail(data, _params(theta, base))
+    for name, v in zip(TAIL_FIELDS, theta2, strict=True):
+        print(f"    {name}: float = {float(v)!r}")
+    text = to_toml(theta, cov, chi2, dof, fit_res, holdout, loo, tail_lines)
     if args.check:
         current = quality.load_fit()
         same = np.allclose(
             np.asarray(current["values"], dtype=float), theta[: len(FITTED_FIELDS)], rtol=1e-6, atol=1e-12
-        )
+        ) and np.allclose(np.asarray(current["tail"]["values"], dtype=float), theta2, rtol=1e-6, atol=1e-12)
         print(
             "\ncheck:", "packaged quality_fit.toml matches" if same else "packaged quality_fit.toml DIFFERS"
         )

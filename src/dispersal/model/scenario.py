@@ -412,6 +412,14 @@ class Scenario:
         "always uses the paper's form.",
         choices=lambda: ("compute", "loss"),
     )
+    inner_optimizer: str = spec(
+        "adamw",
+        label="Inner optimizer",
+        help="Default mode's fitted quality model: the replicas' inner optimizer (adamw = DiLoCo; muon = "
+        "MuLoCo, Therien et al. 2025, whose replica penalty is about half AdamW's). g is relative to DP "
+        "with the same optimizer. Paper mode ignores it.",
+        choices=lambda: ("adamw", "muon"),
+    )
     split_links: bool | None = spec(
         None,
         label="Separate side links",
@@ -951,6 +959,7 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         "sync_backward_overlap": params.ddp_overlap_fraction if overlap_on else 0.0,
         "ddp_overlap_fraction": params.ddp_overlap_fraction if overlap_on else 1.0,
         "quality_mapping": {"compute": 0, "loss": 1}[s.quality_mapping] if "quality" in on else -1,
+        "inner_optimizer": {"adamw": 0, "muon": 1}[s.inner_optimizer],
     }
     return x
 
