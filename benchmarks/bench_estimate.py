@@ -11,10 +11,10 @@ import time
 
 import numpy as np
 
-from dispersal.model.estimate import estimate
-from dispersal.model.kernel import evaluate
-from dispersal.model.params import DEFAULT_PARAMS
-from dispersal.model.scenario import Scenario, as_arrays, kernel_inputs
+from dispersal.model.inputs.params import DEFAULT_PARAMS
+from dispersal.model.inputs.scenario import Scenario, as_arrays, kernel_inputs
+from dispersal.model.kernel.estimate import estimate
+from dispersal.model.kernel.kernel import evaluate
 
 
 def bench_scalar(seconds: float = 3.0) -> tuple[float, int]:

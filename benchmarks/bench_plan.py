@@ -10,11 +10,11 @@ import time
 
 import numpy as np
 
-from dispersal.model.estimate import estimate
-from dispersal.model.kernel import evaluate
-from dispersal.model.params import DEFAULT_PARAMS
-from dispersal.model.planner import PAPER_PARAM_GRID_B, compare_searches, plan
-from dispersal.model.scenario import Scenario, as_arrays, kernel_inputs
+from dispersal.model.inputs.params import DEFAULT_PARAMS
+from dispersal.model.inputs.scenario import Scenario, as_arrays, kernel_inputs
+from dispersal.model.kernel.estimate import estimate
+from dispersal.model.kernel.kernel import evaluate
+from dispersal.model.search.planner import PAPER_PARAM_GRID_B, compare_searches, plan
 
 
 def main() -> None:

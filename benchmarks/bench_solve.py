@@ -22,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from dispersal.model.estimate import estimate
-from dispersal.model.scenario import Algorithm, Precision, Scenario
-from dispersal.model.solve import solve
+from dispersal.model.inputs.scenario import Algorithm, Precision, Scenario
+from dispersal.model.kernel.estimate import estimate
+from dispersal.model.search.solve import solve
 
 CASE = Scenario(
     name="10B, 2 sites of 8 x H100, DiLoCo H=100, int8",

@@ -100,14 +100,14 @@ def kernel_relay_sync_s(
     """The same prediction through ``dispersal.model.kernel`` if it has an ``aggregation`` input
     (relay code, one-way latency = latency / 2); None when this kernel has none."""
     try:
-        from dispersal.model import kernel
+        from dispersal.model.kernel import kernel
     except ImportError:
         return None
     if "aggregation" not in getattr(kernel, "INPUTS", {}) or not hasattr(kernel, "AGG_RELAY"):
         return None
     try:
-        from dispersal.model.efficiency import STRAGGLER_CODES, Straggler
-        from dispersal.model.params import ModelParams
+        from dispersal.model.inputs.params import ModelParams
+        from dispersal.model.kernel.efficiency import STRAGGLER_CODES, Straggler
 
         x = {name: 0.0 for name in kernel.INPUTS}
         x.update(kernel_defaults(kernel))

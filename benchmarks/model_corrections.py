@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 from dispersal._io import atomic_write_text
-from dispersal.model import units
-from dispersal.model.params import CORRECTIONS, DEFAULT_PARAMS
-from dispersal.model.planner import plan
+from dispersal.model.inputs import units
+from dispersal.model.inputs.params import CORRECTIONS, DEFAULT_PARAMS
+from dispersal.model.search.planner import plan
 
 TARGETS = (1e24, 1e25, 1e26)
 

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 from dispersal._io import atomic_write_text
-from dispersal.model import units
-from dispersal.model.params import CORRECTIONS, DEFAULT_PARAMS
-from dispersal.model.planner import plan
-from dispersal.model.uncertainty import plan_samples
+from dispersal.model.analyses.uncertainty import plan_samples
+from dispersal.model.inputs import units
+from dispersal.model.inputs.params import CORRECTIONS, DEFAULT_PARAMS
+from dispersal.model.search.planner import plan
 
 TARGETS = (1e24, 1e25, 1e26)
 

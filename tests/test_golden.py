@@ -23,8 +23,8 @@ import pytest
 
 from dispersal._io import atomic_write_text, dumps_json
 from dispersal.model import estimate
-from dispersal.model.presets import load_scenario, scenario_names
-from dispersal.model.scenario import Mode
+from dispersal.model.inputs.presets import load_scenario, scenario_names
+from dispersal.model.inputs.scenario import Mode
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REL = 1e-9

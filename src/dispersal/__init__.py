@@ -33,9 +33,9 @@ from dispersal.model import (
     Scenario,
     estimate,
 )
-from dispersal.model.planner import Constraints, Plan, PlanOption, plan
-from dispersal.model.presets import load_scenario, scenario_names
-from dispersal.model.solve import Solution, solve
+from dispersal.model.inputs.presets import load_scenario, scenario_names
+from dispersal.model.search.planner import Constraints, Plan, PlanOption, plan
+from dispersal.model.search.solve import Solution, solve
 
 __all__ = [
     "Algorithm",

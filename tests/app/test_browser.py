@@ -56,7 +56,8 @@ if not CHROMIUM.is_file():
 
 from dispersal.app import logic, views  # noqa: E402
 from dispersal.cli.serve import streamlit_command  # noqa: E402
-from dispersal.model import Estimate, estimate, units  # noqa: E402
+from dispersal.model import Estimate, estimate  # noqa: E402
+from dispersal.model.inputs import units  # noqa: E402
 
 
 def _free_port() -> int:

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from dispersal.app import figures, logic, views
 from dispersal.cli import app as cli
 from dispersal.model import estimate
-from dispersal.model.scenario import Scenario
+from dispersal.model.inputs.scenario import Scenario
 
 runner = CliRunner()
 

@@ -12,8 +12,8 @@ import pytest
 
 from dispersal.app import figures, logic, views
 from dispersal.model import Estimate, Scenario, estimate
-from dispersal.model.presets import load_scenario, scenario_names
-from dispersal.model.timelimit import TREATY, UNREGULATED, max_run_length_s
+from dispersal.model.inputs.presets import load_scenario, scenario_names
+from dispersal.model.inputs.timelimit import TREATY, UNREGULATED, max_run_length_s
 
 
 def _scenario(ui: dict[str, Any]) -> Scenario:
@@ -244,7 +244,7 @@ def test_countermeasures_and_uncertainty_views() -> None:
 def test_custom_hardware_fields_reach_the_model() -> None:
     """Custom per-chip FLOP/s, memory, price and power override the catalogue and round-trip the UI."""
     from dispersal.app import logic
-    from dispersal.model.estimate import estimate
+    from dispersal.model.kernel.estimate import estimate
 
     ui = logic.default_ui()
     ui.update(

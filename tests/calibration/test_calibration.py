@@ -16,8 +16,8 @@ from dispersal.calibration import fit as F
 from dispersal.calibration.effective import ScalingCurve, efficiency, fit_scaling_curve
 from dispersal.calibration.tomlio import dumps, load_calibration
 from dispersal.cli import app
-from dispersal.model.errors import InputError
-from dispersal.model.params import DEFAULT_PARAMS
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.params import DEFAULT_PARAMS
 
 E, A, AEXP = 1.5, 40.0, 0.25
 TRUE = ScalingCurve("power", E, A, AEXP)

@@ -11,9 +11,9 @@ import pytest
 
 from dispersal.calibration import shape
 from dispersal.calibration.shape import MeasuredPoint
-from dispersal.model import quality
-from dispersal.model.errors import InputError
-from dispersal.model.quality import QualityParams
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.kernel import quality
+from dispersal.model.kernel.quality import QualityParams
 
 SHIPPED = Path(__file__).resolve().parents[2] / "src/dispersal/data/calibration/cpu-small.toml"
 

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from dispersal.cli import app
-from dispersal.model.scenario import Scenario
-from dispersal.model.solve import Solution, solve
+from dispersal.model.inputs.scenario import Scenario
+from dispersal.model.search.solve import Solution, solve
 
 runner = CliRunner()
 

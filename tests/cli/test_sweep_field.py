@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from dispersal.cli import app
 from dispersal.model import estimate
-from dispersal.model.presets import load_scenario
+from dispersal.model.inputs.presets import load_scenario
 
 
 def test_field_sweep_charts_an_estimate_figure(tmp_path: Path) -> None:

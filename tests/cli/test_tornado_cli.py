@@ -84,8 +84,8 @@ def test_render_samples_table() -> None:
     from rich.console import Console
 
     from dispersal.cli.uncertainty import render_samples_table
-    from dispersal.model import planner
-    from dispersal.model.uncertainty import plan_samples
+    from dispersal.model.analyses.uncertainty import plan_samples
+    from dispersal.model.search import planner
 
     r = plan_samples(1e25, samples=10, seed=0, constraints=planner.Constraints(hardware=("h100_sxm",)))
     console = Console(width=200, record=True)

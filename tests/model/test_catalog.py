@@ -7,7 +7,7 @@ from statistics import median
 
 import pytest
 
-from dispersal.model.catalog import (
+from dispersal.model.inputs.catalog import (
     AGGREGATIONS,
     _check_codec,
     accelerator,
@@ -19,9 +19,9 @@ from dispersal.model.catalog import (
     regime,
     regimes,
 )
-from dispersal.model.errors import InputError
-from dispersal.model.flops import mfu_6p_from_throughput, mfu_to_6p
-from dispersal.model.scenario import Precision, Scenario, max_chips_under
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.scenario import Precision, Scenario, max_chips_under
+from dispersal.model.kernel.flops import mfu_6p_from_throughput, mfu_to_6p
 
 # spec/model.md sec. 8: chips per node under the 15,840 TFLOP/s cap (> 16 H100-equivalents covered).
 PAPER_CHIPS = {

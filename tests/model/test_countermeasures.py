@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispersal.model.countermeasures import (
+from dispersal.model.analyses.countermeasures import (
     NO_LEVER,
     Convention,
     analyse,
@@ -17,7 +17,7 @@ from dispersal.model.countermeasures import (
     parse_bundle,
     regime_for,
 )
-from dispersal.model.errors import InputError
+from dispersal.model.inputs.errors import InputError
 
 CONV = Convention()  # the report's countermeasure convention (paper mode, c_quality, 548 d, chip-only)
 TARGET = 1e25

@@ -7,7 +7,7 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispersal.model.detection import (
+from dispersal.model.analyses.detection import (
     RunFootprint,
     default_detection_params,
     detect,
@@ -101,7 +101,7 @@ def test_disguise_and_pool_lower_traffic_detection() -> None:
 def test_bad_params_rejected() -> None:
     import pytest
 
-    from dispersal.model.errors import InputError
+    from dispersal.model.inputs.errors import InputError
 
     with pytest.raises(InputError, match="whistle_p_per_person_year"):
         default_detection_params().replace(whistle_p_per_person_year=1.5)

@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 
 from dispersal.app import logic
 from dispersal.cli import app
-from dispersal.model.errors import InputError
-from dispersal.model.fields import FieldSpec, ScenarioField, markdown_table
-from dispersal.model.scenario import FIELD_BY_NAME, SCENARIO_FIELDS, Scenario
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.fields import FieldSpec, ScenarioField, markdown_table
+from dispersal.model.inputs.scenario import FIELD_BY_NAME, SCENARIO_FIELDS, Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
 NUMERIC = [f for f in SCENARIO_FIELDS if f.kind in ("int", "float")]

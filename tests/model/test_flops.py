@@ -7,8 +7,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dispersal.model.errors import InputError
-from dispersal.model.flops import attention_flop_per_token, flop_per_token, mfu_6p_from_throughput, mfu_to_6p
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.kernel.flops import (
+    attention_flop_per_token,
+    flop_per_token,
+    mfu_6p_from_throughput,
+    mfu_to_6p,
+)
 
 # PaLM 540B (Chowdhery et al. 2022, Table 1 and 3): 540.35B parameters, 118 layers, 48 heads x 256,
 # sequence 2,048, 238.3K tokens/s on 6,144 TPU v4 (275 TFLOP/s bf16), 46.2% MFU counting attention.

@@ -12,14 +12,21 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dispersal.model import chinchilla
-from dispersal.model.efficiency import STRAGGLER_CODES, Straggler, eta_act, eta_comp, eta_h, straggler_factor
-from dispersal.model.estimate import Estimate, estimate
-from dispersal.model.kernel import evaluate
-from dispersal.model.params import DEFAULT_PARAMS as P0
-from dispersal.model.scenario import Algorithm, Precision, Pricing, Scenario, as_arrays, kernel_inputs
-from dispersal.model.timelimit import TREATY, UNREGULATED, max_run_length_s
-from dispersal.model.units import SECONDS_PER_DAY, SECONDS_PER_YEAR
+from dispersal.model.inputs.params import DEFAULT_PARAMS as P0
+from dispersal.model.inputs.scenario import Algorithm, Precision, Pricing, Scenario, as_arrays, kernel_inputs
+from dispersal.model.inputs.timelimit import TREATY, UNREGULATED, max_run_length_s
+from dispersal.model.inputs.units import SECONDS_PER_DAY, SECONDS_PER_YEAR
+from dispersal.model.kernel import chinchilla
+from dispersal.model.kernel.efficiency import (
+    STRAGGLER_CODES,
+    Straggler,
+    eta_act,
+    eta_comp,
+    eta_h,
+    straggler_factor,
+)
+from dispersal.model.kernel.estimate import Estimate, estimate
+from dispersal.model.kernel.kernel import evaluate
 
 EXACT = 1e-9
 PUB = 1e-3
@@ -571,7 +578,7 @@ def test_kernel_vectorises_like_scalar() -> None:
 
 def test_backup_workers_cost_a_tenth_of_the_nodes() -> None:
     """Backup workers (spec sec. 3): f' = 1 + 0.3 (f_sync - 1), and only N / 1.1 nodes do useful work."""
-    from dispersal.model.scenario import Scenario as S
+    from dispersal.model.inputs.scenario import Scenario as S
 
     sync = estimate(
         S(num_nodes=34, params=160e9, hardware="gh200", straggler=Straggler.SYNCHRONOUS, inner_steps=50),

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dispersal.model import Scenario, estimate
-from dispersal.model.planner import Constraints, plan
-from dispersal.model.scenario import Algorithm
+from dispersal.model.inputs.scenario import Algorithm
+from dispersal.model.search.planner import Constraints, plan
 
 LINK_SLACK = 1e-9
 

@@ -9,14 +9,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispersal.model import planner
-from dispersal.model.bisection import Arr, BoolArr, IntArr, Predicate, first_in_pieces, first_true, last_true
-from dispersal.model.candidates import CandidateSpace, make_space
-from dispersal.model.catalog import accelerator, regime
-from dispersal.model.estimate import estimate
-from dispersal.model.params import DEFAULT_PARAMS
-from dispersal.model.planner import Constraints, Metric, compare_searches, plan
-from dispersal.model.scenario import Mode, max_chips_under
+from dispersal.model.inputs.catalog import accelerator, regime
+from dispersal.model.inputs.params import DEFAULT_PARAMS
+from dispersal.model.inputs.scenario import Mode, max_chips_under
+from dispersal.model.kernel.estimate import estimate
+from dispersal.model.search import planner
+from dispersal.model.search.bisection import (
+    Arr,
+    BoolArr,
+    IntArr,
+    Predicate,
+    first_in_pieces,
+    first_true,
+    last_true,
+)
+from dispersal.model.search.candidates import CandidateSpace, make_space
+from dispersal.model.search.planner import Constraints, Metric, compare_searches, plan
 
 
 @pytest.mark.parametrize(

@@ -20,11 +20,11 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from dispersal.model import units
-from dispersal.model.catalog import accelerator
-from dispersal.model.estimate import Estimate, estimate
-from dispersal.model.quality import QualityParams
-from dispersal.model.scenario import Algorithm, Precision, Scenario
+from dispersal.model.inputs import units
+from dispersal.model.inputs.catalog import accelerator
+from dispersal.model.inputs.scenario import Algorithm, Precision, Scenario
+from dispersal.model.kernel.estimate import Estimate, estimate
+from dispersal.model.kernel.quality import QualityParams
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from dispersal.model.reproduction import RowResult, run_rows
+from dispersal.model.checks.reproduction import RowResult, run_rows
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispersal.model import chinchilla, quality
-from dispersal.model.errors import InputError
-from dispersal.model.quality import (
+from dispersal.model.analyses.quality_fit import load_points, run
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.kernel import chinchilla, quality
+from dispersal.model.kernel.quality import (
     FIT_RANGES,
     MAPPING_CODES,
     QualityMapping,
@@ -32,7 +33,6 @@ from dispersal.model.quality import (
     penalty_amplitude,
     sample_quality_params,
 )
-from dispersal.model.quality_fit import load_points, run
 
 POINTS = load_points()["point"]
 # Besiroglu et al. 2024 Chinchilla refit (the kernel's defaults), for the loss-space bound
@@ -258,7 +258,7 @@ def test_inner_optimizer_and_merge_rule() -> None:
 def test_every_large_m_point_named_with_residual() -> None:
     # every published point beyond M = 8 is in the file with a source and a role, and the fit's
     # residuals stay at the size of the cross-paper scatter (fit <= 0.01; 3.1B held back <= 0.005)
-    from dispersal.model.quality_fit import tail_observations, tail_table
+    from dispersal.model.analyses.quality_fit import tail_observations, tail_table
 
     rows = load_points()["large_m"]
     assert len(rows) == 12 and all(

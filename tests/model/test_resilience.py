@@ -9,8 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispersal.model.errors import InputError
-from dispersal.model.resilience import (
+from dispersal.model.analyses.resilience import (
     ALGORITHMS,
     LLAMA3_CHIP_MTBI_H,
     ResilienceSpec,
@@ -21,6 +20,7 @@ from dispersal.model.resilience import (
     goodput_vs_scale,
     site_loss,
 )
+from dispersal.model.inputs.errors import InputError
 
 chips_st = st.integers(min_value=1, max_value=10_000_000)
 mtbf_st = st.floats(min_value=100.0, max_value=1e7)
@@ -140,7 +140,7 @@ def test_ddp_waits_when_sites_return_before_reprovisioning() -> None:
 
 
 def _half_period_work(spec: ResilienceSpec) -> float:
-    from dispersal.model.resilience import checkpoint_period_h
+    from dispersal.model.analyses.resilience import checkpoint_period_h
 
     tau = checkpoint_period_h(spec, "ddp")
     return (tau - spec.checkpoint_write_time_h) / 2 / goodput(spec).ddp

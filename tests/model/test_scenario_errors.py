@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from dispersal.model.errors import InputError
-from dispersal.model.params import ModelParams
-from dispersal.model.presets import load_scenario
-from dispersal.model.scenario import Precision, Scenario, latency_from_distance
-from dispersal.model.timelimit import max_run_length_s
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.params import ModelParams
+from dispersal.model.inputs.presets import load_scenario
+from dispersal.model.inputs.scenario import Precision, Scenario, latency_from_distance
+from dispersal.model.inputs.timelimit import max_run_length_s
 
 BAD: list[tuple[str, Any]] = [
     ("schema_version", 2),
@@ -128,7 +128,7 @@ def test_preset_errors() -> None:
 
 
 def test_shipped_presets_load() -> None:
-    from dispersal.model.presets import scenario_names
+    from dispersal.model.inputs.presets import scenario_names
 
     for name in scenario_names():
         assert isinstance(load_scenario(name), Scenario)
@@ -157,7 +157,7 @@ def test_other_input_errors() -> None:
 
 def test_set_custom_hardware_with_units() -> None:
     """Custom per-chip figures parse their own units (a FLOP rate is not a duration)."""
-    from dispersal.model.scenario import Scenario
+    from dispersal.model.inputs.scenario import Scenario
 
     s = Scenario.from_dict({"chip_fp16_flop_per_s": "500 TFLOP/s", "chip_memory_bytes": "96 GB"})
     assert s.chip_fp16_flop_per_s == 500e12 and s.chip_memory_bytes == 96e9

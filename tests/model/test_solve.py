@@ -11,14 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispersal.model.catalog import accelerator
-from dispersal.model.efficiency import STRAGGLER_CODES, Straggler, straggler_factor
-from dispersal.model.errors import InputError
-from dispersal.model.estimate import estimate
-from dispersal.model.params import DEFAULT_PARAMS
-from dispersal.model.planner import Constraints, centralized_baseline, plan
-from dispersal.model.scenario import FIBRE_S_PER_M, Algorithm, Precision, Scenario, kernel_inputs
-from dispersal.model.solve import Solution, premium_constraints, solve
+from dispersal.model.inputs.catalog import accelerator
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.params import DEFAULT_PARAMS
+from dispersal.model.inputs.scenario import FIBRE_S_PER_M, Algorithm, Precision, Scenario, kernel_inputs
+from dispersal.model.kernel.efficiency import STRAGGLER_CODES, Straggler, straggler_factor
+from dispersal.model.kernel.estimate import estimate
+from dispersal.model.search.planner import Constraints, centralized_baseline, plan
+from dispersal.model.search.solve import Solution, premium_constraints, solve
 
 RTOL = 1e-6
 

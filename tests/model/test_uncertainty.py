@@ -8,12 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from dispersal.model import planner
-from dispersal.model.candidates import make_space
-from dispersal.model.errors import InputError
-from dispersal.model.params import DEFAULT_PARAMS
-from dispersal.model.scenario import PAPER_MFU, Mode
-from dispersal.model.uncertainty import (
+from dispersal.model.analyses.uncertainty import (
     PARAMETERS,
     Distribution,
     UncertaintySpec,
@@ -26,6 +21,11 @@ from dispersal.model.uncertainty import (
     plan_samples,
     tornado,
 )
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.params import DEFAULT_PARAMS
+from dispersal.model.inputs.scenario import PAPER_MFU, Mode
+from dispersal.model.search import planner
+from dispersal.model.search.candidates import make_space
 
 SMALL = planner.Constraints(hardware=("h100_sxm", "mi300x"))
 

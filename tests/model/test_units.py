@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from dispersal.model import units
-from dispersal.model.errors import InputError
+from dispersal.model.inputs import units
+from dispersal.model.inputs.errors import InputError
 
 
 @pytest.mark.parametrize(

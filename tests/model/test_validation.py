@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dispersal.model.validation import load_cases, miss_reason, quality_cases, run_cases
+from dispersal.model.checks.validation import load_cases, miss_reason, quality_cases, run_cases
 
 
 def test_intellect1_and_wall_time_cases_within_tolerance() -> None:

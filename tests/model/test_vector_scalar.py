@@ -9,12 +9,12 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from dispersal.model.catalog import accelerators
-from dispersal.model.efficiency import Straggler
-from dispersal.model.estimate import Estimate, estimate
-from dispersal.model.kernel import evaluate
-from dispersal.model.params import DEFAULT_PARAMS
-from dispersal.model.scenario import Algorithm, Precision, Scenario, kernel_inputs
+from dispersal.model.inputs.catalog import accelerators
+from dispersal.model.inputs.params import DEFAULT_PARAMS
+from dispersal.model.inputs.scenario import Algorithm, Precision, Scenario, kernel_inputs
+from dispersal.model.kernel.efficiency import Straggler
+from dispersal.model.kernel.estimate import Estimate, estimate
+from dispersal.model.kernel.kernel import evaluate
 
 ALGORITHMS = ("auto", "ddp", "diloco", "streaming", "hierarchical", "pp_diloco")
 

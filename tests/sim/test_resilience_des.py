@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from dispersal.model.errors import InputError
-from dispersal.model.resilience import ALGORITHMS, ResilienceSpec, goodput
+from dispersal.model.analyses.resilience import ALGORITHMS, ResilienceSpec, goodput
+from dispersal.model.inputs.errors import InputError
 from dispersal.sim import simulate
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 torch = pytest.importorskip("torch")
 
-from dispersal.model.errors import InputError  # noqa: E402
+from dispersal.model.inputs.errors import InputError  # noqa: E402
 from dispersal.testbed.config import BPE_DEFAULT_VOCAB, MODEL_PRESETS, TestbedConfig  # noqa: E402
 from dispersal.testbed.data import (  # noqa: E402
     ByteData,

@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from dispersal.model.errors import InputError  # noqa: E402
+from dispersal.model.inputs.errors import InputError  # noqa: E402
 from dispersal.testbed.config import TestbedConfig  # noqa: E402
 from dispersal.testbed.device import (  # noqa: E402
     ComputeClock,

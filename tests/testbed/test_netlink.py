@@ -21,7 +21,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from dispersal.model.errors import InputError  # noqa: E402
+from dispersal.model.inputs.errors import InputError  # noqa: E402
 from dispersal.testbed import checkpoint  # noqa: E402
 from dispersal.testbed.config import TestbedConfig, parse_loss  # noqa: E402
 from dispersal.testbed.netlink import (  # noqa: E402

@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from dispersal.model.errors import InputError  # noqa: E402
+from dispersal.model.inputs.errors import InputError  # noqa: E402
 from dispersal.testbed.codecs import CRC_BYTES, BlockQuantCodec, TopKCodec, make_codec  # noqa: E402
 from dispersal.testbed.config import TestbedConfig, parse_link  # noqa: E402
 from dispersal.testbed.faults import FaultPlan  # noqa: E402

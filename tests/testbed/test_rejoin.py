@@ -365,7 +365,7 @@ def test_sigstop_then_sigcont(tmp_path: Path) -> None:
 
 
 def test_fault_plan_kill_phases_and_pause() -> None:
-    from dispersal.model.errors import InputError
+    from dispersal.model.inputs.errors import InputError
     from dispersal.testbed.faults import FaultPlan
 
     plan = FaultPlan.parse(

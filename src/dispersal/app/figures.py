@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocator
 
 from dispersal.app.logic import BREAKDOWN_PARTS, waterfall_steps
-from dispersal.model import units
+from dispersal.model.inputs import units
 
 WIDTH_IN = 5.2
 FONT = 10.5

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from dispersal.model import units
-from dispersal.model.catalog import regimes
-from dispersal.model.errors import InputError
-from dispersal.model.fields import ScenarioField
-from dispersal.model.presets import DEFAULT_SCENARIO, load_scenario_dict, scenario_names
-from dispersal.model.scenario import SCENARIO_FIELDS, Mode, Scenario
-from dispersal.model.timelimit import TREATY, max_run_length_s
+from dispersal.model.inputs import units
+from dispersal.model.inputs.catalog import regimes
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.fields import ScenarioField
+from dispersal.model.inputs.presets import DEFAULT_SCENARIO, load_scenario_dict, scenario_names
+from dispersal.model.inputs.scenario import SCENARIO_FIELDS, Mode, Scenario
+from dispersal.model.inputs.timelimit import TREATY, max_run_length_s
 
 QUALITIES = ("optimistic", "expected", "conservative")
 DURATION_SOURCES = ("manual", "growth")
@@ -989,7 +989,7 @@ class Section:
 
 def resolved_links(scenario: Mapping[str, Any], mode: str) -> dict[str, tuple[float, float]]:
     """(bit/s, s) of the WAN, regional and pipeline links an estimate used (None resolved by the mode)."""
-    from dispersal.model.scenario import DEFAULT_REGIONAL_BITS_PER_S, DEFAULT_REGIONAL_LATENCY_S
+    from dispersal.model.inputs.scenario import DEFAULT_REGIONAL_BITS_PER_S, DEFAULT_REGIONAL_LATENCY_S
 
     wan = min(float(scenario["bandwidth_up_bits_per_s"]), float(scenario["bandwidth_down_bits_per_s"]))
     lat = float(scenario["latency_s"])

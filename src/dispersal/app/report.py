@@ -13,9 +13,9 @@ from typing import Any
 
 from dispersal import __version__
 from dispersal.app import figures, logic, views
-from dispersal.model import units
-from dispersal.model.estimate import estimate
-from dispersal.model.scenario import Mode, Scenario
+from dispersal.model.inputs import units
+from dispersal.model.inputs.scenario import Mode, Scenario
+from dispersal.model.kernel.estimate import estimate
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:980px;margin:2em auto;padding:0 1em;

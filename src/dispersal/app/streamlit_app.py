@@ -22,9 +22,9 @@ from typing import Any
 import streamlit as st
 
 from dispersal.app import figures, logic, views
-from dispersal.model import units
-from dispersal.model.estimate import estimate
-from dispersal.model.scenario import Scenario
+from dispersal.model.inputs import units
+from dispersal.model.inputs.scenario import Scenario
+from dispersal.model.kernel.estimate import estimate
 
 #: The sidebar: logic.LAYOUT's sections, then every other Scenario field (derived from its declaration).
 SIDEBAR_GROUPS: tuple[tuple[str, bool, tuple[str, ...]], ...] = (

@@ -15,19 +15,19 @@ from typing import Any
 import numpy as np
 
 from dispersal.app import logic
-from dispersal.model import units
-from dispersal.model.errors import InputError
+from dispersal.model.inputs import units
+from dispersal.model.inputs.errors import InputError
 
 NOT_AVAILABLE = "not available in this version"
 
 
 def optional_module(name: str) -> Any | None:
-    """Import dispersal.model.<name>, or None when this version does not have it."""
-    full = f"dispersal.model.{name}"
+    """Import dispersal.model.analyses.<name>, or None when this version does not have it."""
+    full = f"dispersal.model.analyses.{name}"
     try:
         return importlib.import_module(full)
     except ModuleNotFoundError as exc:
-        if exc.name in (full, "dispersal.model"):
+        if exc.name in (full, "dispersal.model", "dispersal.model.analyses"):
             return None
         raise
 
@@ -71,7 +71,7 @@ def plan_args(ui: Mapping[str, Any], sd: Mapping[str, Any]) -> dict[str, Any]:
 
 def run_plan(args: Mapping[str, Any]) -> dict[str, Any]:
     """`planner.plan(...)` on plan_args output -> Plan.to_dict(). InputError for bad input."""
-    from dispersal.model.planner import Constraints, plan
+    from dispersal.model.search.planner import Constraints, plan
 
     target = logic.parse_flop(args["target"])
     c = Constraints(**args["constraints"])
@@ -99,7 +99,7 @@ def sweep_points(args: Mapping[str, Any], axis: str) -> list[tuple[float, dict[s
     bandwidth: symmetric WAN in Mbps; distance: fibre km -> one-way latency
     (`scenario.latency_from_distance`, 4.9 us/km x 1.5 routing); target: FLOP, multiples of the target.
     """
-    from dispersal.model.scenario import latency_from_distance
+    from dispersal.model.inputs.scenario import latency_from_distance
 
     out = []
     if axis == "bandwidth":
@@ -146,7 +146,7 @@ def resilience_spec(est: Mapping[str, Any], ui: Mapping[str, Any]) -> tuple[Any,
     A node is a host that fails as a unit; an island (a DiLoCo worker) is one node, or one pipeline
     of ``pipeline_stages`` nodes; a site is a node; a round is the scenario's outer step.
     """
-    from dispersal.model.resilience import ResilienceSpec
+    from dispersal.model.analyses.resilience import ResilienceSpec
 
     cpn = max(1, int(est["chips_per_node"]))
     island = cpn * max(1, int(est["pipeline_stages"]))
@@ -193,7 +193,7 @@ def site_loss_inputs(est: Mapping[str, Any], ui: Mapping[str, Any]) -> dict[str,
 def resilience(est: Mapping[str, Any], ui: Mapping[str, Any], points: int = 25) -> dict[str, Any]:
     """Goodput vs scale and the site-loss outcome for a fleet shaped like this scenario
     (`resilience.goodput_vs_scale`, `resilience.goodput`, `resilience.site_loss`)."""
-    from dispersal.model.resilience import SiteLossScenario, goodput, goodput_vs_scale, site_loss
+    from dispersal.model.analyses.resilience import SiteLossScenario, goodput, goodput_vs_scale, site_loss
 
     spec, note = resilience_spec(est, ui)
     fleet, island, cpn = spec.chips, spec.chips_per_island, spec.chips_per_node
@@ -323,7 +323,7 @@ def run_uncertainty(
     unc = optional_module("uncertainty")
     if unc is None:
         raise InputError("uncertainty", NOT_AVAILABLE)
-    from dispersal.model.planner import Constraints
+    from dispersal.model.search.planner import Constraints
 
     t0 = logic.parse_flop(target)
     c = Constraints(**plan["constraints"])

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from dispersal.model.errors import InputError
+from dispersal.model.inputs.errors import InputError
 
 Arr = npt.NDArray[np.float64]
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from dispersal.calibration.effective import ScalingCurve, efficiency, fit_scaling_curve
-from dispersal.model.params import DEFAULT_PARAMS
+from dispersal.model.inputs.params import DEFAULT_PARAMS
 
 REFERENCE_H = 30.0  # the model's replica_reference_h (Charles et al. 2025), kept
 BASE_BITS = 16.0  # model's bits_per_value for bf16 training: C_r is measured against this

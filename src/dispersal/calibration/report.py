@@ -17,7 +17,7 @@ from dispersal import __version__
 from dispersal.calibration import fit as F
 from dispersal.calibration.effective import efficiency
 from dispersal.calibration.tomlio import SCHEMA_VERSION, dumps, params_from_mapping
-from dispersal.model.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 
 FIELDS = ("eta_h_alpha0", "eta_h_size_scale", "replica_beta_coeff", "replica_beta_exponent")
 CODEC_EF = {"int8": False, "int4": False, "bf16": False, "topk": True}
@@ -32,7 +32,7 @@ def published_beta0(p: float, mp: ModelParams = DEFAULT_PARAMS) -> float:
 
 
 def published_eta_comp(codec: str) -> float:
-    from dispersal.model.efficiency import eta_comp
+    from dispersal.model.kernel.efficiency import eta_comp
 
     return float(np.asarray(eta_comp(F.codec_ratio(codec), CODEC_EF[codec], 1, DEFAULT_PARAMS)))
 
@@ -177,7 +177,7 @@ def direction_checks(summary: dict[str, Any]) -> list[str]:
 
 def headline(params: ModelParams) -> dict[str, Any]:
     """Cheapest plan to reach 1e25 FLOP (default and paper mode, treaty regime, 100 Mbps, 740 days)."""
-    from dispersal.model.planner import Constraints, plan
+    from dispersal.model.search.planner import Constraints, plan
 
     out = {}
     for mode in ("default", "paper"):
@@ -374,7 +374,7 @@ def plots(summary: dict[str, Any], folder: Path, prefix: str = "calibration_") -
         ax.grid(alpha=0.3)
     ax = axes[2]
     cr = np.geomspace(1, 500, 100)
-    from dispersal.model.efficiency import eta_comp
+    from dispersal.model.kernel.efficiency import eta_comp
 
     ax.plot(cr, eta_comp(cr, True, 1, DEFAULT_PARAMS), "k--", label="published EF expected")
     ax.plot(cr, eta_comp(cr, False, 1, DEFAULT_PARAMS), "k:", label="published no-EF expected")

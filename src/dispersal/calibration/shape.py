@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from dispersal.model import quality
-from dispersal.model.errors import InputError
-from dispersal.model.quality import QualityParams
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.kernel import quality
+from dispersal.model.kernel.quality import QualityParams
 
 MIN_H = 30.0
 """The published form holds H < 30 at H = 30 (no tabulated data below), so shape fits use H >= 30."""

@@ -41,8 +41,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from dispersal.model.errors import InputError
-from dispersal.model.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 
 SCHEMA_VERSION = 1
 TABLE_FIELDS = {"compression_table": 7, "activation_table": 4}

@@ -28,8 +28,8 @@ OUTPUT_ROOT = Path("dispersal-output")
 
 def field_help(name: str, example: str = "") -> str:
     """Help of a flag that sets one Scenario field: its label and allowed values from its declaration."""
-    from dispersal.model.fields import describe
-    from dispersal.model.scenario import FIELD_BY_NAME
+    from dispersal.model.inputs.fields import describe
+    from dispersal.model.inputs.scenario import FIELD_BY_NAME
 
     d = describe(FIELD_BY_NAME[name])
     allowed = f" ({d['allowed']})" if d["allowed"] else ""

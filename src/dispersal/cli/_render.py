@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from dispersal.model import units
+from dispersal.model.inputs import units
 
 
 def console() -> Console:
@@ -48,7 +48,7 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
     head.add_column("")
     # One presentation layer: the same headline rows as the app's Summary table and the HTML report.
     from dispersal.app.logic import estimate_provenance, links_of, summary_rows
-    from dispersal.model.scenario import Scenario
+    from dispersal.model.inputs.scenario import Scenario
 
     rows = [(r["quantity"], r["value"]) for r in summary_rows(d)]
     if not d["feasible"]:

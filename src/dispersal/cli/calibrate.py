@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 
 from dispersal.cli._common import atomic_write_text, fail, guarded, print_json
-from dispersal.model.errors import InputError
+from dispersal.model.inputs.errors import InputError
 
 TORCH_MISSING = "calibrate needs torch for training: pip install 'dispersal[train]' (or use --analyse-only)"
 

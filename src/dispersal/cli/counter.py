@@ -29,7 +29,7 @@ def _plot(rows: list[Any], path: Path, title: str) -> None:
 
 
 def _fmt_money(v: float) -> str:
-    from dispersal.model.units import format_money
+    from dispersal.model.inputs.units import format_money
 
     return format_money(v) if math.isfinite(v) else "infeasible"
 
@@ -79,10 +79,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Each countermeasure lever and bundle: the evader's cheapest adapted run and P(detect)."""
         from dispersal.calibration import load_calibration
-        from dispersal.model import units
-        from dispersal.model.countermeasures import Convention, analyse, default_bundles, levers, parse_bundle
-        from dispersal.model.detection import default_detection_params
-        from dispersal.model.errors import InputError
+        from dispersal.model.analyses.countermeasures import (
+            Convention,
+            analyse,
+            default_bundles,
+            levers,
+            parse_bundle,
+        )
+        from dispersal.model.analyses.detection import default_detection_params
+        from dispersal.model.inputs import units
+        from dispersal.model.inputs.errors import InputError
 
         tgt = units.parse_flop(target, "target")
         conv_kw: dict[str, Any] = {"params": load_calibration(calibration)} if calibration is not None else {}

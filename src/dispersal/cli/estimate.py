@@ -8,11 +8,11 @@ from typing import Annotated, Any
 import typer
 
 from dispersal.cli._common import SET_HELP, field_help, guarded, print_json
-from dispersal.model import units
-from dispersal.model.errors import InputError
-from dispersal.model.estimate import estimate
-from dispersal.model.presets import DEFAULT_SCENARIO, load_scenario_dict
-from dispersal.model.scenario import Mode, Scenario, latency_from_distance
+from dispersal.model.inputs import units
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.presets import DEFAULT_SCENARIO, load_scenario_dict
+from dispersal.model.inputs.scenario import Mode, Scenario, latency_from_distance
+from dispersal.model.kernel.estimate import estimate
 
 ModeOpt = Annotated[str, typer.Option("--mode", help="paper (the paper's settings exactly) or default.")]
 

@@ -11,9 +11,9 @@ from typing import Annotated
 import typer
 
 from dispersal.cli._common import guarded, print_json
-from dispersal.model.errors import InputError
-from dispersal.model.fields import describe, markdown_table
-from dispersal.model.scenario import SCENARIO_FIELDS
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.fields import describe, markdown_table
+from dispersal.model.inputs.scenario import SCENARIO_FIELDS
 
 
 @guarded

@@ -9,10 +9,10 @@ from rich.table import Table
 
 from dispersal.cli._common import field_help, guarded, print_json
 from dispersal.cli.estimate import check_mode
-from dispersal.model import units
-from dispersal.model.errors import InputError
-from dispersal.model.planner import Constraints, Plan, plan
-from dispersal.model.scenario import latency_from_distance
+from dispersal.model.inputs import units
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.scenario import latency_from_distance
+from dispersal.model.search.planner import Constraints, Plan, plan
 
 DEFAULT_TARGETS = (1e24, 1e25, 1e26)
 
@@ -259,7 +259,7 @@ def plan_cmd(
         from rich.progress import Progress, TaskID
 
         from dispersal.cli.uncertainty import render_samples_table
-        from dispersal.model import uncertainty
+        from dispersal.model.analyses import uncertainty
 
         with Progress(transient=True, disable=json_) as prog:
             for p, d in zip(plans, dicts, strict=True):

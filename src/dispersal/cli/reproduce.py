@@ -12,8 +12,7 @@ import typer
 from rich.table import Table
 
 from dispersal.cli._common import atomic_write_text, default_out, guarded, print_json, save_figure
-from dispersal.model import units
-from dispersal.model.reproduction import (
+from dispersal.model.checks.reproduction import (
     EXPLAIN_ABOVE,
     Headline,
     RowResult,
@@ -21,6 +20,7 @@ from dispersal.model.reproduction import (
     headlines,
     run_rows,
 )
+from dispersal.model.inputs import units
 
 
 def _explain(h: Headline) -> str:

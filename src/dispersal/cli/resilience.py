@@ -10,8 +10,8 @@ from typing import Annotated, Any
 import typer
 
 from dispersal.cli._common import guarded, print_json
-from dispersal.model.errors import InputError
-from dispersal.model.units import parse_count, parse_duration
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.units import parse_count, parse_duration
 
 _EPILOG = (
     "JSON keys: inputs (every fleet field, hours), goodput (closed form per algorithm: ddp, "
@@ -31,7 +31,7 @@ def _plot(spec: Any, path: Path) -> None:
     import numpy as np
 
     from dispersal.app import figures
-    from dispersal.model.resilience import goodput_vs_scale
+    from dispersal.model.analyses.resilience import goodput_vs_scale
 
     chips = [int(c) for c in np.unique(np.round(np.logspace(1, 7, 61)).astype(int))]
     curves = {k: v.tolist() for k, v in goodput_vs_scale(spec, chips).items()}
@@ -85,7 +85,7 @@ def register(app: typer.Typer) -> None:
         Closed form (Young 1974 / Daly 2006 for ddp; renewal-reward for the others), optionally
         checked by a discrete-event simulation, plus a scripted loss of whole sites.
         """
-        from dispersal.model.resilience import (
+        from dispersal.model.analyses.resilience import (
             ALGORITHMS,
             LLAMA3_CHIP_MTBI_H,
             ResilienceSpec,

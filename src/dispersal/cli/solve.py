@@ -12,9 +12,9 @@ import typer
 
 from dispersal.cli._common import SET_HELP, guarded, print_json
 from dispersal.cli.estimate import ModeOpt, build_scenario, check_mode
-from dispersal.model import units
-from dispersal.model.errors import InputError, require
-from dispersal.model.solve import (
+from dispersal.model.inputs import units
+from dispersal.model.inputs.errors import InputError, require
+from dispersal.model.search.solve import (
     DEFAULT_TARGET_FLOP,
     Solution,
     format_output,
@@ -192,7 +192,7 @@ def solve_cmd(
     if resolve_output(name).key == "premium":
         extra["target_flop"] = units.parse_flop(target, "target")
         if plan_hardware:
-            from dispersal.model.planner import Constraints
+            from dispersal.model.search.planner import Constraints
 
             extra["constraints"] = Constraints(hardware=tuple(plan_hardware))
     elif plan_hardware:

@@ -20,11 +20,11 @@ from dispersal.cli._common import (
     save_figure,
 )
 from dispersal.cli.estimate import check_mode
-from dispersal.model import units
-from dispersal.model.errors import InputError
-from dispersal.model.estimate import Estimate, estimate
-from dispersal.model.planner import Constraints, plan
-from dispersal.model.scenario import Mode, Scenario, latency_from_distance
+from dispersal.model.inputs import units
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.scenario import Mode, Scenario, latency_from_distance
+from dispersal.model.kernel.estimate import Estimate, estimate
+from dispersal.model.search.planner import Constraints, plan
 
 #: Sweepable inputs and how each value is parsed.
 AXES = ("target", "bandwidth", "latency", "distance", "regime", "max_days", "compression", "mfu", "sites")
@@ -255,7 +255,7 @@ def _field_sweep(
     field: str, scenario: str, x: str, y: str, m: Mode, out: Path, plot: Path | None, json_: bool
 ) -> None:
     """estimate() over a grid of two Scenario fields, charting one Estimate figure."""
-    from dispersal.model.presets import load_scenario
+    from dispersal.model.inputs.presets import load_scenario
 
     base = load_scenario(scenario)
     allowed = (*FIELD_AXIS_ALIASES, *(f.name for f in dataclasses.fields(Scenario)))

@@ -102,7 +102,7 @@ def train(
         for p in make_report(report):
             typer.echo(str(p))
         return
-    from dispersal.model.units import parse_bandwidth
+    from dispersal.model.inputs.units import parse_bandwidth
     from dispersal.testbed.config import TestbedConfig, parse_link, parse_loss
     from dispersal.testbed.faults import FaultPlan
 

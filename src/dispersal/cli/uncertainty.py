@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from dispersal.cli._common import guarded, print_json, save_figure
-from dispersal.model import units
-from dispersal.model.errors import InputError
+from dispersal.model.inputs import units
+from dispersal.model.inputs.errors import InputError
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from dispersal.model.uncertainty import TornadoBar, UncertaintyResult
+    from dispersal.model.analyses.uncertainty import TornadoBar, UncertaintyResult
 
 _EPILOG = (
     "JSON keys: target_flop, regime, mode, nominal_cost_usd, bars (largest swing first; each: name, "
@@ -148,9 +148,9 @@ def register(app: typer.Typer) -> None:
 
         Each end is a full re-plan; distributions and sources are in dispersal/data/uncertainty.toml.
         """
-        from dispersal.model.planner import Constraints
-        from dispersal.model.scenario import Mode
-        from dispersal.model.uncertainty import tornado
+        from dispersal.model.analyses.uncertainty import tornado
+        from dispersal.model.inputs.scenario import Mode
+        from dispersal.model.search.planner import Constraints
 
         target_flop = units.parse_flop(target, "target")
         if not (math.isfinite(target_flop) and target_flop > 0):

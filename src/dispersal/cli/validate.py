@@ -15,10 +15,10 @@ from rich.progress import Progress
 from rich.table import Table
 
 from dispersal.cli._common import atomic_write_text, default_out, guarded, print_json
-from dispersal.model import units
+from dispersal.model.inputs import units
 
 if TYPE_CHECKING:
-    from dispersal.model.validation import CaseResult, QualityCase
+    from dispersal.model.checks.validation import CaseResult, QualityCase
 
 
 def _fmt(v: float, metric: str) -> str:
@@ -51,7 +51,7 @@ def _median(xs: list[float]) -> str:
 
 def build_report(results: list[CaseResult], quality: list[QualityCase], seconds: float) -> str:
     """validation.md as text."""
-    from dispersal.model.validation import miss_reason
+    from dispersal.model.checks.validation import miss_reason
 
     n_in = sum(r.within for r in results)
     out = [
@@ -156,7 +156,7 @@ def register(app: typer.Typer) -> None:
         no_files: Annotated[bool, typer.Option("--no-files", help="Do not write validation.md.")] = False,
     ) -> None:
         """Predicted vs reported for every published run and simulator figure, in both modes."""
-        from dispersal.model.validation import load_cases, quality_cases, run_case
+        from dispersal.model.checks.validation import load_cases, quality_cases, run_case
 
         t0 = time.perf_counter()
         chosen = [c for c in load_cases() if not case or any(c["id"].startswith(i) for i in case)]

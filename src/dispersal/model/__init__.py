@@ -4,14 +4,21 @@ Public API: `Scenario` (inputs), `estimate()` -> `Estimate`, `plan()` -> `Plan`,
 `ModelParams` (published fits and heuristics) and `units`.
 """
 
-from dispersal.model.catalog import accelerator, accelerators, reference_models, regime, regimes
-from dispersal.model.errors import InputError
-from dispersal.model.estimate import Cost, Efficiency, Estimate, TimeBreakdown, Traffic, estimate
-from dispersal.model.params import DEFAULT_PARAMS, ModelParams
-from dispersal.model.planner import Constraints, Plan, PlanOption, plan
-from dispersal.model.scenario import Algorithm, Mode, Precision, Pricing, Scenario, latency_from_distance
-from dispersal.model.solve import Solution, solve
-from dispersal.model.timelimit import max_run_length_s
+from dispersal.model.inputs.catalog import accelerator, accelerators, reference_models, regime, regimes
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.inputs.scenario import (
+    Algorithm,
+    Mode,
+    Precision,
+    Pricing,
+    Scenario,
+    latency_from_distance,
+)
+from dispersal.model.inputs.timelimit import max_run_length_s
+from dispersal.model.kernel.estimate import Cost, Efficiency, Estimate, TimeBreakdown, Traffic, estimate
+from dispersal.model.search.planner import Constraints, Plan, PlanOption, plan
+from dispersal.model.search.solve import Solution, solve
 
 __all__ = [
     "DEFAULT_PARAMS",

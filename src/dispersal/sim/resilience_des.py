@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from dispersal.model.errors import InputError
-from dispersal.model.resilience import ALGORITHMS, ResilienceSpec, checkpoint_period_h
+from dispersal.model.analyses.resilience import ALGORITHMS, ResilienceSpec, checkpoint_period_h
+from dispersal.model.inputs.errors import InputError
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from dispersal.model.errors import InputError, require
-from dispersal.model.units import parse_duration, parse_up_down
+from dispersal.model.inputs.errors import InputError, require
+from dispersal.model.inputs.units import parse_duration, parse_up_down
 
 ALGORITHMS = ("ddp", "diloco", "streaming")
 CODECS = ("none", "bf16", "int8", "int4", "topk")

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from dispersal.model.errors import require
+from dispersal.model.inputs.errors import require
 
 if TYPE_CHECKING:
     from dispersal.testbed.config import TestbedConfig

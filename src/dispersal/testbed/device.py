@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager
 
 import torch
 
-from dispersal.model.errors import InputError
+from dispersal.model.inputs.errors import InputError
 
 CUDA_CLOCK_REBASE_S = 60.0
 """The CUDA-event clock starts a new reference event after this many seconds: elapsed times come back

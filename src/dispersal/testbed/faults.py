@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dispersal.model.errors import InputError
+from dispersal.model.inputs.errors import InputError
 
 _WORKER = r"(w\d+)"
 KILL_PHASES = ("step", "allgather", "checkpoint")

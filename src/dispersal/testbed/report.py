@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dispersal.model.errors import require
+from dispersal.model.inputs.errors import require
 
 SIMPSON_INTERVALS = 2000
 """Even number of Simpson intervals for the Student-t CDF integral (error below 1e-10 for df >= 1 at

@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from dispersal.model.errors import require
+from dispersal.model.inputs.errors import require
 
 BYTE_VOCAB = 256
 """Base vocabulary: one token per byte value."""

@@ -12,8 +12,8 @@ from enum import IntEnum, StrEnum
 import numpy as np
 import numpy.typing as npt
 
-from dispersal.model.errors import InputError
-from dispersal.model.params import ModelParams
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.params import ModelParams
 
 Arr = npt.NDArray[np.float64]
 

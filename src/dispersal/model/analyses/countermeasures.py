@@ -33,9 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from dispersal.model import units
-from dispersal.model.catalog import Regime, accelerator, regime, regimes
-from dispersal.model.detection import (
+from dispersal.model.analyses.detection import (
     Detection,
     DetectionParams,
     RunFootprint,
@@ -47,11 +45,13 @@ from dispersal.model.detection import (
     parameter_names,
     traffic_profile,
 )
-from dispersal.model.errors import InputError, require
-from dispersal.model.params import DEFAULT_PARAMS, ModelParams
-from dispersal.model.planner import Constraints, Plan, PlanOption, plan
-from dispersal.model.scenario import Mode, max_chips_under
-from dispersal.model.units import H100E_FLOP_PER_S
+from dispersal.model.inputs import units
+from dispersal.model.inputs.catalog import Regime, accelerator, regime, regimes
+from dispersal.model.inputs.errors import InputError, require
+from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.inputs.scenario import Mode, max_chips_under
+from dispersal.model.inputs.units import H100E_FLOP_PER_S
+from dispersal.model.search.planner import Constraints, Plan, PlanOption, plan
 
 COLLATERAL_KINDS = ("none", "covered", "uplink", "registry")
 DAYS_PER_MONTH = 365.25 / 12

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 
-from dispersal.model.errors import InputError
+from dispersal.model.inputs.errors import InputError
 
 _NUMBER = r"([-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?)"
 _PATTERN = re.compile(rf"^\s*{_NUMBER}\s*([A-Za-z/%µ]*)\s*$")

@@ -16,8 +16,8 @@ from importlib import resources
 from types import MappingProxyType
 from typing import Any
 
-from dispersal.model.errors import InputError
-from dispersal.model.units import H100E_FLOP_PER_S
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.units import H100E_FLOP_PER_S
 
 
 def _load(name: str) -> dict[str, Any]:

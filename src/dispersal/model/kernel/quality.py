@@ -34,8 +34,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from dispersal.model import chinchilla
-from dispersal.model.errors import InputError
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.kernel import chinchilla
 
 Arr = npt.NDArray[np.float64]
 

@@ -55,14 +55,16 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dispersal.model import planner, quality, units
-from dispersal.model.bisection import first_true
-from dispersal.model.candidates import CandidateSpace, make_space
-from dispersal.model.efficiency import eta_h
-from dispersal.model.errors import InputError, require
-from dispersal.model.kernel import evaluate
-from dispersal.model.params import DEFAULT_PARAMS, ModelParams
-from dispersal.model.scenario import PAPER_MFU, Mode, kernel_inputs
+from dispersal.model.inputs import units
+from dispersal.model.inputs.errors import InputError, require
+from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.inputs.scenario import PAPER_MFU, Mode, kernel_inputs
+from dispersal.model.kernel import quality
+from dispersal.model.kernel.efficiency import eta_h
+from dispersal.model.kernel.kernel import evaluate
+from dispersal.model.search import planner
+from dispersal.model.search.bisection import first_true
+from dispersal.model.search.candidates import CandidateSpace, make_space
 
 Arr = npt.NDArray[np.float64]
 IntArr = npt.NDArray[np.int64]

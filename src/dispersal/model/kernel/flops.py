@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from dispersal.model.errors import InputError
+from dispersal.model.inputs.errors import InputError
 
 Arr = npt.NDArray[np.float64]
 

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from dispersal.model.errors import InputError
+from dispersal.model.inputs.errors import InputError
 
 ALGORITHMS: tuple[str, ...] = ("ddp", "ddp_elastic", "diloco", "decoupled")
 

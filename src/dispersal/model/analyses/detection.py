@@ -35,11 +35,11 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from dispersal.model import units
-from dispersal.model.catalog import accelerator
-from dispersal.model.errors import InputError, require
-from dispersal.model.estimate import estimate
-from dispersal.model.scenario import Scenario
+from dispersal.model.inputs import units
+from dispersal.model.inputs.catalog import accelerator
+from dispersal.model.inputs.errors import InputError, require
+from dispersal.model.inputs.scenario import Scenario
+from dispersal.model.kernel.estimate import estimate
 
 CHANNELS: tuple[str, ...] = ("whistleblower", "chip_registry", "traffic", "inspections", "power", "finance")
 

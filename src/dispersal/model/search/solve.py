@@ -33,12 +33,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dispersal.model import units
-from dispersal.model.errors import InputError, require
-from dispersal.model.kernel import OUTPUTS, evaluate
-from dispersal.model.params import DEFAULT_PARAMS, ModelParams
-from dispersal.model.planner import Constraints, Plan, centralized_baseline, plan
-from dispersal.model.scenario import Mode, Scenario, kernel_inputs, latency_from_distance
+from dispersal.model.inputs import units
+from dispersal.model.inputs.errors import InputError, require
+from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.inputs.scenario import Mode, Scenario, kernel_inputs, latency_from_distance
+from dispersal.model.kernel.kernel import OUTPUTS, evaluate
+from dispersal.model.search.planner import Constraints, Plan, centralized_baseline, plan
 
 Arr = npt.NDArray[np.float64]
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from dispersal.model import units
-from dispersal.model.errors import InputError
+from dispersal.model.inputs import units
+from dispersal.model.inputs.errors import InputError
 
 T = TypeVar("T")
 

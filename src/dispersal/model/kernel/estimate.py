@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from dispersal.model import quality, units
-from dispersal.model.kernel import MODE_NAMES, evaluate
-from dispersal.model.params import DEFAULT_PARAMS, ModelParams
-from dispersal.model.scenario import Mode, Scenario, as_arrays, kernel_inputs
+from dispersal.model.inputs import units
+from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.inputs.scenario import Mode, Scenario, as_arrays, kernel_inputs
+from dispersal.model.kernel import quality
+from dispersal.model.kernel.kernel import MODE_NAMES, evaluate
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

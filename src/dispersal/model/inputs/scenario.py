@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from dispersal.model import units
-from dispersal.model.catalog import (
+from dispersal.model.inputs import units
+from dispersal.model.inputs.catalog import (
     Accelerator,
     Regime,
     accelerator,
@@ -36,11 +36,18 @@ from dispersal.model.catalog import (
     regime,
     regimes,
 )
-from dispersal.model.efficiency import STRAGGLER_CODES, Straggler, quality_code
-from dispersal.model.errors import InputError, require
-from dispersal.model.fields import ScenarioField, scenario_fields, spec
-from dispersal.model.kernel import AGGREGATION_CODES, MODE_AUTO, MODE_DDP, MODE_FLAT, MODE_HIER, MODE_PP
-from dispersal.model.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.inputs.errors import InputError, require
+from dispersal.model.inputs.fields import ScenarioField, scenario_fields, spec
+from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.kernel.efficiency import STRAGGLER_CODES, Straggler, quality_code
+from dispersal.model.kernel.kernel import (
+    AGGREGATION_CODES,
+    MODE_AUTO,
+    MODE_DDP,
+    MODE_FLAT,
+    MODE_HIER,
+    MODE_PP,
+)
 
 #: Aggregations a user may ask for (the paper's relay formula is paper mode's own).
 AGGREGATIONS: tuple[str, ...] = tuple(a for a in AGGREGATION_CODES if a != "paper")

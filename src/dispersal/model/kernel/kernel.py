@@ -20,10 +20,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dispersal.model import chinchilla, quality
-from dispersal.model.efficiency import STRAGGLER_CODES, Straggler, eta_act, eta_comp, eta_h, straggler_factor
-from dispersal.model.params import ModelParams
-from dispersal.model.units import H100E_FLOP_PER_S
+from dispersal.model.inputs.params import ModelParams
+from dispersal.model.inputs.units import H100E_FLOP_PER_S
+from dispersal.model.kernel import chinchilla, quality
+from dispersal.model.kernel.efficiency import (
+    STRAGGLER_CODES,
+    Straggler,
+    eta_act,
+    eta_comp,
+    eta_h,
+    straggler_factor,
+)
 
 Arr = npt.NDArray[np.float64]
 

@@ -25,13 +25,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dispersal.model import units
-from dispersal.model.catalog import accelerator, accelerators, regime
-from dispersal.model.efficiency import Straggler
-from dispersal.model.errors import InputError, require
-from dispersal.model.kernel import MODE_AUTO, MODE_HIER, MODE_PP, evaluate
-from dispersal.model.params import ModelParams
-from dispersal.model.scenario import (
+from dispersal.model.inputs import units
+from dispersal.model.inputs.catalog import accelerator, accelerators, regime
+from dispersal.model.inputs.errors import InputError, require
+from dispersal.model.inputs.params import ModelParams
+from dispersal.model.inputs.scenario import (
     Algorithm,
     Mode,
     Precision,
@@ -40,6 +38,8 @@ from dispersal.model.scenario import (
     kernel_inputs,
     max_chips_under,
 )
+from dispersal.model.kernel.efficiency import Straggler
+from dispersal.model.kernel.kernel import MODE_AUTO, MODE_HIER, MODE_PP, evaluate
 
 Arr = npt.NDArray[np.float64]
 BoolArr = npt.NDArray[np.bool_]

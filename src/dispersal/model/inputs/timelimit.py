@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 
-from dispersal.model.errors import require
-from dispersal.model.units import SECONDS_PER_YEAR
+from dispersal.model.inputs.errors import require
+from dispersal.model.inputs.units import SECONDS_PER_YEAR
 
 #: Unregulated growth per year: hardware 1.37x, software (algorithms) 3.0x, investment 3.5x
 #: (Epoch AI; Rahman 2026 sec. 6) -> ~0.375 years.

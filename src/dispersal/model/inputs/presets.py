@@ -7,8 +7,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from dispersal.model.errors import InputError
-from dispersal.model.scenario import Scenario
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.scenario import Scenario
 
 DEFAULT_SCENARIO = "paper_threat_model"
 

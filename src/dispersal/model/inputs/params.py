@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from dispersal.model.errors import InputError
+from dispersal.model.inputs.errors import InputError
 
 #: The default mode's corrections to the paper's model, each switchable (`ModelParams.corrections`).
 CORRECTIONS: tuple[str, ...] = ("memory", "wire", "aggregation", "link_budget", "overlap", "mfu", "quality")

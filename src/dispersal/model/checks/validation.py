@@ -30,12 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from dispersal.model import flops, quality
-from dispersal.model.errors import InputError
-from dispersal.model.estimate import Estimate, estimate
-from dispersal.model.params import DEFAULT_PARAMS, ModelParams
-from dispersal.model.scenario import Mode, Scenario
-from dispersal.model.solve import solve
+from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.inputs.scenario import Mode, Scenario
+from dispersal.model.kernel import flops, quality
+from dispersal.model.kernel.estimate import Estimate, estimate
+from dispersal.model.search.solve import solve
 
 #: Metrics a case may report, and how to read each from an Estimate.
 METRICS = (

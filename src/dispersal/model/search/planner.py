@@ -32,9 +32,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dispersal.model import units
-from dispersal.model.bisection import first_in_pieces, first_true
-from dispersal.model.candidates import (
+from dispersal.model.inputs import units
+from dispersal.model.inputs.catalog import regime
+from dispersal.model.inputs.errors import InputError, require
+from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.inputs.scenario import Algorithm, Mode, Scenario
+from dispersal.model.kernel.estimate import estimate
+from dispersal.model.kernel.kernel import MODE_HIER, MODE_NAMES, MODE_PP
+from dispersal.model.search.bisection import first_in_pieces, first_true
+from dispersal.model.search.candidates import (
     PAPER_GROUP_SIZES,
     PAPER_PARAM_GRID_B,
     CandidateSpace,
@@ -43,12 +49,6 @@ from dispersal.model.candidates import (
     hardware_variants,
     make_space,
 )
-from dispersal.model.catalog import regime
-from dispersal.model.errors import InputError, require
-from dispersal.model.estimate import estimate
-from dispersal.model.kernel import MODE_HIER, MODE_NAMES, MODE_PP
-from dispersal.model.params import DEFAULT_PARAMS, ModelParams
-from dispersal.model.scenario import Algorithm, Mode, Scenario
 
 Arr = npt.NDArray[np.float64]
 IntArr = npt.NDArray[np.int64]

@@ -11,8 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from dispersal.model.catalog import paper_tables
-from dispersal.model.planner import Constraints, Plan, compare_searches
+from dispersal.model.inputs.catalog import paper_tables
+from dispersal.model.search.planner import Constraints, Plan, compare_searches
 
 #: A published figure and ours differing by more than this (relative) gets an explanation.
 EXPLAIN_ABOVE = 0.25

@@ -1,0 +1,1 @@
+"""Checks layer: the model against published figures (validation) and the paper's tables (reproduction)."""
