@@ -208,24 +208,24 @@ def test_fit_reruns_to_the_packaged_values(tmp_path: Path, capsys: pytest.Captur
 def test_critical_batch_tail() -> None:
     q = QualityParams()
     mx, s_ = q.fit_replicas_max, q.loss_compute_slope
-    # K = lambda s M_x^(1-p) / a(P, H): exact, and lambda = 1 is the slope-continuous tail
+    # K = lambda M_x / e (P / P0)^kappa, e = a M_x^p / s the elasticity of g at M_x: exact
+    elast = float(penalty_amplitude(100, 1e11)) * mx**q.p / s_
     k = float(critical_replicas(100, 1e11))
     assert k == pytest.approx(
-        q.tail_scale * s_ * mx ** (1 - q.p) / float(penalty_amplitude(100, 1e11)), rel=1e-12
+        q.tail_scale * mx / elast * (1e11 / q.pivot_params) ** q.tail_size_exponent, rel=1e-12
     )
     g8 = float(compute_fraction(8, 100, 1e11))
     for m in (9.0, 64.0, 1e4):
-        assert float(compute_fraction(m, 100, 1e11)) == pytest.approx(g8 * k / (m - mx + k), rel=1e-12)
-    cont = q.replace(tail_scale=1.0)
-    eps = 1e-6
-    lo = float(log_loss_ratio(8 * math.exp(-eps), 100, 1e11, 1, cont))
-    hi = float(log_loss_ratio(8 * math.exp(eps), 100, 1e11, 1, cont))
-    assert (hi - lo) / (2 * eps) == pytest.approx(float(penalty_amplitude(100, 1e11)) * 8**q.p, rel=1e-4)
-    # the useful compute M g(M) saturates at g(M_x) K instead of collapsing
-    useful = np.array([m * float(compute_fraction(m, 100, 1e11)) for m in (8, 64, 512, 1e5, 1e8)])
+        assert float(compute_fraction(m, 100, 1e11)) == pytest.approx(g8 * (mx + k) / (m + k), rel=1e-12)
+    # continuous at M_x; the useful compute M g(M) rises with every replica and saturates at g(M_x) (M_x + K)
+    assert float(log_loss_ratio(8 * (1 + 1e-12), 100, 1e11)) == pytest.approx(
+        float(log_loss_ratio(8, 100, 1e11))
+    )
+    useful = np.array([m * float(compute_fraction(m, 100, 1e11)) for m in (8, 64, 512, 1e5, 1e9)])
     assert np.all(np.diff(useful) > 0)
-    assert useful[-1] == pytest.approx(g8 * k, rel=1e-4)
-    # a larger model has a larger critical replica count (the critical batch grows as the loss falls)
+    assert useful[-1] == pytest.approx(g8 * (mx + k), rel=1e-4)
+    # a larger model has a larger critical replica count (the critical batch grows as the loss falls);
+    # a longer sync interval a smaller one
     assert float(critical_replicas(100, 1e12)) > k > float(critical_replicas(1000, 1e11))
 
 
@@ -265,7 +265,7 @@ def test_every_large_m_point_named_with_residual() -> None:
         r["replicas"] > 8 and r["source"] and r["role"] in ("fit", "holdout") for r in rows
     )
     q = QualityParams()
-    theta2 = np.array([getattr(q, f) for f in quality.TAIL_FIELDS])
+    theta2 = np.array([np.log(q.tail_scale), *(getattr(q, f) for f in quality.TAIL_FIELDS[1:])])
     fit_rows = [r for r in rows if r["role"] == "fit"]
     _, err = tail_table(tail_observations(fit_rows), theta2, q)
     assert np.max(np.abs(err)) <= 0.01
@@ -277,9 +277,9 @@ def test_every_large_m_point_named_with_residual() -> None:
 
 def test_tail_samples_follow_the_stage2_covariance() -> None:
     names, mean, cov = quality.tail_covariance()
-    assert names == quality.TAIL_FIELDS
+    assert names == ("ln_tail_scale", *quality.TAIL_FIELDS[1:])
     s = sample_quality_params(np.random.default_rng(3), 20000)
-    draws = np.stack([getattr(s, n) for n in names], axis=1)
+    draws = np.stack([np.log(s.tail_scale), *(getattr(s, n) for n in names[1:])], axis=1)
     assert np.all(np.abs(draws.mean(axis=0) - mean) < 0.05 * np.sqrt(np.diag(cov)) + 1e-15)
     assert np.all(s.tail_scale > 0) and np.all(s.muon_penalty_ratio > 0)
     i = 17

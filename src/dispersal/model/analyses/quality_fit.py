@@ -225,9 +225,19 @@ def tail_observations(rows: list[dict[str, Any]]) -> TailObs:
     return TailObs(tuple(lab), tuple(kind), *cols)
 
 
+TAIL_FIT_NAMES = ("ln_tail_scale", *TAIL_FIELDS[1:])
+"""Stage 2 is fitted in ln(tail_scale) (a positive scale: its Monte Carlo draws stay positive)."""
+
+
+def _tail_params(theta2: Arr, qp: QualityParams) -> QualityParams:
+    vals = {f: float(theta2[i]) for i, f in enumerate(TAIL_FIELDS)}
+    vals["tail_scale"] = math.exp(float(theta2[0]))
+    return qp.replace(**vals)
+
+
 def predict_tail(theta2: Arr, obs: TailObs, qp: QualityParams) -> Arr:
-    """Model values of the stage-2 observations for theta2 = (tail_scale, muon_offset, muon_penalty_ratio)."""
-    q2 = qp.replace(**{f: float(theta2[i]) for i, f in enumerate(TAIL_FIELDS)})
+    """Model values of the stage-2 observations for theta2 in the order of TAIL_FIELDS."""
+    q2 = _tail_params(theta2, qp)
     opt = obs.optimizer.astype(np.int64)
     pen = quality.log_loss_ratio(obs.replicas, obs.inner_steps, obs.params, 1.0, q2, opt)
     pen -= quality.log_loss_ratio(1.0, obs.inner_steps, obs.params, 1.0, q2, opt)
@@ -237,8 +247,8 @@ def predict_tail(theta2: Arr, obs: TailObs, qp: QualityParams) -> Arr:
 
 
 def fit_tail(obs: TailObs, qp: QualityParams) -> tuple[Arr, Arr, float, int]:
-    """(theta2, covariance, chi-square, dof): Gauss-Newton from (1, 0, 1), step halving, bounded."""
-    theta = np.array([1.0, 0.0, 1.0])
+    """(theta2, covariance, chi-square, dof): Gauss-Newton from (0, 0, 0, 1), step halving, bounded."""
+    theta = np.array([0.0, 0.0, 0.0, 1.0])
     w = 1.0 / obs.sigma
 
     def resid(th: Arr) -> Arr:
@@ -260,7 +270,7 @@ def fit_tail(obs: TailObs, qp: QualityParams) -> tuple[Arr, Arr, float, int]:
         lam = 1.0
         for _ in range(40):
             trial = theta + lam * step
-            if trial[0] > 0 and trial[2] > 0:
+            if trial[3] > 0:
                 c2 = float(resid(trial) @ resid(trial))
                 if c2 <= chi2:
                     break
@@ -280,12 +290,8 @@ def fit_tail(obs: TailObs, qp: QualityParams) -> tuple[Arr, Arr, float, int]:
 def tail_table(obs: TailObs, theta2: Arr, qp: QualityParams) -> tuple[list[str], Arr]:
     """Lines 'observation | published | fitted | residual | Box-Cox continued (0.2)' in ratio units."""
     pred = predict_tail(theta2, obs, qp)
-    amp = quality.penalty_amplitude(
-        obs.inner_steps,
-        obs.params,
-        obs.optimizer.astype(np.int64),
-        qp.replace(**{f: float(theta2[i]) for i, f in enumerate(TAIL_FIELDS)}),
-    )
+    # 0.2 had no inner-optimizer axis: a Muon run got the AdamW penalty
+    amp = quality.penalty_amplitude(obs.inner_steps, obs.params, 0, qp)
     old = amp * (obs.replicas**qp.p - 1.0) / qp.p  # the 0.2 default: Box-Cox continued beyond M = 8
     old = np.where(np.array([k == "penalty" for k in obs.kind]), old, pred)
     pub, mod = np.exp(obs.y), np.exp(pred)
@@ -392,7 +398,7 @@ def tail_toml(
     return [
         "[tail]",
         "# stage 2 (issue 21): fitted on the large_m rows with role = fit, stage 1 held at `values`",
-        f"names = [{', '.join(chr(34) + f + chr(34) for f in TAIL_FIELDS)}]",
+        f"names = [{', '.join(chr(34) + f + chr(34) for f in TAIL_FIT_NAMES)}]",
         f"values = {arr(theta2)}",
         "covariance = [",
         *[f"  {arr(row)}," for row in cov2],
@@ -415,7 +421,7 @@ def _run_tail(data: dict[str, Any], qp: QualityParams) -> tuple[Arr, list[str]]:
     print(
         f"\nstage 2 (beyond M = 8, inner optimizer): {obs.y.size} observations, chi2 {chi2:.1f} on {dof} dof"
     )
-    for name, v, s_ in zip(TAIL_FIELDS, theta2, sd, strict=True):
+    for name, v, s_ in zip(TAIL_FIT_NAMES, theta2, sd, strict=True):
         print(f"  {name:<20} {v:+.6g}  sd {s_:.3g}")
     lines, fit_err = tail_table(obs, theta2, qp)
     print("fitted:")
@@ -495,7 +501,7 @@ def run(argv: list[str] | None = None) -> int:
         print(f"    {name}: float = {float(v)!r}")
     theta2, tail_lines = _run_tail(data, _params(theta, base))
     for name, v in zip(TAIL_FIELDS, theta2, strict=True):
-        print(f"    {name}: float = {float(v)!r}")
+        print(f"    {name}: float = {float(math.exp(v) if name == 'tail_scale' else v)!r}")
     text = to_toml(theta, cov, chi2, dof, fit_res, holdout, loo, tail_lines)
     if args.check:
         current = quality.load_fit()

@@ -85,6 +85,8 @@ class QualityLike(Protocol):
     @property
     def tail_scale(self) -> npt.ArrayLike: ...
     @property
+    def tail_size_exponent(self) -> npt.ArrayLike: ...
+    @property
     def muon_offset(self) -> npt.ArrayLike: ...
     @property
     def muon_penalty_ratio(self) -> npt.ArrayLike: ...
@@ -127,18 +129,22 @@ class QualityParams:
     fit_replicas_max: float = 8.0
     """M_x, replicas: the largest M of Charles et al. Table 4. Up to M_x the fitted Box-Cox S(M)
     holds; beyond it the critical-batch tail (`tail_scale`)."""
-    tail_scale: float = 0.4735400073690986
-    """lambda, dimensionless: the critical replica count K = lambda s M_x^(1-p) / a(P, H, opt) in units
-    of the slope-continuous value (a = b(P) rho h(H), the replica-penalty amplitude). Beyond M_x,
-    g(M) = g(M_x) K / (M - M_x + K): the averaged pseudo-gradient is a batch M times larger, and past
-    the critical batch (McCandlish et al. 2018, arXiv 1812.06162, eq. 2.11-2.12: E = E_min (1 + B /
-    B_noise)) extra replicas add examples but not progress, so M g(M) (useful compute in site
-    equivalents) rises to g(M_x) K and saturates instead of collapsing. Fitted on MuLoCo's K = 16
-    rows (quality_points.toml, set muloco2025); lambda = 1 is a tail with the fitted curve's slope."""
-    muon_offset: float = 0.005858438935704793
+    tail_scale: float = 0.058108968668625194
+    """lambda, dimensionless: the critical replica count K = lambda M_x / e, e = a M_x^p / s the fitted
+    curve's elasticity |d ln g / d ln M| at M_x (a = b(P) rho h(H)). Beyond M_x, g(M) = g(M_x)
+    (M_x + K) / (M + K): the averaged pseudo-gradient is a batch M times one replica's, and past the
+    critical batch (McCandlish et al. 2018, arXiv 1812.06162, sec. 2.2: E = E_min (1 + B / B_noise))
+    extra replicas add examples but little progress, so M g(M) (useful compute in site equivalents)
+    rises to g(M_x) (M_x + K) and saturates instead of collapsing. Fitted on MuLoCo's K = 16 rows
+    (quality_points.toml, [[large_m]])."""
+    tail_size_exponent: float = 0.3474281389055408
+    """kappa, dimensionless: K carries an extra (P / P0)^kappa beyond the 1 / a(P) it inherits from
+    the fitted amplitude (the critical batch in replicas may grow faster or slower with size than the
+    M <= 8 penalty shrinks). Fitted on MuLoCo's 150M-1.76B rows; 3.1B and 15B held back."""
+    muon_offset: float = 0.005858438935764515
     """ln r at M = 1 of a Muon inner optimizer vs Muon DP, minus the same for AdamW (dimensionless):
     MuLoCo (Therien et al. 2025, arXiv 2505.23725v2, scaling-study table) K = 1 rows. Fitted."""
-    muon_penalty_ratio: float = 0.48393179068891923
+    muon_penalty_ratio: float = 0.24410586461075331
     """rho, dimensionless: the replica-penalty amplitude of Muon inner steps over AdamW's (MuLoCo K = 16
     vs K = 1, each against its own optimizer). Fitted; < 1 = Muon's pseudo-gradients average better."""
     merge_rule: str = "mean"
@@ -164,7 +170,7 @@ class QualityParams:
 
 FITTED_FIELDS = ("u0", "u1", "b0", "kb", "p", "q", "delta")
 """Stage 1 of the fit (M <= 8: Charles et al. Table 4, Streaming DiLoCo Tables 5-6)."""
-TAIL_FIELDS = ("tail_scale", "muon_offset", "muon_penalty_ratio")
+TAIL_FIELDS = ("tail_scale", "tail_size_exponent", "muon_offset", "muon_penalty_ratio")
 """Stage 2 (M = 16 and the inner optimizer: MuLoCo), fitted with stage 1 held at its values."""
 SAMPLED_FIELDS = FITTED_FIELDS + TAIL_FIELDS
 """Every field the Monte Carlo draws (`QualitySamples` carries each as an array)."""
@@ -207,6 +213,7 @@ class QualitySamples:
     q: Arr
     delta: Arr
     tail_scale: Arr
+    tail_size_exponent: Arr
     muon_offset: Arr
     muon_penalty_ratio: Arr
     base: QualityParams
@@ -263,17 +270,21 @@ def critical_replicas(
     inner_optimizer: npt.ArrayLike = 0,
     q: QualityLike | None = None,
 ) -> Arr:
-    """K, replicas: the critical replica count of the tail, K = lambda s M_x^(1-p) / a(P, H, opt).
+    """K, replicas: the critical replica count of the tail, K = lambda M_x / e, e = a(P, H, opt) M_x^p / s
+    the fitted curve's elasticity |d ln g / d ln M| at M_x.
 
-    The gradient-noise scale in units of one replica's batch (McCandlish et al. 2018): beyond M_x,
-    g(M) = g(M_x) K / (M - M_x + K), so the useful compute M g(M) saturates at g(M_x) K site
-    equivalents. K grows with P (a ~ P^-kb: the critical batch grows as the loss falls) and falls
-    with H and with the replica penalty. lambda = 1 gives the fitted curve's slope at M_x."""
+    McCandlish et al. 2018 (arXiv 1812.06162, sec. 2.2): a run of fixed steps at batch B reaches the
+    progress DP reaches with compute B_noise / (B + B_noise) of it; with the M replicas' averaged
+    pseudo-gradient as a batch M times one replica's, K = B_noise / (one replica's batch) and beyond
+    M_x g(M) = g(M_x) (M_x + K) / (M + K): the useful compute M g(M) rises with every replica and
+    saturates at g(M_x) (M_x + K) site equivalents. K grows with P (a ~ P^-kb: the critical batch
+    grows as the loss falls) and falls with H and with the replica penalty."""
     qq = QualityParams() if q is None else q
     fx = _fixed(qq)
     amp = penalty_amplitude(inner_steps, params, inner_optimizer, qq)
     mx = fx.fit_replicas_max
-    k = _arr(qq.tail_scale) * fx.loss_compute_slope * mx ** (1.0 - _arr(qq.p)) / amp
+    k = _arr(qq.tail_scale) * fx.loss_compute_slope * mx ** (1.0 - _arr(qq.p)) / amp  # lambda M_x / e
+    k = k * (_arr(params) / fx.pivot_params) ** _arr(qq.tail_size_exponent)
     return np.asarray(k, dtype=np.float64)
 
 
@@ -290,7 +301,7 @@ def log_loss_ratio(
     M >= 1, H >= 1, P > 0, F >= 1; M = 1 is DiLoCo with one replica (Lookahead-like), not plain DP.
 
         ln r = u(P) + u_mu [Muon] + a(P, H, opt) S(min(M, M_x)) + delta [F > 1]
-             + s ln(1 + (M - M_x)^+ / K)                     critical-batch tail (`critical_replicas`)
+             + s ln((max(M, M_x) + K) / (M_x + K))           critical-batch tail (`critical_replicas`)
              + s omega ln(max(M, M_x) / M_x) [mean merge, outer lr not retuned]
     """
     qq = QualityParams() if q is None else q
@@ -313,7 +324,7 @@ def log_loss_ratio(
     is_mu = opt == INNER_OPTIMIZER_CODES[InnerOptimizer.MUON]
     s_in = (np.minimum(m, mx) ** p - 1.0) / p
     k = critical_replicas(h, n, opt, qq)
-    tail = s * np.log1p(np.maximum(m - mx, 0.0) / k)
+    tail = s * np.log((np.maximum(m, mx) + k) / (mx + k))
     out = _arr(qq.u0) + _arr(qq.u1) * xc + np.where(is_mu, _arr(qq.muon_offset), 0.0) + amp * s_in
     out = out + _arr(qq.delta) * (f > 1.0) + tail
     if fx.merge_rule == "mean" and not fx.outer_lr_retuned:
@@ -483,7 +494,8 @@ def fitted_covariance() -> tuple[tuple[str, ...], Arr, Arr]:
 
 def tail_covariance() -> tuple[tuple[str, ...], Arr, Arr]:
     """(names, mean, covariance) of the stage-2 fields (`TAIL_FIELDS`) from `quality_fit.toml`:
-    conditional on the stage-1 values; s^2 (J^T W J)^-1 with the reduced chi-square of stage 2."""
+    conditional on the stage-1 values; s^2 (J^T W J)^-1 with the reduced chi-square of stage 2. The
+    first name is ln_tail_scale (the fit's variable for tail_scale)."""
     fit = load_fit()["tail"]
     return tuple(str(n) for n in fit["names"]), _arr(fit["values"]), _arr(fit["covariance"])
 
@@ -496,7 +508,8 @@ def sample_quality_params(
     """n draws of the fitted fields from the fit's Gaussian approximations: stage 1 N(theta_1, Sigma_1)
     and, independently, stage 2 N(theta_2, Sigma_2) (`quality_fit.toml`; Sigma = s^2 (J^T W J)^-1, s^2
     the reduced chi-square). Draws are truncated to the model's valid region (b0 > 0, p >= 0.05,
-    q >= 0, tail_scale > 0, muon_penalty_ratio > 0) so g stays monotone in M and H."""
+    q >= 0, muon_penalty_ratio > 0; tail_scale is drawn as ln(tail_scale)) so g stays monotone in M
+    and H."""
     if n < 1:
         raise InputError("samples", f"must be >= 1, got {n}")
     cols: dict[str, Arr] = {}
@@ -506,7 +519,7 @@ def sample_quality_params(
     cols["b0"] = np.maximum(cols["b0"], 1e-6)
     cols["p"] = np.maximum(cols["p"], 0.05)
     cols["q"] = np.maximum(cols["q"], 0.0)
-    cols["tail_scale"] = np.maximum(cols["tail_scale"], 1e-3)
+    cols["tail_scale"] = np.exp(cols.pop("ln_tail_scale"))  # stage 2 is fitted in ln(tail_scale)
     cols["muon_penalty_ratio"] = np.maximum(cols["muon_penalty_ratio"], 1e-3)
     return QualitySamples(
         base=base or QualityParams(),
