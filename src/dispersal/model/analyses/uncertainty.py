@@ -996,6 +996,8 @@ def plan_samples(
         # How much of the spread is the quality-mapping choice: the cost percentiles of each half.
         qm = arrays["quality_mapping"][1:]
         for code, name in ((0.0, "compute"), (1.0, "loss")):
+            if not np.any(qm == code):
+                continue  # no draw used this mapping (QUALITY_LOSS_MAPPING_SHARE = 0): no row
             v = out["cost_usd"][feasible & (qm == code)]
             q3 = np.percentile(v, [10, 50, 90]) if v.size else np.full(3, math.nan)
             pct[f"cost_usd_{name}_mapping"] = (float(q3[0]), float(q3[1]), float(q3[2]))

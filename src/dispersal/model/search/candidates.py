@@ -149,6 +149,10 @@ class Constraints:
     each node is a separate site (co-located nodes would form one covered cluster)."""
     pp_bandwidth_bits_per_s: float | None = None
     """Pipeline-stage link; None = the WAN, as above."""
+    quality_mapping: str = "compute"
+    """Default mode's quality mapping (Scenario.quality_mapping): compute, or the loss-space bound."""
+    inner_optimizer: str = "adamw"
+    """The replicas' inner optimizer for the fitted quality model (Scenario.inner_optimizer)."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -181,6 +185,16 @@ class Constraints:
             raise InputError("straggler" if "Straggler" in str(exc) else "pricing", str(exc)) from None
         for hw in self.hardware:
             accelerator(hw)
+        require(
+            self.quality_mapping in ("compute", "loss"),
+            "quality_mapping",
+            f"must be compute or loss, got {self.quality_mapping!r}",
+        )
+        require(
+            self.inner_optimizer in ("adamw", "muon"),
+            "inner_optimizer",
+            f"must be adamw or muon, got {self.inner_optimizer!r}",
+        )
 
     def replace(self, **changes: Any) -> Constraints:
         """A validated copy with some fields changed."""
@@ -270,6 +284,8 @@ class CandidateSpace:
                 # together, unless the user gave separate links.
                 split_links=c.regional_bandwidth_bits_per_s is not None
                 or c.pp_bandwidth_bits_per_s is not None,
+                quality_mapping=c.quality_mapping,
+                inner_optimizer=c.inner_optimizer,
             )
             for v in variants
         ]
