@@ -2,15 +2,19 @@
 
 g(M, H, P, fragments) is the compute a data-parallel (DP) run needs to reach the DiLoCo run's loss,
 divided by the DiLoCo run's compute. It comes from a fit of the published DiLoCo-vs-DP loss ratios
-(`dispersal/data/quality_points.toml`; fit: ``python -m dispersal.model.quality_fit``) mapped to
-compute through the source's own DP loss-vs-compute law:
+(`dispersal/data/quality_points.toml`; fit: ``python -m dispersal.model.analyses.quality_fit``)
+mapped to compute through the source's own DP loss-vs-compute law:
 
-    ln r(M, H, P, F) = u(P) + b(P) S(M) h(H) + delta [F > 1]        r = L_DiLoCo / L_DP
+    ln r(M, H, P, F) = u(P) + b(P) S(M) h(H) + delta [F > 1]        r = L_DiLoCo / L_DP, M <= 8
       u(P) = u0 + u1 clip(ln(P / P0), ln(P_lo / P0), ln(P_hi / P0))  (DiLoCo M = 1 vs DP: outer momentum)
       b(P) = b0 (P / P0)^-kb                                         (replica-penalty amplitude)
       S(M) = (M^p - 1) / p                                           (0 at M = 1; Box-Cox in M)
       h(H) = 1 + q ln(max(H, H_lo) / 30)                             (1 at Charles et al.'s H = 30)
     g = min(g_max, r^(-1 / s)),  s = 0.0953 / 2
+    g(M) = g(8) (8 + K) / (M + K)  for M > 8: the critical-batch tail (issue 21, `critical_replicas`)
+
+The inner optimizer (AdamW / Muon, MuLoCo) scales b and adds an M = 1 offset; the merge rule and the
+outer learning rate's retuning enter beyond M = 8 (`QualityParams`).
 
 s is Charles et al. 2025 Table 7: L_DP(N) = 18.129 N^-0.0953 at D = 20 N, so C = 120 N^2 and
 L_DP ~ C^-s. g > 1 where DiLoCo beats DP (M = 1-2 at larger sizes, Charles et al. Table 4).
