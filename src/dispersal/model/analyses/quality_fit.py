@@ -411,6 +411,121 @@ def tail_toml(
     ]
 
 
+# --- stage 3: the testbed's measured M-sweep (issue 21; data from benchmarks/bench_replicas.py) ------
+
+TESTBED_FILE = "testbed_msweep.toml"
+TESTBED_FIT_MAX_REPLICAS = 16.0
+"""The form is fitted to the testbed's curve on M <= 16 (as on the published evidence) and the larger
+M (32-256) are held back."""
+
+
+def testbed_form(theta: Arr, m: Arr, p: float, s: float, m_x: float) -> Arr:
+    """ln g(M) of the model's form with the testbed's own constants theta = (ln g(1), ln a, ln lambda):
+    ln g = ln g(1) - (a / s) S(min(M, M_x)) - ln((max(M, M_x) + K) / (M_x + K)), K = lambda M_x / e,
+    e = a M_x^p / s (stage 1's Box-Cox exponent p; no size or H terms: one preset, one H)."""
+    a, lam = math.exp(float(theta[1])), math.exp(float(theta[2]))
+    k = lam * m_x / (a * m_x**p / s)
+    s_in = (np.minimum(m, m_x) ** p - 1.0) / p
+    out = theta[0] - a * s_in / s - np.log((np.maximum(m, m_x) + k) / (m_x + k))
+    return np.asarray(out, dtype=np.float64)
+
+
+def fit_testbed(rows: list[dict[str, Any]], qp: QualityParams) -> list[dict[str, Any]]:
+    """Per (preset, H, merge) with >= 3 points at M <= 16 (one of them > M_x): the form's three
+    constants fitted to ln g_mean (weights g_mean / max(g_sd, 0.01 g_mean)), and every point's
+    prediction; role "fit" (M <= 16) or "holdout" (M > 16)."""
+    groups: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r.get("g_mean", 0.0) > 0:
+            groups.setdefault((str(r["preset"]), int(r["inner_steps"]), str(r["merge"])), []).append(r)
+    out: list[dict[str, Any]] = []
+    p, s, mx = qp.p, qp.loss_compute_slope, qp.fit_replicas_max
+    for (preset, h, merge), rs in sorted(groups.items()):
+        rs = sorted(rs, key=lambda r: float(r["replicas"]))
+        m = np.array([float(r["replicas"]) for r in rs])
+        g = np.array([float(r["g_mean"]) for r in rs])
+        sd = np.maximum(np.array([float(r.get("g_sd", 0.0)) for r in rs]), 0.01 * g) / g
+        fit = m <= TESTBED_FIT_MAX_REPLICAS
+        if fit.sum() < 3 or not np.any(m[fit] > mx):
+            continue
+        theta = np.array([math.log(g[fit][0]), math.log(0.01), math.log(0.1)])
+
+        def resid(th: Arr, fit: npt.NDArray[np.bool_] = fit, m: Arr = m, g: Arr = g, sd: Arr = sd) -> Arr:
+            return np.asarray(
+                (np.log(g[fit]) - testbed_form(th, m[fit], p, s, mx)) / sd[fit], dtype=np.float64
+            )
+
+        chi2 = float(resid(theta) @ resid(theta))
+        for _ in range(200):
+            j = np.stack(
+                [(resid(theta + e * 1e-6) - resid(theta - e * 1e-6)) / 2e-6 for e in np.eye(3)], axis=1
+            )
+            step = np.linalg.lstsq(j, -resid(theta), rcond=None)[0]
+            lam_ = 1.0
+            while lam_ > 1e-6:
+                trial = theta + lam_ * step
+                c2 = float(resid(trial) @ resid(trial))
+                if c2 <= chi2:
+                    break
+                lam_ /= 2.0
+            else:
+                break
+            done = chi2 - c2 < 1e-12 * max(chi2, 1.0)
+            theta, chi2 = trial, c2
+            if done:
+                break
+        pred = np.exp(testbed_form(theta, m, p, s, mx))
+        for r, mm, gg, pp in zip(rs, m, g, pred, strict=True):
+            out.append(
+                {
+                    "preset": preset,
+                    "inner_steps": h,
+                    "merge": merge,
+                    "replicas": int(mm),
+                    "role": "fit" if mm <= TESTBED_FIT_MAX_REPLICAS else "holdout",
+                    "g_measured": float(gg),
+                    "g_sd": float(r.get("g_sd", 0.0)),
+                    "g_model": float(pp),
+                    "tail_scale": math.exp(float(theta[2])),
+                    "amplitude": math.exp(float(theta[1])),
+                }
+            )
+    return out
+
+
+def load_testbed() -> list[dict[str, Any]]:
+    """The [[sweep]] rows of the testbed's M-sweep data file, or [] when it is not (yet) shipped."""
+    f = resources.files("dispersal.data").joinpath(TESTBED_FILE)
+    if not f.is_file():
+        return []
+    rows = tomllib.loads(f.read_text(encoding="utf-8")).get("sweep", [])
+    return [dict(r) for r in rows]
+
+
+def _run_testbed(qp: QualityParams) -> list[str]:
+    """Stage 3: print the testbed fit (fit and held-back rows) and return its [testbed] table lines."""
+    rows = load_testbed()
+    res = fit_testbed(rows, qp)
+    if not res:
+        print("\nstage 3 (testbed M-sweep): no data file " + TESTBED_FILE + " with M > 8 yet")
+        return []
+    print("\nstage 3 (testbed M-sweep; the form fitted on M <= 16, larger M held back):")
+    for r in res:
+        print(
+            f"  {r['preset']:<6} H={r['inner_steps']:<4} {r['merge']:<16} M={r['replicas']:<4} {r['role']:<7} "
+            f"g measured {r['g_measured']:.3f} +- {r['g_sd']:.3f} model {r['g_model']:.3f} "
+            f"(lambda {r['tail_scale']:.3g})"
+        )
+    hold = [abs(r["g_model"] - r["g_measured"]) for r in res if r["role"] == "holdout"]
+    fit_err = [abs(r["g_model"] - r["g_measured"]) for r in res if r["role"] == "fit"]
+    lines = ["[testbed]", "# stage 3: the form fitted per (preset, H, merge) to the testbed's g on M <= 16"]
+    lines.append(f"max_abs_error_g_fit = {max(fit_err):.6f}")
+    if hold:
+        lines.append(f"max_abs_error_g_holdout = {max(hold):.6f}")
+    lines.append("")
+    return lines
+
+
 def _run_tail(data: dict[str, Any], qp: QualityParams) -> tuple[Arr, list[str]]:
     """Stage 2: fit the large-M rows marked "fit", print every residual (fit and held back)."""
     rows = data.get("large_m", [])
@@ -500,6 +615,7 @@ def run(argv: list[str] | None = None) -> int:
     for name, v in zip(FITTED_FIELDS, theta[: len(FITTED_FIELDS)], strict=True):
         print(f"    {name}: float = {float(v)!r}")
     theta2, tail_lines = _run_tail(data, _params(theta, base))
+    tail_lines += _run_testbed(_params(theta, base))
     for name, v in zip(TAIL_FIELDS, theta2, strict=True):
         print(f"    {name}: float = {float(math.exp(v) if name == 'tail_scale' else v)!r}")
     text = to_toml(theta, cov, chi2, dof, fit_res, holdout, loo, tail_lines)
