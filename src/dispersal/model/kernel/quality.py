@@ -246,7 +246,7 @@ def _fixed(q: QualityLike) -> QualityParams:
     raise TypeError(f"expected QualityParams or QualitySamples, got {type(q).__name__}")
 
 
-def _check_params(qq: QualityLike, fx: QualityParams) -> None:
+def _check_params(fx: QualityParams) -> None:
     if fx.merge_rule not in MERGE_RULES:
         raise InputError("merge_rule", f"must be one of {', '.join(MERGE_RULES)}, got {fx.merge_rule!r}")
 
@@ -274,15 +274,15 @@ def critical_replicas(
     inner_optimizer: npt.ArrayLike = 0,
     q: QualityLike | None = None,
 ) -> Arr:
-    """K, replicas: the critical replica count of the tail, K = lambda M_x / e, e = a(P, H, opt) M_x^p / s
-    the fitted curve's elasticity |d ln g / d ln M| at M_x.
+    """K, replicas: the critical replica count of the tail, K = lambda M_x / e (P / P0)^kappa, with
+    e = a(P, H, opt) M_x^p / s the fitted curve's elasticity |d ln g / d ln M| at M_x.
 
     McCandlish et al. 2018 (arXiv 1812.06162, sec. 2.2): a run of fixed steps at batch B reaches the
     progress DP reaches with compute B_noise / (B + B_noise) of it; with the M replicas' averaged
     pseudo-gradient as a batch M times one replica's, K = B_noise / (one replica's batch) and beyond
     M_x g(M) = g(M_x) (M_x + K) / (M + K): the useful compute M g(M) rises with every replica and
-    saturates at g(M_x) (M_x + K) site equivalents. K grows with P (a ~ P^-kb: the critical batch
-    grows as the loss falls) and falls with H and with the replica penalty."""
+    saturates at g(M_x) (M_x + K) site equivalents. K grows with P (~ P^(kb + kappa): the critical
+    batch grows as the loss falls) and falls with H and with the replica penalty."""
     qq = QualityParams() if q is None else q
     fx = _fixed(qq)
     amp = penalty_amplitude(inner_steps, params, inner_optimizer, qq)
@@ -310,7 +310,7 @@ def log_loss_ratio(
     """
     qq = QualityParams() if q is None else q
     fx = _fixed(qq)
-    _check_params(qq, fx)
+    _check_params(fx)
     m, h, n, f = _arr(replicas), _arr(inner_steps), _arr(params), _arr(fragments)
     _check("replicas", m, 1.0)
     _check("inner_steps", h, 1.0)
