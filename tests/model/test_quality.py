@@ -316,3 +316,13 @@ def test_testbed_stage_recovers_the_form() -> None:
     # M g(M) of the fitted form never falls beyond M_x (the saturation the testbed is asked to show)
     assert np.all(np.diff(ms[3:] * g[3:]) > 0)
     assert fit_testbed(rows[:4], q) == []  # no point beyond M_x: the tail is not identified
+
+
+def test_replica_term_kept_for_the_calibration() -> None:
+    # the Box-Cox term with a power continuation (used by dispersal.calibration.shape with t = p)
+    m = np.array([1.0, 2.0, 8.0, 100.0])
+    assert quality.replica_term(m, 0.65, 8.0, 0.65) == pytest.approx((m**0.65 - 1) / 0.65, rel=1e-12)
+    s8 = (8**0.65 - 1) / 0.65
+    assert float(quality.replica_term(100.0, 0.65, 8.0, 0.0)) == pytest.approx(
+        s8 + 8**0.65 * math.log(100 / 8)
+    )

@@ -251,6 +251,20 @@ def _check_params(fx: QualityParams) -> None:
         raise InputError("merge_rule", f"must be one of {', '.join(MERGE_RULES)}, got {fx.merge_rule!r}")
 
 
+def replica_term(replicas: npt.ArrayLike, p: npt.ArrayLike, m_x: float, t: npt.ArrayLike) -> Arr:
+    """S(M) = (M^p - 1) / p up to M_x, then S(M_x) + M_x^p ((M / M_x)^t - 1) / t (t = 0: ln(M / M_x)).
+
+    The Box-Cox replica term with a power continuation (0.2's tail; t = p is one curve). The quality
+    model itself continues beyond M_x with the critical-batch tail (`critical_replicas`); this stays
+    for the testbed calibration's shape fit (dispersal.calibration.shape), which uses t = p."""
+    m, pp, tt = _arr(replicas), _arr(p), _arr(t)
+    inner = (np.minimum(m, m_x) ** pp - 1.0) / pp
+    lr = np.log(np.maximum(m, m_x) / m_x)
+    small = np.abs(tt) < 1e-12
+    tail = np.where(small, lr, np.expm1(tt * lr) / np.where(small, 1.0, tt))
+    return np.asarray(inner + m_x**pp * tail, dtype=np.float64)
+
+
 def penalty_amplitude(
     inner_steps: npt.ArrayLike,
     params: npt.ArrayLike,
