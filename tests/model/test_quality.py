@@ -316,6 +316,10 @@ def test_testbed_stage_recovers_the_form() -> None:
     # M g(M) of the fitted form never falls beyond M_x (the saturation the testbed is asked to show)
     assert np.all(np.diff(ms[3:] * g[3:]) > 0)
     assert fit_testbed(rows[:4], q) == []  # no point beyond M_x: the tail is not identified
+    # the M = 1 run has nothing to merge: it serves the other merge rule's curve too
+    other = [dict(r, merge="norm_preserving") for r in rows if r["replicas"] > 1]
+    both = fit_testbed(rows + other, q)
+    assert {r["merge"] for r in both} == {"mean", "norm_preserving"} and len(both) == 16
 
 
 def test_replica_term_kept_for_the_calibration() -> None:

@@ -433,11 +433,21 @@ def testbed_form(theta: Arr, m: Arr, p: float, s: float, m_x: float) -> Arr:
 def fit_testbed(rows: list[dict[str, Any]], qp: QualityParams) -> list[dict[str, Any]]:
     """Per (preset, H, merge) with >= 3 points at M <= 16 (one of them > M_x): the form's three
     constants fitted to ln g_mean (weights g_mean / max(g_sd, 0.01 g_mean)), and every point's
-    prediction; role "fit" (M <= 16) or "holdout" (M > 16)."""
+    prediction; role "fit" (M <= 16) or "holdout" (M > 16). The M = 1 run (nothing to merge) is
+    shared by every merge rule of its preset and H."""
     groups: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
     for r in rows:
         if r.get("g_mean", 0.0) > 0:
             groups.setdefault((str(r["preset"]), int(r["inner_steps"]), str(r["merge"])), []).append(r)
+    # one replica has nothing to merge: its run serves every merge rule of the same preset and H
+    single: dict[tuple[str, int], dict[str, Any]] = {}
+    for key, rs in groups.items():
+        for r in rs:
+            if float(r["replicas"]) == 1:
+                single.setdefault((key[0], key[1]), r)
+    for key, rs in groups.items():
+        if not any(float(r["replicas"]) == 1 for r in rs) and (key[0], key[1]) in single:
+            rs.append(single[(key[0], key[1])])
     out: list[dict[str, Any]] = []
     p, s, mx = qp.p, qp.loss_compute_slope, qp.fit_replicas_max
     for (preset, h, merge), rs in sorted(groups.items()):
