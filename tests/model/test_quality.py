@@ -318,7 +318,8 @@ def test_testbed_stage_recovers_the_form() -> None:
     assert fit_testbed(rows[:4], q) == []  # no point beyond M_x: the tail is not identified
     # the M = 1 run has nothing to merge: it serves the other merge rule's curve too
     other = [dict(r, merge="norm_preserving") for r in rows if r["replicas"] > 1]
-    both = fit_testbed(rows + other, q)
+    dp = [dict(r, algorithm="dp", merge="dp") for r in rows]  # DP references in the same file are skipped
+    both = fit_testbed(rows + other + dp, q)
     assert {r["merge"] for r in both} == {"mean", "norm_preserving"} and len(both) == 16
 
 

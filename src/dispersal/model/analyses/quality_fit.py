@@ -437,7 +437,8 @@ def fit_testbed(rows: list[dict[str, Any]], qp: QualityParams) -> list[dict[str,
     shared by every merge rule of its preset and H."""
     groups: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
     for r in rows:
-        if r.get("g_mean", 0.0) > 0:
+        # DiLoCo rows only (the sweep also ships DP at the same global batch, algorithm = "dp")
+        if r.get("g_mean", 0.0) > 0 and r.get("algorithm", "diloco") == "diloco":
             groups.setdefault((str(r["preset"]), int(r["inner_steps"]), str(r["merge"])), []).append(r)
     # one replica has nothing to merge: its run serves every merge rule of the same preset and H
     single: dict[tuple[str, int], dict[str, Any]] = {}
