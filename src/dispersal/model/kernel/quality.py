@@ -102,22 +102,22 @@ class QualityParams:
     `quality_points.toml` (Charles et al. 2025 Table 4 + Streaming DiLoCo Tables 5-6) and equal
     `quality_fit.toml` (a test checks it); the rest are fixed inputs with their sources."""
 
-    u0: float = -0.002449864601537578
+    u0: float = -0.002449864601653769
     """ln r of DiLoCo M = 1 vs DP at P = pivot_params (dimensionless, ln of a loss ratio). Fitted."""
-    u1: float = -0.0006295290485640671
+    u1: float = -0.0006295290485462253
     """Slope of that M = 1 offset in ln P (per e-fold of parameters); held at the fitted-range
     edges outside [fit_params_min, fit_params_max] (Charles et al. Table 5: the M = 1 gain stops
     growing at 4B-10B). Fitted."""
-    b0: float = 0.0052867418194998544
+    b0: float = 0.005286741819732968
     """Amplitude of the replica penalty at P = pivot_params, H = 30 (ln r per unit S(M)). Fitted."""
-    kb: float = 0.24830012896400597
+    kb: float = 0.2483001289625586
     """Size exponent of that amplitude: b(P) = b0 (P / pivot)^-kb (dimensionless). Fitted."""
-    p: float = 0.6549632428400491
+    p: float = 0.6549632428082265
     """Box-Cox exponent in M: S(M) = (M^p - 1) / p (p -> 0 is ln M, p = 1 is M - 1). Fitted."""
-    q: float = 0.5114551119694936
+    q: float = 0.5114551119051169
     """H slope: h(H) = 1 + q ln(H / 30) for H >= inner_steps_floor (per e-fold of H). Fitted on
     Streaming DiLoCo Tables 5-6 (H = 30 and 100 only)."""
-    delta: float = 2.5756835115349858e-05
+    delta: float = 2.5756834941004416e-05
     """ln r offset of streaming (fragments > 1, FP4 outer gradients: the two are confounded in the
     published tables). Fitted; consistent with zero (Streaming DiLoCo: 'drop-in replacement')."""
     pivot_params: float = 2.9e8
