@@ -115,6 +115,8 @@ INPUTS: dict[str, str] = {
     "ddp_overlap_fraction": "fraction of a step that can hide the DDP all-reduce (paper 1: the whole step)",
     "quality_mapping": "replica/H penalty: -1 paper (loss multiplier M^beta, eta_H), 0 fitted compute-space "
     "multiplier g (dispersal.model.kernel.quality), 1 its loss-space conservative bound",
+    "inner_optimizer": "inner optimizer of the replicas for the fitted quality model: 0 AdamW, 1 Muon "
+    "(ignored by the paper's form)",
 }
 
 
