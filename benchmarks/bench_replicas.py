@@ -29,7 +29,14 @@ import torch
 
 from dispersal._io import atomic_write_text
 from dispersal.testbed.replicas import ReplicaConfig, run_replicas
-from dispersal.testbed.replicas_sweep import BaselineLaw, mean_sd, quality_factor, toml_tables
+from dispersal.testbed.replicas_sweep import (
+    BaselineLaw,
+    g_from_ratio,
+    loss_slope,
+    mean_sd,
+    quality_factor,
+    toml_tables,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 TOML = ROOT / "src" / "dispersal" / "data" / "testbed_msweep.toml"
@@ -60,6 +67,18 @@ def _grid(a: argparse.Namespace) -> list[dict[str, Any]]:
                     "seed": seed,
                 }
             )
+        for m in a.replicas:  # data parallel at the same global batch (M x batch) and tokens
+            if m > 1:
+                runs.append(
+                    {
+                        "algorithm": "dp",
+                        "replicas": m,
+                        "inner_steps": 1,
+                        "steps": a.replica_steps // m,
+                        "merge": "mean",
+                        "seed": seed,
+                    }
+                )
         for h in a.inner_steps:
             for m in a.replicas:
                 steps = a.replica_steps // m
@@ -100,6 +119,7 @@ def _run(a: argparse.Namespace) -> None:
             warmup_steps=max(1, spec["steps"] // 10),
             eval_batches=a.eval_batches,
             chunk=a.chunk,
+            device=a.device,
         )
         res = run_replicas(cfg, ROOT / "runs" / "data")
         row = dict(
@@ -120,49 +140,68 @@ def _summarize(a: argparse.Namespace) -> None:
     laws: dict[int, BaselineLaw] = {}
     for seed in sorted({r["seed"] for r in rows}):
         base = sorted(
-            (r["tokens"], r["final_val_loss"]) for r in rows if r["seed"] == seed and r["algorithm"] == "dp"
+            (r["tokens"], r["final_val_loss"])
+            for r in rows
+            if r["seed"] == seed and r["algorithm"] == "dp" and r["replicas"] == 1
         )
         if len(base) >= 2:
             laws[seed] = BaselineLaw(tokens=tuple(t for t, _ in base), losses=tuple(v for _, v in base))
-    groups: dict[tuple[int, int, str], list[dict[str, Any]]] = {}
+    dp = {
+        (r["seed"], r["replicas"]): r["final_val_loss"]
+        for r in rows
+        if r["algorithm"] == "dp" and r["replicas"] > 1
+    }
+    groups: dict[tuple[str, int, int, str], list[dict[str, Any]]] = {}
     for r in rows:
-        if r["algorithm"] == "diloco" and r["seed"] in laws:
-            groups.setdefault((r["inner_steps"], r["replicas"], r["merge"]), []).append(r)
+        if r["seed"] in laws and (r["algorithm"] == "diloco" or r["replicas"] > 1):
+            groups.setdefault((r["algorithm"], r["inner_steps"], r["replicas"], r["merge"]), []).append(r)
     out = []
-    for (h, m, merge), rs in sorted(groups.items()):
+    for (alg, h, m, merge), rs in sorted(groups.items()):
         gs = [quality_factor(laws[r["seed"]], r["final_val_loss"], r["tokens"]) for r in rs]
         g_mu, g_sd = mean_sd([g for g, _ in gs])
         l_mu, l_sd = mean_sd([r["final_val_loss"] for r in rs])
-        out.append(
-            {
-                "preset": a.model,
-                "replicas": m,
-                "inner_steps": h,
-                "merge": merge,
-                "seeds": sorted(r["seed"] for r in rs),
-                "tokens": rs[0]["tokens"],
-                "steps_per_replica": rs[0]["steps"],
-                "batch_size": rs[0]["batch_size"],
-                "val_loss_mean": l_mu,
-                "val_loss_sd": l_sd,
-                "g_mean": g_mu,
-                "g_sd": g_sd,
-                "g_in_baseline_range": all(inside for _, inside in gs),
-            }
-        )
+        row: dict[str, Any] = {
+            "preset": a.model,
+            "algorithm": alg,
+            "replicas": m,
+            "inner_steps": h,
+            "merge": merge if alg == "diloco" else "dp",
+            "seeds": sorted(r["seed"] for r in rs),
+            "tokens": rs[0]["tokens"],
+            "steps_per_replica": rs[0]["steps"],
+            "batch_size": rs[0]["batch_size"],
+            "val_loss_mean": l_mu,
+            "val_loss_sd": l_sd,
+            "g_mean": g_mu,
+            "g_sd": g_sd,
+            "g_in_baseline_range": all(inside for _, inside in gs),
+        }
+        paired = [r for r in rs if (r["seed"], m) in dp]
+        if alg == "diloco" and m > 1 and paired:
+            ratios = [r["final_val_loss"] / dp[(r["seed"], m)] for r in paired]
+            gdp = [g_from_ratio(q, loss_slope(laws[r["seed"]])) for q, r in zip(ratios, paired, strict=True)]
+            row["ratio_vs_dp_mean"], row["ratio_vs_dp_sd"] = mean_sd(ratios)
+            row["g_vs_dp_mean"], row["g_vs_dp_sd"] = mean_sd(gdp)
+        out.append(row)
     base_rows = []
     for seed, law in laws.items():
         for t, v in zip(law.tokens, law.losses, strict=True):
             base_rows.append({"preset": a.model, "seed": seed, "tokens": int(t), "val_loss": v})
+        base_rows[-1]["loss_slope"] = loss_slope(law)
     _write_toml(a, out, base_rows)
     _plot(a, out)
-    print("| preset | H | M | merge | tokens | val loss (mean +- sd) | g (mean +- sd) |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| preset | H | M | merge | tokens | val loss (mean +- sd) | g vs 1 replica | L / L_DP(M) | g vs DP(M) |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
     for o in out:
         flag = "" if o["g_in_baseline_range"] else " (extrap.)"
+        rdp = f"{o['ratio_vs_dp_mean']:.4f} +- {o['ratio_vs_dp_sd']:.4f}" if "ratio_vs_dp_mean" in o else ""
+        gdp_s = f"{o['g_vs_dp_mean']:.3f} +- {o['g_vs_dp_sd']:.3f}" if "g_vs_dp_mean" in o else ""
+        h_s = o["inner_steps"] if o["algorithm"] == "diloco" else "-"
         print(
-            f"| {o['preset']} | {o['inner_steps']} | {o['replicas']} | {o['merge']} | {o['tokens']:,} | "
-            f"{o['val_loss_mean']:.3f} +- {o['val_loss_sd']:.3f} | {o['g_mean']:.3f} +- {o['g_sd']:.3f}{flag} |"
+            f"| {o['preset']} | {h_s} | {o['replicas']} | {o['merge']} | {o['tokens']:,} | "
+            f"{o['val_loss_mean']:.3f} +- {o['val_loss_sd']:.3f} | {o['g_mean']:.3f} +- {o['g_sd']:.3f}{flag} | {rdp} | {gdp_s} |"
         )
 
 
@@ -200,7 +239,7 @@ def _plot(a: argparse.Namespace, sweep: list[dict[str, Any]]) -> None:
 
     rows = tomllib.loads(TOML.read_text())["sweep"]
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    styles = {"mean": "-o", "norm_preserving": "--s"}
+    styles = {"mean": "-o", "norm_preserving": "--s", "dp": ":^"}
     for preset, h, merge in sorted({(r["preset"], r["inner_steps"], r["merge"]) for r in rows}):
         pts = sorted(
             (r["replicas"], r["g_mean"], r["g_sd"])
@@ -240,10 +279,13 @@ def main() -> None:
     ap.add_argument(
         "--replica-steps", type=int, default=1024, help="total replica-steps (fixed token budget)"
     )
-    ap.add_argument("--baseline-budgets", type=float, nargs="+", default=[0.25, 0.5, 1.0, 2.0])
+    ap.add_argument(
+        "--baseline-budgets", type=float, nargs="+", default=[0.015625, 0.0625, 0.125, 0.25, 0.5, 1.0, 2.0]
+    )
     ap.add_argument("--batch-size", type=int, default=1, help="sequences per replica per step")
     ap.add_argument("--eval-batches", type=int, default=32)
     ap.add_argument("--chunk", type=int, default=64, help="vmap chunk (memory bound)")
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (benchmarks/gpu_replicas.py)")
     ap.add_argument("--summarize", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(int(os.environ.get("DISPERSAL_THREADS", "1")))

@@ -54,7 +54,7 @@ def _specs(a: argparse.Namespace) -> list[dict[str, Any]]:
                                 {"workers": m, "seed": seed, "rule": rule, "attack": kind, "attackers": k}
                             )
                     continue
-                for kind in ["none", *a.kinds]:
+                for kind in dict.fromkeys(["none", *a.kinds]):
                     out.append(
                         {
                             "workers": m,

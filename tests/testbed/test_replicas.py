@@ -15,7 +15,13 @@ torch = pytest.importorskip("torch")
 from dispersal.testbed.gpt import GPT, GPTConfig, configure_adamw, lr_at  # noqa: E402
 from dispersal.testbed.outer import NesterovOuter, flat_params, set_flat_params  # noqa: E402
 from dispersal.testbed.replicas import ReplicaConfig, ReplicaEngine, run_replicas  # noqa: E402
-from dispersal.testbed.replicas_sweep import BaselineLaw, quality_factor, toml_tables  # noqa: E402
+from dispersal.testbed.replicas_sweep import (  # noqa: E402
+    BaselineLaw,
+    g_from_ratio,
+    loss_slope,
+    quality_factor,
+    toml_tables,
+)
 
 pytestmark = pytest.mark.torch
 CORPUS = (str(Path(sysconfig.get_paths()["stdlib"]) / "email"),)
@@ -34,6 +40,14 @@ def test_baseline_law_interpolates_in_log_log() -> None:
     assert noisy.tokens_for_loss(2.0)[0] == pytest.approx(400.0)
     with pytest.raises(ValueError, match="baseline"):
         BaselineLaw(tokens=(2.0, 1.0), losses=(1.0, 1.0))
+
+
+def test_slope_and_ratio_map() -> None:
+    law = BaselineLaw(tokens=(1e3, 1e4, 1e5), losses=(4.0, 4.0 * 10**-0.05, 4.0 * 10**-0.1))
+    assert loss_slope(law) == pytest.approx(0.05)
+    assert g_from_ratio(1.0, 0.05) == pytest.approx(1.0)
+    assert g_from_ratio(10**0.05, 0.05) == pytest.approx(0.1)  # 12% worse loss = 10x compute at s = 0.05
+    assert g_from_ratio(math.inf, 0.05) == 0.0
 
 
 def test_toml_tables_round_trip() -> None:

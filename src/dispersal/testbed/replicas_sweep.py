@@ -108,3 +108,19 @@ def toml_tables(name: str, rows: Sequence[dict[str, object]]) -> str:
         out.extend(f"{k} = {toml_value(v)}" for k, v in row.items())
         out.append("")
     return "\n".join(out)
+
+
+def loss_slope(law: BaselineLaw) -> float:
+    """s = -d ln L / d ln C, least squares over the baseline points (the local power law L ~ C^-s)."""
+    xs = [math.log(t) for t in law.tokens]
+    ys = [math.log(v) for v in law.losses]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    return -sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+
+
+def g_from_ratio(ratio: float, slope: float) -> float:
+    """docs/quality.md's map from a loss ratio r = L_DiLoCo / L_DP at equal compute to g = r^(-1/s)."""
+    if slope <= 0 or not math.isfinite(ratio) or ratio <= 0:
+        return 0.0
+    return float(ratio ** (-1.0 / slope))
