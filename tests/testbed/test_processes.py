@@ -85,22 +85,19 @@ def test_kill_rejoin_and_corrupt_update(tmp_path: Path) -> None:
 
 def test_a_worker_that_never_comes_back_does_not_hang_the_group(tmp_path: Path) -> None:
     """The hold at a planned rejoin is bounded: no generation with the worker -> go on without it."""
-    from datetime import timedelta
-    from types import SimpleNamespace
+    from dispersal.testbed.membership import Membership
+    from dispersal.testbed.secure import SignedStore
 
-    from dispersal.testbed.worker import Worker
-
-    store = torch.distributed.TCPStore(
-        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=5)
-    )
+    store = SignedStore(torch.distributed.HashStore(), bytes(32))
     store.set("members/1", json.dumps(["w0", "w1"]))
-    store.add("gen", 1)
-    me = SimpleNamespace(store=store, gen=1, out=tmp_path, wid="w0")
-    assert Worker._await_member(me, "w3", 0.3) == 1  # type: ignore[arg-type]
+    store.set("genv", "1")
+    me = Membership(store, "w0", 0, tmp_path, run_timeout_s=5.0)
+    me.gen = 1
+    assert me.await_member("w3", 0.3) == 1
     assert _events(tmp_path)[0]["event"] == "rejoin_not_seen"
     store.set("members/2", json.dumps(["w0", "w1", "w3"]))
-    store.add("gen", 1)
-    assert Worker._await_member(me, "w3", 5.0) == 2  # type: ignore[arg-type]
+    store.set("genv", "2")
+    assert me.await_member("w3", 5.0) == 2
 
 
 @pytest.mark.parametrize("algorithm", ["diloco", "streaming"])

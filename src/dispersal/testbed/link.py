@@ -123,9 +123,9 @@ def make_link(up: float, down: float, latency_s: float, jitter_s: float, realtim
 EmulatedWanLink = VirtualClockLink  # the earlier name
 
 
-def link_for(cfg: Any, worker: str, store: Any, out: Path) -> Link:
+def link_for(cfg: Any, worker: str, store: Any, out: Path, secret: bytes) -> Link:
     """The link of one worker for a TestbedConfig: virtual clock, or (``link_mode="real"``) the
-    relay connection whose address the supervisor published in the store as ``relay``."""
+    relay connection whose address the supervisor published in the (signed) store as ``relay``."""
     if cfg.link_mode != "real":
         return make_link(
             cfg.link_up_bits_per_s,
@@ -134,19 +134,22 @@ def link_for(cfg: Any, worker: str, store: Any, out: Path) -> Link:
             cfg.link_jitter_s,
             cfg.realtime,
         )
-    from dispersal.testbed.netlink import RelayLink, RelaySpec
+    from dispersal.testbed.netlink import RelaySpec
+    from dispersal.testbed.relaylink import RelayLink
 
-    if not store.check(["relay"]):
+    address = store.get_str("relay")
+    if address is None:
         raise RuntimeError(
             "link_mode 'real' needs the relay that run_local starts (the serve coordinator has none)"
         )
-    host, port = store.get("relay").decode().rsplit(":", 1)
+    host, port = address.rsplit(":", 1)
     (out / "netlink").mkdir(parents=True, exist_ok=True)
     link = RelayLink(
         host,
         int(port),
         worker,
         cfg.collective_timeout_s,
+        secret=secret,
         spec=RelaySpec.from_config(cfg),
         log=out / "netlink" / f"{worker}.jsonl",
     )
