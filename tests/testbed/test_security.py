@@ -304,3 +304,46 @@ def test_checkpoint_with_wrong_shape_or_nan_is_not_loaded_and_latest_must_exist(
     (tmp_path / "ckpt" / "LATEST").write_text("r000010")
     with pytest.raises(checkpoint.CheckpointError, match="names round 'r000010', which does not exist"):
         checkpoint.resolve(tmp_path, 6)
+
+
+# ---------------------------------------------------------------------- the command line
+def test_train_help_works_and_names_the_new_options() -> None:
+    from typer.testing import CliRunner
+
+    from dispersal.cli import app
+
+    res = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    for text in ("UP[/DOWN]/LATENCY[/JITTER]", "--attack", "--aggregator", "UNTRUSTED_DEFAULT", "--trust"):
+        assert text in res.output
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (["--attack", "w9:scale"], "attack"),
+        (["--attack", "w1:explode"], "attack"),
+        (["--aggregator", "vote"], "aggregator"),
+        (["--trust", "maybe"], "trust"),
+    ],
+)
+def test_train_bad_trust_input_is_one_line_exit_2(args: list[str], field: str, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from dispersal.cli import app
+
+    res = CliRunner().invoke(app, ["train", "--workers", "3", "--out", str(tmp_path), *args])
+    text = res.output.strip()
+    assert res.exit_code == 2 and len(text.splitlines()) == 1 and text.startswith(f"error: {field}:"), text
+
+
+def test_resume_from_a_latest_naming_a_missing_round_is_exit_2(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from dispersal.cli import app
+
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "LATEST").write_text("r000040")
+    res = CliRunner().invoke(app, ["train", "--resume", "--out", str(tmp_path)])
+    text = res.output.strip()
+    assert res.exit_code == 2 and text.startswith("error: resume:") and "r000040" in text, text

@@ -31,6 +31,7 @@ class GroupState:
     params: list[Any]
     opt: Any
     outer: Any
+    outer_step: Any
     numel: int
     round: int
     tokens: int
@@ -103,6 +104,7 @@ class GroupState:
             "global": self._global_vector(),
             "outer": self.outer.state_dict(),
             "inner": self.opt.state_dict(),
+            "rule": self.outer_step.rule_state(),
         }
 
     def _receive_state(self, src: int) -> dict[str, Any]:
@@ -148,6 +150,7 @@ class GroupState:
         self.verdicts = s.get("verdicts") or self.verdicts
         self.global_flat = s["global"].clone()
         self.outer.load_state_dict(s["outer"])
+        self.outer_step.load_rule_state(s.get("rule"))
         if self.cfg.algorithm == "ddp" or reset_local or behind:
             set_flat_params(self.params, self.global_flat)
             self.pending = None

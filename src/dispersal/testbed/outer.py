@@ -122,6 +122,18 @@ class OuterStep:
     def apply(self, theta: Tensor, agg: Tensor, index: Tensor | None = None) -> None:
         self.optimizer.step(theta, agg, index)
 
+    def rule_state(self) -> dict[str, Any]:
+        """The rule's memory (the clip rule's recent norms), so a member that joins later aggregates
+        exactly as the others do: it travels with the group's state and the checkpoints."""
+        history = getattr(self.rule, "history", None)
+        return {} if history is None else {"history": [[float(x) for x in h] for h in history]}
+
+    def load_rule_state(self, state: dict[str, Any] | None) -> None:
+        history = getattr(self.rule, "history", None)
+        if history is not None and state and "history" in state:
+            history.clear()
+            history.extend([float(x) for x in h] for h in state["history"])
+
 
 def combine_frames(
     frames: Sequence[tuple[str, Any]],

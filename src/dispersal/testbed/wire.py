@@ -2,14 +2,16 @@
 
 A **frame** (one worker's update for one round)::
 
-    header   10 x float64   emulation metadata (below); the CRC32 is the one field a real system sends
-    payload  codec bytes    the encoded update (codecs.py)
-    tag      32 bytes       HMAC-SHA256(secret, "frame", generation, round, part, sender, header, payload)
+    header      10 x float64  emulation metadata (below); the CRC32 is the one field a real system sends
+    payload     codec bytes   the encoded update (codecs.py)
+    header tag  32 bytes      HMAC-SHA256(secret, context, header)
+    frame tag   32 bytes      HMAC-SHA256(secret, context, header, payload)
 
-:func:`open_frame` checks, in this order, and never raises: length, tag (so a forged, replayed or
-re-addressed frame is dropped before anything else is read), header values (finite, integral where
-they are counters, the sender's index), CRC32, decoding, finiteness of every value. Only then does
-the update reach the aggregation (outer.py).
+context = "frame/<generation>/<round>/<part>/<sender>". :func:`open_frame` checks, in this order, and
+never raises: length, tags (so a forged, replayed or re-addressed frame is dropped before anything else
+is read; a header whose own tag holds is still believed for the accounting when only the payload was
+damaged), header values (finite, integral where they are counters, the sender's index), CRC32,
+decoding, finiteness of every value. Only then does the update reach the aggregation (outer.py).
 
 A **bundle** (the group's state sent to a (re)joining member, and nothing else): a JSON manifest
 (dicts, lists, numbers, strings; tensors stand in as ``{"t": i}``) followed by the tensors' raw bytes
@@ -38,6 +40,8 @@ __all__ = ["CRC_BYTES"]
 H_CRC, H_GEN, H_ARRIVAL, H_LOSS, H_COMPUTE, H_EXPOSED, H_CLOCK, H_SENT, H_RECV, H_INDEX = range(10)
 HEADER_LEN = 10
 HEADER_BYTES = 8 * HEADER_LEN
+TAGS_BYTES = 2 * MAC_BYTES
+"""The two tags after the payload."""
 MAX_COUNTER = 2.0**53
 """Largest integer a float64 header field holds exactly: any counter above it is a forgery."""
 
@@ -49,11 +53,12 @@ def frame_context(gen: int, round_index: int, part: int, sender: str) -> bytes:
 
 
 def seal_frame(header: torch.Tensor, payload: torch.Tensor, secret: bytes, context: bytes) -> torch.Tensor:
-    """header (float64) + payload (uint8) + HMAC tag, as one uint8 tensor."""
+    """header (float64) + payload (uint8) + header tag + frame tag, as one uint8 tensor."""
     hb = header.to(torch.float64).contiguous().view(torch.uint8)
     # numpy declares ndarray.__buffer__ (PEP 688) only for Python >= 3.12; it is a buffer on 3.11 too.
-    tag = mac(secret, context, hb.numpy(), payload.contiguous().numpy())  # type: ignore[arg-type]
-    return torch.cat([hb, payload, torch.frombuffer(bytearray(tag), dtype=torch.uint8)])
+    tag_h = mac(secret, context, hb.numpy())  # type: ignore[arg-type]
+    tag_f = mac(secret, context, hb.numpy(), payload.contiguous().numpy())  # type: ignore[arg-type]
+    return torch.cat([hb, payload, torch.frombuffer(bytearray(tag_h + tag_f), dtype=torch.uint8)])
 
 
 def check_payload(payload: torch.Tensor, crc: int, codec: Any, numel: int) -> tuple[torch.Tensor | None, str]:
@@ -105,24 +110,27 @@ def open_frame(
     codecs whose payload varies)."""
     t = frame if isinstance(frame, torch.Tensor) else torch.frombuffer(bytearray(frame), dtype=torch.uint8)
     t = t.reshape(-1).to(torch.uint8)
-    if t.numel() < HEADER_BYTES + MAC_BYTES or (
-        payload_bytes is not None and t.numel() != HEADER_BYTES + payload_bytes + MAC_BYTES
+    if t.numel() < HEADER_BYTES + TAGS_BYTES or (
+        payload_bytes is not None and t.numel() != HEADER_BYTES + payload_bytes + TAGS_BYTES
     ):
         return None, None, f"bad length {t.numel()}"
-    hb, payload, tag = t[:HEADER_BYTES], t[HEADER_BYTES:-MAC_BYTES], t[-MAC_BYTES:]
-    if not verify(secret, tag.numpy().tobytes(), context, hb.numpy(), payload.numpy()):  # type: ignore[arg-type]
-        return None, None, _why_unauthenticated(hb, payload)
+    hb, payload = t[:HEADER_BYTES], t[HEADER_BYTES:-TAGS_BYTES]
+    tag_h, tag_f = t[-TAGS_BYTES:-MAC_BYTES].numpy().tobytes(), t[-MAC_BYTES:].numpy().tobytes()
+    if not verify(secret, tag_h, context, hb.numpy()):  # type: ignore[arg-type]
+        return None, None, "unauthenticated"
     h = hb.clone().view(torch.float64).tolist()
     why = header_problem(h, sender_index)
     if why:
         return None, None, why
+    if not verify(secret, tag_f, context, hb.numpy(), payload.numpy()):  # type: ignore[arg-type]
+        return h, None, _why_unauthenticated(hb, payload)
     v, why = check_payload(payload, int(h[H_CRC]), codec, numel)
     return h, v, why
 
 
 def _why_unauthenticated(hb: torch.Tensor, payload: torch.Tensor) -> str:
-    """A frame whose tag fails: say "checksum" when its (unauthenticated) CRC field does not match the
-    payload either, i.e. it looks damaged in transit; otherwise it is forged or replayed."""
+    """A payload whose tag fails under a genuine header: "checksum" when the header's CRC does not match
+    the payload either (damaged in transit), else "unauthenticated" (replaced by someone else)."""
     crc = hb.clone().view(torch.float64)[H_CRC].item()
     damaged = math.isfinite(crc) and crc != zlib.crc32(payload.numpy())  # type: ignore[arg-type]
     return "checksum" if damaged else "unauthenticated"
@@ -136,7 +144,7 @@ def blank_header(sender_index: int) -> list[float]:
 
 
 def frame_payload(frame: torch.Tensor) -> torch.Tensor:
-    return frame[HEADER_BYTES:-MAC_BYTES]
+    return frame[HEADER_BYTES:-TAGS_BYTES]
 
 
 # ---------------------------------------------------------------------- state bundles

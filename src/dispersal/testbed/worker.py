@@ -68,6 +68,7 @@ from dispersal.testbed.wire import (
     H_RECV,
     H_SENT,
     HEADER_BYTES,
+    TAGS_BYTES,
     frame_context,
 )
 
@@ -269,7 +270,7 @@ class Worker(GroupState, RoundTools):
             context=self._context(ci),
             codec=codec,
             numel=update.numel(),
-            payload_bytes=frame.numel() - HEADER_BYTES - 32,
+            payload_bytes=codec.nbytes(update.numel()),
             outer=self.outer_step,
             score=score,
         )
@@ -288,7 +289,7 @@ class Worker(GroupState, RoundTools):
         update, index, ci = self._update_vector()
         update = self.attack(update, first_step)
         frame = self._frame(update, ci, first_step, loss)
-        up_bytes = frame.numel() - HEADER_BYTES - 32 + CRC_BYTES
+        up_bytes = frame.numel() - HEADER_BYTES - TAGS_BYTES + CRC_BYTES
         if getattr(self.link, "relay", False):  # real-link mode: the relay aggregates (netlink.py)
             got = self.exchange_relay(frame, update.numel(), ci)
         else:
@@ -385,6 +386,7 @@ class Worker(GroupState, RoundTools):
         self.verdicts = g.get("verdicts") or self.verdicts
         self.global_flat = g["global"].clone()
         self.outer.load_state_dict(g["outer"])
+        self.outer_step.load_rule_state(g.get("rule"))
         if w is not None:
             set_flat_params(self.params, w["model"])
             self.opt.load_state_dict(w["inner"])
