@@ -208,3 +208,36 @@ def test_resume_never_runs_a_planted_pickle_and_skips_a_damaged_round(tmp_path: 
     (tmp_path / "ckpt" / "LATEST").write_text("r000099")
     with pytest.raises(checkpoint.CheckpointError, match="r000099"):
         run_local(TestbedConfig(**kw), tmp_path, resume=True)
+
+
+def _strict(text: str) -> Any:
+    def refuse(name: str) -> Any:
+        raise ValueError(f"bare {name} in testbed JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_poisoned_update_under_plain_averaging_ends_the_run_as_diverged(tmp_path: Path) -> None:
+    """w2 sends its pseudo-gradient x1e6 from the start under plain averaging (the trusted default):
+    the model is wrecked in the first round, every member stops in the same round, and the run ends
+    completed: false, diverged: true, with the reason, the attack and strict JSON outputs."""
+    cfg = TestbedConfig(
+        algorithm="diloco",
+        workers=3,
+        steps=20,
+        inner_steps=5,
+        data=CORPUS,
+        eval_batches=2,
+        attacks=("w2:scale=1e6",),
+        aggregator="mean",
+        run_timeout_s=120,
+    )
+    summary = run_local(cfg, tmp_path)
+    assert summary["completed"] is False and summary["diverged"] is True, summary
+    assert "diverged" in summary["reason"] and summary["rounds"] < 4
+    assert summary["attacks"] == ["w2:scale=1e6"] and summary["attacks_seen"] == {"w2": summary["rounds"]}
+    _strict((tmp_path / "summary.json").read_text())
+    for line in (tmp_path / "metrics.jsonl").read_text().splitlines():
+        _strict(line)
+    stopped = {e["worker"]: e["round"] for e in _events(tmp_path) if e["event"] == "diverged"}
+    assert set(stopped) == {"w0", "w1", "w2"} and len(set(stopped.values())) == 1

@@ -123,6 +123,7 @@ def test_a_good_frame_opens() -> None:
     [
         (lambda: _frame(0, torch.ones(4), h0=float("nan")), "bad header"),  # NaN in the CRC field
         (lambda: _frame(0, torch.ones(4), h1=float("inf")), "bad header"),
+        (lambda: _frame(0, torch.ones(4), h6=float("nan")), "bad header"),  # the clock
         (lambda: _frame(0, torch.ones(4), h1=1e300), "bad header"),  # a generation no float holds exactly
         (lambda: _frame(0, torch.ones(4), h1=0.5), "bad header"),
         (lambda: _frame(0, torch.ones(4), h0=7), "checksum"),  # the tag is good, the CRC is not
@@ -138,6 +139,12 @@ def test_a_good_frame_opens() -> None:
 def test_a_bad_frame_is_rejected_never_raises(make: Any, why: str) -> None:
     _, v, got = _open(make())
     assert v is None and got.startswith(why), got
+
+
+def test_a_non_finite_reported_loss_is_not_a_bad_header() -> None:
+    """An honest member of a diverged run reports its NaN loss: the frame stands or falls by its update."""
+    h, v, why = _open(_frame(0, torch.ones(4), h3=float("nan")))
+    assert why == "" and h is not None and h[3] != h[3] and v is not None
 
 
 def test_a_frame_damaged_in_transit_says_checksum_and_one_claiming_another_sender_is_refused() -> None:

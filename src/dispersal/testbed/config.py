@@ -323,6 +323,11 @@ class TestbedConfig:
             "aggregator",
             f"one of {', '.join(rules)}, got {self.aggregator!r}",
         )
+        require(
+            self.aggregator != "gauntlet" or self.link_mode == "virtual",
+            "aggregator",
+            "gauntlet scores updates on the workers' model copies: use --link-mode virtual",
+        )
         for text in self.attacks:
             worker = check_attack(text)
             require(

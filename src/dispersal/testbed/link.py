@@ -28,27 +28,23 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from dispersal.testbed.counters import LinkCounters
 
-@dataclass
-class LinkCounters:
-    bytes_sent: int = 0
-    bytes_received: int = 0
-    messages: int = 0
-    comm_exposed_s: float = 0.0
-    compute_s: float = 0.0
-    clock_s: float = 0.0
-    """Virtual wall clock of this worker: compute plus exposed communication."""
-    state_bytes: int = 0
-    """Bytes received as state transfer when (re)joining; kept apart from the per-sync traffic."""
-    wire_bytes_sent: int = 0
-    """Real-link mode: every byte this worker put on the shaped link (framing and metadata included)."""
-    wire_bytes_received: int = 0
-    link_s: float = 0.0
-    """Real-link mode: measured wall-clock time of this worker's syncs, summed."""
+__all__ = [
+    "EmulatedWanLink",
+    "InstantLink",
+    "Link",
+    "LinkCounters",
+    "VirtualClockLink",
+    "link_for",
+    "make_link",
+    "predicted_sync_s",
+    "relay_finish_s",
+    "sync_rng",
+]
 
 
 class Link(Protocol):

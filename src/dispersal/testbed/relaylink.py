@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dispersal.testbed.counters import LinkCounters
 from dispersal.testbed.netlink import PREFIX, RelaySpec, _split, encode_message
 from dispersal.testbed.secure import MAC_BYTES, verify
 
@@ -55,8 +56,6 @@ class RelayLink:
         spec: RelaySpec | None = None,
         log: Path | None = None,
     ) -> None:
-        from dispersal.testbed.link import LinkCounters
-
         self.host, self.port, self.worker, self.timeout_s, self.log = host, port, worker, timeout_s, log
         self.secret = secret
         self.spec = spec or RelaySpec()

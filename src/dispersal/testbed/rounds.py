@@ -259,7 +259,7 @@ class RoundTools:
         if g is not None and not bool(torch.isfinite(g.sum())) and not bool(torch.isfinite(g).all()):
             self.diverged = "global weights non-finite"
         elif losses:
-            m = statistics.median(losses)
+            m = statistics.median(x if math.isfinite(x) else math.inf for x in losses)
             if not math.isfinite(m) or m > self.divergence_limit():
                 self.diverged = f"training loss {m:.4g} > {self.divergence_limit():.3g} (diverged)"
         if self.diverged:
@@ -276,7 +276,9 @@ class RoundTools:
         row = {
             "round": r,
             "step": (r + 1) * self.cfg.round_steps,
-            "loss": statistics.median(i["header"][H_LOSS] for i in infos),
+            "loss": statistics.median(
+                x if math.isfinite(x) else math.inf for x in (i["header"][H_LOSS] for i in infos)
+            ),
             "val_loss": val,
             "tokens": self.tokens,
             "generation": self.ms.gen,

@@ -82,7 +82,9 @@ def check_payload(payload: torch.Tensor, crc: int, codec: Any, numel: int) -> tu
 
 def header_problem(h: list[float], sender_index: int | None) -> str:
     """Why a frame header cannot be trusted as numbers ("" if it can)."""
-    if len(h) != HEADER_LEN or not all(math.isfinite(x) for x in h):
+    # The reported training loss may be non-finite (an honest member of a diverged run says so);
+    # every other field is a count, a time or an index.
+    if len(h) != HEADER_LEN or not all(math.isfinite(x) for i, x in enumerate(h) if i != H_LOSS):
         return "bad header: non-finite field"
     for i in (H_CRC, H_GEN, H_INDEX, H_SENT, H_RECV):
         if h[i] < 0 or h[i] != int(h[i]) or h[i] >= MAX_COUNTER:
