@@ -151,6 +151,18 @@ def test_a_frame_damaged_in_transit_says_checksum_and_one_claiming_another_sende
     f = _frame(0, torch.ones(4)).clone()
     f[80] ^= 0x5A  # damage on the wire, after the tag
     assert _open(f)[2] == "checksum"
+    # a member's own copy (never on the wire) skips the tags, not the checks: the same verdict
+    own = open_frame(
+        f,
+        secret=SECRET,
+        context=frame_context(1, 0, 0, "w0"),
+        sender_index=0,
+        codec=make_codec("none"),
+        numel=4,
+        payload_bytes=16,
+        own=True,
+    )
+    assert own[1] is None and own[2] == "checksum"
     # w1's genuine frame handed in as w0's (sender and tag context disagree)
     assert _open(_frame(1, torch.ones(4)), index=0)[2] == "unauthenticated"
 

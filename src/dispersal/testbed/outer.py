@@ -145,13 +145,15 @@ def combine_frames(
     payload_bytes: int | None,
     outer: OuterStep,
     score: Callable[[Tensor], float] | None = None,
+    own: str | None = None,
 ) -> tuple[Tensor | None, list[dict[str, Any]]]:
     """Check every frame (wire.open_frame) and aggregate the good ones with ``outer``'s rule.
 
     ``frames``: (sender, frame) in any order; they are taken in worker order. Returns the aggregate
     (None if nothing is left) and one info per frame: worker, header (a blank one when it cannot be
     trusted), trusted, ok, why, clipped, weight. The same function runs on every worker (virtual-clock
-    mode) and in the relay (real-link mode), so both give the same bits."""
+    mode) and in the relay (real-link mode), so both give the same bits. ``own``: the caller's own
+    worker id (its own frame's tags are not recomputed, wire.open_frame)."""
     from dispersal.testbed.wire import blank_header, open_frame
 
     infos: list[dict[str, Any]] = []
@@ -166,6 +168,7 @@ def combine_frames(
             codec=codec,
             numel=numel,
             payload_bytes=payload_bytes,
+            own=sender == own,
         )
         info = {
             "worker": sender,

@@ -273,6 +273,7 @@ class Worker(GroupState, RoundTools):
             payload_bytes=codec.nbytes(update.numel()),
             outer=self.outer_step,
             score=score,
+            own=self.wid,
         )
         if agg is None:
             down_bytes = CRC_BYTES
