@@ -10,7 +10,9 @@ for any start-up time (the argv of every process is still unchanged).
 
 Run: ``python benchmarks/bench_rejoin.py [--steps 1000] [--before REV]`` (about 2-3 min on 2 cores).
 ``--before REV`` also runs the restart case with the workers on the code of git revision REV (e.g.
-the commit before the fix) to show the corruption it had; the supervisor stays the current one. Writes ``benchmarks/results/rejoin_cpu_<yyyymm>_dev.md``;
+the commit before the fix) to show the corruption it had; the supervisor stays the current one.
+Since the run secret (issue 19) the current supervisor signs every store value, so ``--before`` works
+only with a REV that has it too (workers before it cannot read the generations). Writes ``benchmarks/results/rejoin_cpu_<yyyymm>_dev.md``;
 raw runs go under ``--out`` (git-ignored ``runs/``).
 """
 
