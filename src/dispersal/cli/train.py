@@ -103,9 +103,19 @@ def train(
         typer.Option(
             help="Aggregation rule of the outer step: mean, norm_preserving, clip, trimmed_mean, median, "
             "gauntlet. Default: robust.TRUSTED_DEFAULT (mean) for a trusted run, "
-            "robust.UNTRUSTED_DEFAULT with --trust untrusted."
+            "robust.UNTRUSTED_DEFAULT (clip when written) with --trust untrusted."
         ),
     ] = "",
+    outer_lr: Annotated[
+        float, typer.Option("--outer-lr", help="Outer Nesterov learning rate (DiLoCo: 0.7).")
+    ] = 0.7,
+    outer_momentum: Annotated[
+        float,
+        typer.Option(
+            "--outer-momentum",
+            help="Outer Nesterov momentum (DiLoCo: 0.9; from scratch it can overshoot early, docs/testbed.md).",
+        ),
+    ] = 0.9,
     trust: Annotated[
         str,
         typer.Option(
@@ -165,6 +175,8 @@ def _config(opts: dict[str, Any]) -> Any:
         "topk_fraction",
         "checkpoint_every",
         "eval_every",
+        "outer_lr",
+        "outer_momentum",
         "aggregator",
         "trust",
     ]
