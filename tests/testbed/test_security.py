@@ -4,6 +4,8 @@ test_hostile.py."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import zlib
 from pathlib import Path
@@ -366,3 +368,71 @@ def test_resume_from_a_latest_naming_a_missing_round_is_exit_2(tmp_path: Path) -
     res = CliRunner().invoke(app, ["train", "--resume", "--out", str(tmp_path)])
     text = res.output.strip()
     assert res.exit_code == 2 and text.startswith("error: resume:") and "r000040" in text, text
+
+
+# ---------------------------------------------------------------------- fuzz: what a peer sends never raises
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    header=st.lists(
+        st.floats(allow_nan=True, allow_infinity=True, width=64), min_size=HEADER_LEN, max_size=HEADER_LEN
+    ),
+    payload=st.binary(min_size=0, max_size=24),
+    sealed=st.booleans(),
+)
+def test_any_frame_a_member_can_send_is_rejected_or_accepted_never_raises(
+    header: list[float], payload: bytes, sealed: bool
+) -> None:
+    """A member holding the secret can put anything in its header and payload: open_frame answers."""
+    h = torch.tensor(header, dtype=torch.float64)
+    p = (
+        torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+        if payload
+        else torch.zeros(0, dtype=torch.uint8)
+    )
+    ctx = frame_context(1, 0, 0, "w0")
+    frame = seal_frame(h, p, SECRET if sealed else OTHER, ctx)
+    got_h, v, why = open_frame(
+        frame,
+        secret=SECRET,
+        context=ctx,
+        sender_index=0,
+        codec=make_codec("none"),
+        numel=4,
+        payload_bytes=None,
+    )
+    assert (v is None) == bool(why)
+    if v is not None:
+        assert v.shape == (4,) and bool(torch.isfinite(v).all()) and got_h is not None
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.binary(max_size=300))
+def test_a_garbage_state_bundle_is_a_value_error(data: bytes) -> None:
+    with pytest.raises(ValueError, match="bundle"):
+        unpack_bundle(data, SECRET, b"ctx")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    manifest=st.one_of(
+        st.binary(max_size=200),
+        st.recursive(
+            st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+            lambda c: st.lists(c, max_size=3) | st.dictionaries(st.sampled_from("tdlfv"), c, max_size=3),
+            max_leaves=12,
+        ).map(lambda tree: json.dumps({"root": tree, "sizes": []}).encode()),
+        st.just(b"[" * 3000 + b"]" * 3000),
+    ),
+    blob=st.binary(max_size=40),
+)
+def test_an_authenticated_but_malformed_bundle_is_a_value_error(manifest: bytes, blob: bytes) -> None:
+    """A member holding the secret sends a crafted state bundle: refused cleanly, never another error."""
+    import struct
+
+    body = struct.pack("!Q", len(manifest)) + manifest + blob
+    with contextlib.suppress(ValueError):  # any other exception fails the test
+        unpack_bundle(body + mac(SECRET, b"ctx", body), SECRET, b"ctx")

@@ -207,7 +207,7 @@ def unpack_bundle(data: bytes | bytearray, secret: bytes, context: bytes) -> Any
     try:
         manifest = json.loads(bytes(body[_LEN.size : _LEN.size + n]))
         sizes = [int(s) for s in manifest["sizes"]]
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise ValueError(f"bundle: bad manifest ({exc})") from None
     if any(s < 0 for s in sizes) or _LEN.size + n + sum(sizes) != len(body):
         raise ValueError("bundle: sizes do not match the body")
@@ -237,5 +237,5 @@ def unpack_bundle(data: bytes | bytearray, secret: bytes, context: bytes) -> Any
 
     try:
         return dec(manifest["root"])
-    except (KeyError, IndexError, TypeError) as exc:
+    except (KeyError, IndexError, TypeError, RecursionError) as exc:
         raise ValueError(f"bundle: malformed ({exc!r})") from None
