@@ -187,7 +187,9 @@ class RecordingOuter:
         return None
 
 
-def _combine(frames: list[tuple[str, Any]], outer: OuterStep) -> tuple[Any, list[dict[str, Any]]]:
+def _combine(
+    frames: list[tuple[str, Any]], outer: OuterStep, keep: list[Any] | None = None
+) -> tuple[Any, list[dict[str, Any]]]:
     return combine_frames(
         frames,
         secret=SECRET,
@@ -196,6 +198,8 @@ def _combine(frames: list[tuple[str, Any]], outer: OuterStep) -> tuple[Any, list
         numel=4,
         payload_bytes=16,
         outer=outer,
+        own="w0",
+        keep=keep,
     )
 
 
@@ -209,8 +213,11 @@ def test_frames_are_averaged_in_worker_order_and_bad_ones_left_out() -> None:
         ("w1", _frame(1, torch.tensor([2.0, 4.0, 0.0, 0.0]), h0=float("nan"))),  # left out, no crash
         ("w3", _frame(3, torch.tensor([2.0, 1.0, 0.0, 3.0]))),
     ]
-    agg, infos = _combine(frames, step)
+    peers: list[Any] = []
+    agg, infos = _combine(frames, step, keep=peers)
     assert [i["worker"] for i in infos] == ["w0", "w1", "w2", "w3"]
+    # the other members' good updates (what a "copy" attacker replays next round): w2, w3
+    assert [p.tolist() for p in peers] == [[3.0, 0.0, 0.0, 6.0], [2.0, 1.0, 0.0, 3.0]]
     assert [i["ok"] for i in infos] == [True, False, True, True]
     assert infos[1]["why"].startswith("bad header") and not infos[1]["trusted"]
     assert torch.equal(agg, torch.tensor([2.0, 1.0, 1.0, 3.0]))  # (w0 + w2 + w3) / 3
@@ -236,7 +243,7 @@ def test_nothing_left_means_no_outer_step_and_a_rule_verdict_is_reported() -> No
     agg, infos = _combine([("w0", _frame(0, torch.ones(4)))], OuterStep(RejectAll(), RecordingOuter()))
     assert agg is None and infos[0]["ok"] is False and infos[0]["why"] == "test says no"
     agg, infos = _combine(
-        [("w0", _frame(0, torch.ones(4), secret=OTHER))], OuterStep(MeanRule(), RecordingOuter())
+        [("w1", _frame(1, torch.ones(4), secret=OTHER))], OuterStep(MeanRule(), RecordingOuter())
     )
     assert agg is None and infos[0]["why"] == "unauthenticated"
 

@@ -146,14 +146,16 @@ def combine_frames(
     outer: OuterStep,
     score: Callable[[Tensor], float] | None = None,
     own: str | None = None,
+    keep: list[Tensor] | None = None,
 ) -> tuple[Tensor | None, list[dict[str, Any]]]:
     """Check every frame (wire.open_frame) and aggregate the good ones with ``outer``'s rule.
 
-    ``frames``: (sender, frame) in any order; they are taken in worker order. Returns the aggregate
-    (None if nothing is left) and one info per frame: worker, header (a blank one when it cannot be
-    trusted), trusted, ok, why, clipped, weight. The same function runs on every worker (virtual-clock
-    mode) and in the relay (real-link mode), so both give the same bits. ``own``: the caller's own
-    worker id (its own frame's tags are not recomputed, wire.open_frame)."""
+        ``frames``: (sender, frame) in any order; they are taken in worker order. Returns the aggregate
+        (None if nothing is left) and one info per frame: worker, header (a blank one when it cannot be
+        trusted), trusted, ok, why, clipped, weight. The same function runs on every worker (virtual-clock
+        mode) and in the relay (real-link mode), so both give the same bits. ``own``: the caller's own
+        worker id (its own frame's tags are not recomputed, wire.open_frame). ``keep``: receives the other
+    members' good updates (decoded), in worker order."""
     from dispersal.testbed.wire import blank_header, open_frame
 
     infos: list[dict[str, Any]] = []
@@ -182,6 +184,8 @@ def combine_frames(
         if v is not None:
             where.append(len(infos))
             valid.append(v)
+            if keep is not None and sender != own:
+                keep.append(v)
         infos.append(info)
     agg, verdicts = outer.aggregate(valid, score)
     for verdict in verdicts:

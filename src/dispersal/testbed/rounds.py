@@ -72,6 +72,7 @@ class RoundTools:
     stats: dict[str, dict[str, float]]
     verdicts: dict[str, dict[str, int]]
     last_infos: list[dict[str, Any]]
+    peer_updates: list[torch.Tensor]
     codecs: list[Any]
     frags: Any
     diverged: str
@@ -154,9 +155,12 @@ class RoundTools:
         if not self.attackers:
             return update
         step = first_step + self.cfg.round_steps - 1  # the sync that ends this round
+        # "copy": another member's update of the last round (the only ones a worker has seen when it
+        # sends; with the relay it has seen none, and copies its own)
+        peers = [p for p in self.peer_updates if p.shape == update.shape] or None
         sent = update
         for a in self.attackers:
-            sent = a.corrupt(sent, step=step, peers=None)
+            sent = a.corrupt(sent, step=step, peers=peers)
         if sent is not update:
             self.attacked_syncs += 1
             if self.attacked_syncs == 1:

@@ -118,6 +118,7 @@ class Worker(GroupState, RoundTools):
         self.rejected_total = 0
         self.diverged = ""
         self.last_infos: list[dict[str, Any]] = []
+        self.peer_updates: list[torch.Tensor] = []
         self.setup_faults()
         self.train_wall_s = 0.0  # inner steps + syncs, without validation and checkpoint writes
         self._excluded_s = 0.0
@@ -262,6 +263,7 @@ class Worker(GroupState, RoundTools):
         frames = self._exchange(frame)
         if frames is None:
             return None
+        self.peer_updates = []  # what a "copy" attacker replays next round (rounds.RoundTools.attack)
         codec = self.codecs[ci]
         score = (lambda u: self._score(u, index)) if self.outer_step.rule.name == "gauntlet" else None
         agg, infos = combine_frames(
@@ -274,6 +276,7 @@ class Worker(GroupState, RoundTools):
             outer=self.outer_step,
             score=score,
             own=self.wid,
+            keep=self.peer_updates,
         )
         if agg is None:
             down_bytes = CRC_BYTES
