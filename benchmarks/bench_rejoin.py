@@ -10,7 +10,9 @@ for any start-up time (the argv of every process is still unchanged).
 
 Run: ``python benchmarks/bench_rejoin.py [--steps 1000] [--before REV]`` (about 2-3 min on 2 cores).
 ``--before REV`` also runs the restart case with the workers on the code of git revision REV (e.g.
-the commit before the fix) to show the corruption it had; the supervisor stays the current one. Writes ``benchmarks/results/rejoin_cpu_<yyyymm>_dev.md``;
+the commit before the fix) to show the corruption it had; the supervisor stays the current one.
+Since the run secret (issue 19) the current supervisor signs every store value, so ``--before`` works
+only with a REV that has it too (workers before it cannot read the generations). Writes ``benchmarks/results/rejoin_cpu_<yyyymm>_dev.md``;
 raw runs go under ``--out`` (git-ignored ``runs/``).
 """
 
@@ -37,6 +39,7 @@ import torch.distributed as dist
 
 from dispersal.testbed.config import TestbedConfig
 from dispersal.testbed.data import prepare_data
+from dispersal.testbed.secure import SignedStore, new_secret, secret_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -63,7 +66,9 @@ def run_cluster(
     cfg_path = out / "config.json"
     cfg_path.write_text(_config_json(cfg) + "\n")
     port = _free_port()
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    # The several-machines path needs the run secret, handed to every process through the environment.
+    secret = new_secret()
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", **secret_env(secret))
     # --before: the workers run the old code (where the corruption is); the supervisor stays the
     # current one, because the old one could only listen on every interface.
     worker_env = dict(env, PYTHONPATH=str(src)) if src is not None else env
@@ -91,20 +96,21 @@ def run_cluster(
             deadline = time.monotonic() + 60
             while True:
                 try:
-                    store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=30))
+                    raw = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=30))
+                    store = SignedStore(raw, secret)
                     break
                 except Exception:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.2)
-            store.wait([f"killme/{kill}"], timedelta(seconds=cfg.run_timeout_s))
-            gen_at_kill = store.add("gen", 0)
+            store.wait_valid([f"killme/{kill}"], cfg.run_timeout_s)
+            gen_at_kill = store.get_int("genv")
             os.kill(workers[kill].pid, signal.SIGKILL)
             workers[kill].wait()
             # Restart once the group has re-formed without it (the heartbeat noticed), as in the
             # issue. Restarted sooner, the old code hangs instead (see the results file).
             deadline = time.monotonic() + 60
-            while store.add("gen", 0) == gen_at_kill and time.monotonic() < deadline:
+            while store.get_int("genv") == gen_at_kill and time.monotonic() < deadline:
                 time.sleep(0.05)
             start(f"{kill}-again", argv[kill], worker_env)  # the very same command line
         for p in procs:

@@ -31,14 +31,13 @@ from dispersal.testbed.netlink import (  # noqa: E402
     Direction,
     Pipe,
     Relay,
-    RelayLink,
-    RelayReply,
     RelaySpec,
     TokenBucket,
     schedule_round_robin,
 )
+from dispersal.testbed.relaylink import RelayLink, RelayReply  # noqa: E402
 from dispersal.testbed.supervisor import run_local  # noqa: E402
-from dispersal.testbed.worker import H_CRC, H_INDEX, HEADER_LEN  # noqa: E402
+from dispersal.testbed.wire import H_CRC, H_INDEX, HEADER_LEN, frame_context, seal_frame  # noqa: E402
 
 if TYPE_CHECKING:  # ``torch`` above is the module pytest imported, typed Any
     from torch import Tensor
@@ -47,6 +46,7 @@ if TYPE_CHECKING:  # ``torch`` above is the module pytest imported, typed Any
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 CORPUS = (str(Path(sysconfig.get_paths()["stdlib"]) / "email"),)
+SECRET = bytes(range(32))
 
 
 # ---------------------------------------------------------------------- arithmetic
@@ -122,22 +122,23 @@ def test_config_and_loss_errors_name_the_field() -> None:
 
 
 # ---------------------------------------------------------------------- the relay on real sockets
-def _frame(index: int, values: Tensor) -> bytes:
+def _frame(index: int, values: Tensor, gen: int = 1, round_index: int = 0) -> bytes:
     payload = values.float().contiguous().view(torch.uint8)
     h = torch.zeros(HEADER_LEN, dtype=torch.float64)
     # numpy declares ndarray.__buffer__ (PEP 688) only for Python >= 3.12; it is a buffer on 3.11 too.
     h[H_CRC], h[H_INDEX] = zlib.crc32(payload.numpy()), index  # type: ignore[arg-type]
-    return cast(bytes, torch.cat([h.view(torch.uint8), payload]).numpy().tobytes())
+    ctx = frame_context(gen, round_index, 0, f"w{index}")
+    return cast(bytes, seal_frame(h, payload, SECRET, ctx).numpy().tobytes())
 
 
 def _sync_all(
     spec: RelaySpec, vectors: list[Tensor], rounds: int = 1, log: Path | None = None
 ) -> tuple[Relay, list[RelayLink], dict[int, list[RelayReply]]]:
     """Every worker in its own thread uploads its vector through the relay, ``rounds`` times."""
-    relay = Relay(spec, Aggregator("none", 64, 0.01), log=log)
+    relay = Relay(spec, Aggregator("none", 64, 0.01, secret=SECRET), log=log)
     host, port = relay.start()
     members = [f"w{k}" for k in range(len(vectors))]
-    links = [RelayLink(host, port, w, 10.0, spec=spec) for w in members]
+    links = [RelayLink(host, port, w, 10.0, secret=SECRET, spec=spec) for w in members]
     replies: dict[int, list[RelayReply]] = {k: [] for k in range(len(vectors))}
     errors: list[BaseException] = []
 
@@ -146,7 +147,7 @@ def _sync_all(
             for r in range(rounds):
                 replies[k].append(
                     links[k].exchange(
-                        _frame(k, vectors[k]),
+                        _frame(k, vectors[k], round_index=r),
                         gen=1,
                         round_index=r,
                         part=0,
@@ -237,7 +238,7 @@ def test_loss_turns_into_retransmission_delay() -> None:
 
 def test_a_member_that_disconnects_aborts_the_round_at_once() -> None:
     spec = RelaySpec()
-    relay = Relay(spec, Aggregator("none", 64, 0.01))
+    relay = Relay(spec, Aggregator("none", 64, 0.01, secret=SECRET))
     host, port = relay.start()
     try:
         gone = socket.create_connection((host, port))
@@ -248,30 +249,38 @@ def test_a_member_that_disconnects_aborts_the_round_at_once() -> None:
             encode_message(
                 {"worker": "w1", "gen": 1, "round": 0, "part": 0, "numel": 4, "members": ["w1"]},
                 _frame(1, torch.ones(4)),
+                secret=SECRET,
             )
         )
         time.sleep(0.2)
         gone.close()
         time.sleep(0.2)
-        link = RelayLink(host, port, "w0", 10.0, spec=spec)
+        link = RelayLink(host, port, "w0", 10.0, secret=SECRET, spec=spec)
         t0 = time.monotonic()
         with pytest.raises(ConnectionError, match="w1 closed"):
             link.exchange(
-                _frame(0, torch.ones(4)), gen=1, round_index=1, part=0, numel=4, members=["w0", "w1"]
+                _frame(0, torch.ones(4), round_index=1),
+                gen=1,
+                round_index=1,
+                part=0,
+                numel=4,
+                members=["w0", "w1"],
             )
         assert time.monotonic() - t0 < 1.0  # not the 10 s timeout
     finally:
         relay.stop()
 
 
-def test_a_malformed_frame_fails_the_round_not_the_relay() -> None:
-    relay = Relay(RelaySpec(), Aggregator("none", 64, 0.01))
+def test_a_malformed_frame_is_rejected_not_the_relay() -> None:
+    relay = Relay(RelaySpec(), Aggregator("none", 64, 0.01, secret=SECRET))
     host, port = relay.start()
     try:
-        link = RelayLink(host, port, "w0", 10.0)
-        with pytest.raises(ConnectionError, match="could not average"):
-            link.exchange(b"short", gen=1, round_index=0, part=0, numel=4, members=["w0"])
-        good = link.exchange(_frame(0, torch.ones(4)), gen=1, round_index=1, part=0, numel=4, members=["w0"])
+        link = RelayLink(host, port, "w0", 10.0, secret=SECRET)
+        bad = link.exchange(b"short", gen=1, round_index=0, part=0, numel=4, members=["w0"])
+        assert bad.ok == [False] and bad.why[0].startswith("bad length") and bad.aggregate == b""
+        good = link.exchange(
+            _frame(0, torch.ones(4), round_index=1), gen=1, round_index=1, part=0, numel=4, members=["w0"]
+        )
         assert good.ok == [True]
     finally:
         relay.stop()

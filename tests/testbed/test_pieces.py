@@ -16,7 +16,7 @@ from dispersal.testbed.config import TestbedConfig, parse_link  # noqa: E402
 from dispersal.testbed.faults import FaultPlan  # noqa: E402
 from dispersal.testbed.link import EmulatedWanLink, InstantLink, predicted_sync_s, relay_finish_s  # noqa: E402
 from dispersal.testbed.outer import NesterovOuter  # noqa: E402
-from dispersal.testbed.worker import check_payload  # noqa: E402
+from dispersal.testbed.wire import check_payload  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

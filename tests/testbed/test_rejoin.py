@@ -27,6 +27,7 @@ torch = pytest.importorskip("torch")
 
 from dispersal.testbed.config import TestbedConfig  # noqa: E402
 from dispersal.testbed.data import prepare_corpus  # noqa: E402
+from dispersal.testbed.secure import SignedStore, secret_env  # noqa: E402
 
 # Real worker processes and sockets: part of the full suite, not of the fast tier (`-m "not slow"`).
 pytestmark = [pytest.mark.torch, pytest.mark.slow]
@@ -35,7 +36,9 @@ pytestmark = [pytest.mark.torch, pytest.mark.slow]
 
 # A small corpus that is always present and never edited: the standard library's email package.
 CORPUS = (str(Path(sysconfig.get_paths()["stdlib"]) / "email"),)
-ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+SECRET = bytes(range(32))
+# The several-machines path needs the run secret: every process gets it through the environment.
+ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", **secret_env(SECRET))
 
 
 def _events(out: Path) -> list[dict[str, Any]]:
@@ -74,13 +77,14 @@ class Cluster:
         self.procs.append(p)
         return p
 
-    def _connect(self) -> Any:  # a torch.distributed.TCPStore client
+    def _connect(self) -> SignedStore:  # a signed torch.distributed.TCPStore client
         deadline = time.monotonic() + 60
         while True:
             try:
-                return torch.distributed.TCPStore(
+                raw = torch.distributed.TCPStore(
                     "127.0.0.1", self.port, is_master=False, timeout=timedelta(seconds=30)
                 )
+                return SignedStore(raw, SECRET)
             except Exception:
                 if time.monotonic() > deadline or self.sup.poll() is not None:
                     raise
@@ -105,8 +109,8 @@ class Cluster:
         return self._popen(name, argv)
 
     def wait_for_key(self, key: str, timeout_s: float) -> str:
-        self.store.wait([key], timedelta(seconds=timeout_s))
-        return str(self.store.get(key).decode())
+        assert self.store.wait_valid([key], timeout_s), key
+        return str(self.store.get_str(key))
 
     def finish(self, timeout_s: float) -> None:
         """Wait (bounded) for every process to exit; kill whatever is left and fail if anything was."""

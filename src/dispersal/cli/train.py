@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -28,7 +28,8 @@ def train(
         str, typer.Option(help="tiny | small | medium | base (0.12 M to 89 M parameters)")
     ] = "tiny",
     link: Annotated[
-        str, typer.Option(help="UP[/DOWN]/LATENCY[/JITTER], e.g. 100Mbps/100ms, or 'instant'.")
+        # "\\[" keeps Rich from reading "[/DOWN]" as a closing markup tag (it crashed --help).
+        str, typer.Option(help="UP\\[/DOWN]/LATENCY\\[/JITTER], e.g. 100Mbps/100ms, or 'instant'.")
     ] = "instant",
     codec: Annotated[str, typer.Option(help="none | bf16 | int8 | int4 | topk")] = "none",
     out: Annotated[Path, typer.Option(help="Output folder (metrics.jsonl, summary.json, ckpt/).")] = Path(
@@ -90,6 +91,37 @@ def train(
     run_timeout: Annotated[
         float, typer.Option("--run-timeout", help="Seconds; the whole run is stopped after this.")
     ] = 3600.0,
+    attack: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="WORKER:KIND\\[=VALUE]\\[@stepN]: what a worker sends instead of its update (repeatable); "
+            "KIND: scale, sign_flip, noise, nan, huge, stale, copy, lazy."
+        ),
+    ] = None,
+    aggregator: Annotated[
+        str,
+        typer.Option(
+            help="Aggregation rule of the outer step: mean, norm_preserving, clip, trimmed_mean, median, "
+            "gauntlet. Default: robust.TRUSTED_DEFAULT (mean) for a trusted run, "
+            "robust.UNTRUSTED_DEFAULT (clip when written) with --trust untrusted."
+        ),
+    ] = "",
+    outer_lr: Annotated[
+        float, typer.Option("--outer-lr", help="Outer Nesterov learning rate (DiLoCo: 0.7).")
+    ] = 0.7,
+    outer_momentum: Annotated[
+        float,
+        typer.Option(
+            "--outer-momentum",
+            help="Outer Nesterov momentum (DiLoCo: 0.9; from scratch it can overshoot early, docs/testbed.md).",
+        ),
+    ] = 0.9,
+    trust: Annotated[
+        str,
+        typer.Option(
+            help="trusted (one operator's workers) | untrusted (peers may lie: robust default rule)."
+        ),
+    ] = "trusted",
 ) -> None:
     """Train a small GPT with several workers over an emulated WAN; break them on purpose; count bytes."""
     try:
@@ -102,55 +134,66 @@ def train(
         for p in make_report(report):
             typer.echo(str(p))
         return
+    cfg = _config(locals())
+    _run(cfg, out, resume=resume, stopping=bool(stop_after))
+
+
+def _config(opts: dict[str, Any]) -> Any:
+    """The TestbedConfig of ``train``'s options (every check is TestbedConfig's: one line, exit 2)."""
     from dispersal.model.inputs.units import parse_bandwidth
     from dispersal.testbed.config import TestbedConfig, parse_link, parse_loss
     from dispersal.testbed.faults import FaultPlan
 
-    up, down, latency, jitter = parse_link(link)
-    loss_up, loss_down = parse_loss(loss)
+    up, down, latency, jitter = parse_link(opts["link"])
+    loss_up, loss_down = parse_loss(opts["loss"])
+    relay_down = opts["relay_down"]
     relay_down_bps = (
         math.inf if relay_down.strip().lower() == "inf" else parse_bandwidth(relay_down, "relay-down")
     )
-    specs = [
-        f"{kind} {v}"
-        for kind, vals in (("kill", kill), ("rejoin", rejoin), ("straggle", straggle), ("corrupt", corrupt))
-        for v in vals or []
+    specs = [f"{kind} {v}" for kind in ("kill", "rejoin", "straggle", "corrupt") for v in opts[kind] or []]
+    if opts["faults"] is not None:
+        specs += FaultPlan.from_file(opts["faults"])
+    same = [
+        "algorithm",
+        "workers",
+        "inner_steps",
+        "steps",
+        "model",
+        "codec",
+        "link_mode",
+        "realtime",
+        "seed",
+        "tokenizer",
+        "vocab_size",
+        "device",
+        "precision",
+        "comm_backend",
+        "eval_batches",
+        "fragments",
+        "overlap_steps",
+        "mixing_alpha",
+        "topk_fraction",
+        "checkpoint_every",
+        "eval_every",
+        "outer_lr",
+        "outer_momentum",
+        "aggregator",
+        "trust",
     ]
-    if faults is not None:
-        specs += FaultPlan.from_file(faults)
     cfg = TestbedConfig(
-        algorithm=algorithm,
-        workers=workers,
-        inner_steps=inner_steps,
-        steps=steps,
-        model=model,
-        codec=codec,
+        **{k: opts[k] for k in same},
         link_up_bits_per_s=up,
         link_down_bits_per_s=down,
         link_latency_s=latency,
         link_jitter_s=jitter,
-        link_mode=link_mode,
         link_loss_up=loss_up,
         link_loss_down=loss_down,
         relay_down_bits_per_s=relay_down_bps,
-        realtime=realtime,
-        seed=seed,
-        data=tuple(str(p) for p in data or ()),
-        tokenizer=tokenizer,
-        vocab_size=vocab_size,
-        device=device,
-        precision=precision,
-        comm_backend=comm_backend,
-        eval_batches=eval_batches,
-        fragments=fragments,
-        overlap_steps=overlap_steps,
-        mixing_alpha=mixing_alpha,
-        topk_fraction=topk_fraction,
-        checkpoint_every=checkpoint_every,
-        stop_after_rounds=stop_after,
-        eval_every=eval_every,
+        data=tuple(str(p) for p in opts["data"] or ()),
+        stop_after_rounds=opts["stop_after"],
         faults=tuple(specs),
-        run_timeout_s=run_timeout,
+        attacks=tuple(opts["attack"] or ()),
+        run_timeout_s=opts["run_timeout"],
     )
     if cfg.device == "cuda":
         from dispersal.testbed.device import resolve_device
@@ -159,30 +202,42 @@ def train(
     for f in FaultPlan.parse(cfg.faults).faults:
         if int(f.worker[1:]) >= cfg.workers:
             raise fail(f"fault: worker {f.worker} does not exist (w0..w{cfg.workers - 1})")
+    return cfg
+
+
+def _run(cfg: Any, out: Path, *, resume: bool, stopping: bool) -> None:
+    """Run with a progress bar, print the short summary (strict JSON), exit 1 unless it completed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from dispersal._io import _clean
+    from dispersal.testbed.checkpoint import CheckpointError
     from dispersal.testbed.supervisor import run_local
 
     with Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()
     ) as bar:
-        task = bar.add_task(f"{algorithm} x{workers}", total=cfg.steps)
-        summary = run_local(cfg, out, resume=resume, on_progress=lambda s, n: bar.update(task, completed=s))
+        task = bar.add_task(f"{cfg.algorithm} x{cfg.workers}", total=cfg.steps)
+        try:
+            summary = run_local(
+                cfg, out, resume=resume, on_progress=lambda s, n: bar.update(task, completed=s)
+            )
+        except CheckpointError as exc:
+            raise fail(f"resume: {exc}") from None
     util = summary.get("utilisation") or {}
-    mean_util = sum(util.values()) / len(util) if util else math.nan
-    typer.echo(
-        json.dumps(
-            {
-                "completed": summary.get("completed"),
-                "final_val_loss": summary.get("final_val_loss"),
-                "virtual_time_s": summary.get("virtual_time_s"),
-                "mean_utilisation": mean_util,
-                "bytes_sent_per_worker": summary.get("bytes_sent_per_worker"),
-                "out": str(out),
-            }
-        )
-    )
-    if not summary.get("completed") and not stop_after:
+    mean_util = sum(util.values()) / len(util) if util else None
+    short = {
+        "completed": summary.get("completed"),
+        "diverged": summary.get("diverged"),
+        "reason": summary.get("reason"),
+        "final_val_loss": summary.get("final_val_loss"),
+        "virtual_time_s": summary.get("virtual_time_s"),
+        "mean_utilisation": mean_util,
+        "bytes_sent_per_worker": summary.get("bytes_sent_per_worker"),
+        "updates_rejected": summary.get("updates_rejected"),
+        "out": str(out),
+    }
+    typer.echo(json.dumps(_clean(short), allow_nan=False))
+    if summary.get("diverged") or (not summary.get("completed") and not stopping):
         raise typer.Exit(1)
 
 

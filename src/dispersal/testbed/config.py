@@ -22,6 +22,9 @@ TOKENIZERS = ("byte", "bpe")
 DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "bf16")
 COMM_BACKENDS = ("gloo", "nccl")
+TRUST = ("trusted", "untrusted")
+"""trusted: one operator's own workers (plain averaging by default); untrusted: peers that may lie
+(several machines, independent providers): the robust default rule."""
 BPE_DEFAULT_VOCAB = 4096
 """Tokens of the locally trained BPE when --vocab-size is not given (256 bytes + 3,840 merges): small
 enough that the embedding stays a minor part of the ``tiny`` and ``small`` models' parameters."""
@@ -36,6 +39,39 @@ MODEL_PRESETS: dict[str, dict[str, int]] = {
     "medium": {"n_layer": 6, "n_head": 6, "n_embd": 384, "block_size": 256, "batch_size": 16},
     "base": {"n_layer": 12, "n_head": 12, "n_embd": 768, "block_size": 1024, "batch_size": 8},
 }
+
+
+def aggregator_names() -> list[str]:
+    """The aggregation rules a run may name: "mean" and robust.py's table (when it is installed)."""
+    try:
+        from dispersal.testbed.robust import AGGREGATORS
+    except ImportError:
+        return ["mean"]
+    return sorted({"mean", *AGGREGATORS})
+
+
+def default_aggregator(trust: str) -> str:
+    """robust.TRUSTED_DEFAULT / robust.UNTRUSTED_DEFAULT for a trusted / untrusted run."""
+    try:
+        from dispersal.testbed import robust
+    except ImportError:
+        return "mean"
+    return str(robust.TRUSTED_DEFAULT if trust == "trusted" else robust.UNTRUSTED_DEFAULT)
+
+
+def check_attack(text: str) -> str:
+    """Validate one attack spec (attacks.parse_attack); returns its worker id. InputError("attack")."""
+    try:
+        from dispersal.testbed.attacks import parse_attack
+    except ImportError:
+        raise InputError("attack", "attack injection needs dispersal.testbed.attacks") from None
+    try:
+        return str(parse_attack(text).worker)
+    except ValueError as exc:
+        msg = str(exc)
+        raise InputError(
+            "attack", msg.split(":", 1)[1].strip() if msg.startswith("attack") else msg
+        ) from None
 
 
 def parse_link(text: str) -> tuple[float, float, float, float]:
@@ -164,6 +200,17 @@ class TestbedConfig:
     """Hard bound on the whole run: the supervisor kills every worker after it."""
     rejoin_timeout_s: float = 60.0
     """How long the group holds a round boundary for a planned rejoin before going on without it."""
+    trust: str = "trusted"
+    """trusted | untrusted: picks the default aggregation rule (see ``aggregator``)."""
+    aggregator: str = ""
+    """Aggregation rule of the outer step (outer.make_rule / robust.py); "" = robust.TRUSTED_DEFAULT for
+    a trusted run, robust.UNTRUSTED_DEFAULT for an untrusted one."""
+    attacks: tuple[str, ...] = ()
+    """Attack specs 'WORKER:KIND[=VALUE][@stepN]' (attacks.parse_attack): what a worker sends instead
+    of its honest update."""
+    divergence_factor: float = 1.5
+    """A run has diverged when its loss exceeds this multiple of a uniform guess's loss, ln(vocab) nats
+    (assumption: an untrained model starts near 1.0x; nothing that trains honestly gets to 1.5x)."""
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -267,6 +314,27 @@ class TestbedConfig:
         from dispersal.testbed.faults import FaultPlan  # local: faults imports nothing heavy
 
         FaultPlan.parse(self.faults)  # validates; raises InputError("fault", ...)
+        require(self.trust in TRUST, "trust", f"one of {', '.join(TRUST)}, got {self.trust!r}")
+        require(self.divergence_factor > 1, "divergence-factor", f"> 1, got {self.divergence_factor}")
+        rules = aggregator_names()
+        object.__setattr__(self, "aggregator", self.aggregator or default_aggregator(self.trust))
+        require(
+            self.aggregator in rules,
+            "aggregator",
+            f"one of {', '.join(rules)}, got {self.aggregator!r}",
+        )
+        require(
+            self.aggregator != "gauntlet" or self.link_mode == "virtual",
+            "aggregator",
+            "gauntlet scores updates on the workers' model copies: use --link-mode virtual",
+        )
+        for text in self.attacks:
+            worker = check_attack(text)
+            require(
+                int(worker[1:]) < self.workers,
+                "attack",
+                f"worker {worker} does not exist (w0..w{self.workers - 1})",
+            )
 
     @property
     def round_steps(self) -> int:

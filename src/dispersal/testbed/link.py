@@ -28,27 +28,23 @@ from __future__ import annotations
 import math
 import random
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from dispersal.testbed.counters import LinkCounters
 
-@dataclass
-class LinkCounters:
-    bytes_sent: int = 0
-    bytes_received: int = 0
-    messages: int = 0
-    comm_exposed_s: float = 0.0
-    compute_s: float = 0.0
-    clock_s: float = 0.0
-    """Virtual wall clock of this worker: compute plus exposed communication."""
-    state_bytes: int = 0
-    """Bytes received as state transfer when (re)joining; kept apart from the per-sync traffic."""
-    wire_bytes_sent: int = 0
-    """Real-link mode: every byte this worker put on the shaped link (framing and metadata included)."""
-    wire_bytes_received: int = 0
-    link_s: float = 0.0
-    """Real-link mode: measured wall-clock time of this worker's syncs, summed."""
+__all__ = [
+    "EmulatedWanLink",
+    "InstantLink",
+    "Link",
+    "LinkCounters",
+    "VirtualClockLink",
+    "link_for",
+    "make_link",
+    "predicted_sync_s",
+    "relay_finish_s",
+    "sync_rng",
+]
 
 
 class Link(Protocol):
@@ -123,9 +119,9 @@ def make_link(up: float, down: float, latency_s: float, jitter_s: float, realtim
 EmulatedWanLink = VirtualClockLink  # the earlier name
 
 
-def link_for(cfg: Any, worker: str, store: Any, out: Path) -> Link:
+def link_for(cfg: Any, worker: str, store: Any, out: Path, secret: bytes) -> Link:
     """The link of one worker for a TestbedConfig: virtual clock, or (``link_mode="real"``) the
-    relay connection whose address the supervisor published in the store as ``relay``."""
+    relay connection whose address the supervisor published in the (signed) store as ``relay``."""
     if cfg.link_mode != "real":
         return make_link(
             cfg.link_up_bits_per_s,
@@ -134,19 +130,22 @@ def link_for(cfg: Any, worker: str, store: Any, out: Path) -> Link:
             cfg.link_jitter_s,
             cfg.realtime,
         )
-    from dispersal.testbed.netlink import RelayLink, RelaySpec
+    from dispersal.testbed.netlink import RelaySpec
+    from dispersal.testbed.relaylink import RelayLink
 
-    if not store.check(["relay"]):
+    address = store.get_str("relay")
+    if address is None:
         raise RuntimeError(
             "link_mode 'real' needs the relay that run_local starts (the serve coordinator has none)"
         )
-    host, port = store.get("relay").decode().rsplit(":", 1)
+    host, port = address.rsplit(":", 1)
     (out / "netlink").mkdir(parents=True, exist_ok=True)
     link = RelayLink(
         host,
         int(port),
         worker,
         cfg.collective_timeout_s,
+        secret=secret,
         spec=RelaySpec.from_config(cfg),
         log=out / "netlink" / f"{worker}.jsonl",
     )

@@ -45,13 +45,37 @@ import struct
 import threading
 import time
 import zlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-MSS_BYTES = 1448
-"""TCP payload per segment: 1500-byte Ethernet MTU - 20 (IPv4) - 20 (TCP) - 12 (timestamp option,
-RFC 7323 sec. 3). The unit the shaper schedules and loses."""
+from dispersal.testbed.secure import MAC_BYTES, mac, verify
+from dispersal.testbed.shaper import (
+    MSS_BYTES,
+    DelayLine,
+    Direction,
+    Pipe,
+    PipeCounters,
+    TokenBucket,
+    schedule_round_robin,
+)
+
+__all__ = [
+    "MSS_BYTES",
+    "Aggregator",
+    "DelayLine",
+    "Direction",
+    "Pipe",
+    "PipeCounters",
+    "Relay",
+    "RelaySpec",
+    "TokenBucket",
+    "encode_message",
+    "schedule_round_robin",
+    "start_relay",
+]
+
 READ_CHUNK_BYTES = 65536
 """Largest read from a worker's socket at once."""
 LOOKAHEAD_S = 0.005
@@ -61,157 +85,10 @@ WRITE_BATCH_S = 0.0005
 """Downlink segments due within this window are written together (fewer wake-ups; each is late by
 at most this much)."""
 MAGIC = b"DSPL"
-PREFIX = struct.Struct("!4sII")  # magic, metadata length, body length
-
-
-# ---------------------------------------------------------------------- shaping primitives
-class TokenBucket:
-    """Rate ``bits_per_s``, depth ``burst_bytes``. ``reserve`` returns when the bytes have passed.
-
-    Tokens (bytes) refill at rate/8 per second up to the depth; sending n bytes takes n tokens and may
-    leave a debt, which is the time the bytes still need: done = now + debt / rate. With depth 0, n
-    bytes offered to an idle bucket pass at now + 8 n / rate, and back-to-back offers queue behind
-    each other exactly (a serialising link).
-    """
-
-    def __init__(self, bits_per_s: float, burst_bytes: float = 0.0) -> None:
-        if not bits_per_s > 0:
-            raise ValueError(f"bits_per_s must be > 0, got {bits_per_s}")
-        if burst_bytes < 0:
-            raise ValueError(f"burst_bytes must be >= 0, got {burst_bytes}")
-        self.bytes_per_s = bits_per_s / 8.0
-        self.burst = float(burst_bytes)
-        self.tokens = float(burst_bytes)
-        self.last_s = -math.inf
-        self.busy_until_s = -math.inf
-
-    @property
-    def unlimited(self) -> bool:
-        return math.isinf(self.bytes_per_s)
-
-    def reserve(self, nbytes: int, now_s: float) -> float:
-        if self.unlimited:
-            return now_s
-        now_s = max(now_s, self.last_s)
-        if self.last_s > -math.inf:
-            self.tokens = min(self.burst, self.tokens + (now_s - self.last_s) * self.bytes_per_s)
-        self.last_s = now_s
-        self.tokens -= nbytes
-        done = now_s + max(0.0, -self.tokens) / self.bytes_per_s
-        self.busy_until_s = done
-        return done
-
-
-class DelayLine:
-    """One-way delay + uniform jitter in [0, jitter_s] + loss as a retransmission delay, in order."""
-
-    def __init__(
-        self, one_way_s: float, jitter_s: float, loss: float, retransmit_s: float, rng: random.Random
-    ) -> None:
-        self.one_way_s, self.jitter_s, self.loss, self.retransmit_s = one_way_s, jitter_s, loss, retransmit_s
-        self.rng = rng
-        self.last_delivery_s = -math.inf
-
-    @property
-    def zero(self) -> bool:
-        return self.one_way_s == 0 and self.jitter_s == 0 and (self.loss == 0 or self.retransmit_s == 0)
-
-    def deliver(self, sent_s: float) -> tuple[float, bool]:
-        """Delivery time of a segment whose last bit left at ``sent_s``, and whether it was lost once."""
-        t = sent_s + self.one_way_s
-        if self.jitter_s:
-            t += self.rng.uniform(0.0, self.jitter_s)
-        lost = self.loss > 0 and self.rng.random() < self.loss
-        if lost:
-            t += self.retransmit_s
-        t = max(t, self.last_delivery_s)
-        self.last_delivery_s = t
-        return t, lost
-
-
-@dataclass(frozen=True, kw_only=True)
-class Direction:
-    """One direction of one worker's access link."""
-
-    bits_per_s: float = math.inf
-    one_way_s: float = 0.0
-    jitter_s: float = 0.0
-    """Upper end of the uniform extra delay per segment (s)."""
-    loss: float = 0.0
-    """Probability that a segment is lost once (and retransmitted)."""
-    retransmit_s: float = 0.0
-    """Extra delay of a lost segment (s): one round trip."""
-    burst_bytes: float = 0.0
-
-
-@dataclass
-class PipeCounters:
-    wire_bytes: int = 0
-    segments: int = 0
-    lost_segments: int = 0
-
-
-class Pipe:
-    """A token bucket (and optionally a shared one before it) feeding a delay line."""
-
-    def __init__(self, d: Direction, rng: random.Random, shared: TokenBucket | None = None) -> None:
-        self.bucket = TokenBucket(d.bits_per_s, d.burst_bytes)
-        self.delay = DelayLine(d.one_way_s, d.jitter_s, d.loss, d.retransmit_s, rng)
-        self.shared = shared
-        self.counters = PipeCounters()
-
-    @property
-    def transparent(self) -> bool:
-        return self.bucket.unlimited and self.delay.zero and (self.shared is None or self.shared.unlimited)
-
-    @property
-    def busy_until_s(self) -> float:
-        return self.bucket.busy_until_s
-
-    def segment(self, nbytes: int, ready_s: float) -> float:
-        """Schedule one segment offered at ``ready_s``; returns its delivery time."""
-        c = self.counters
-        c.wire_bytes += nbytes
-        c.segments += 1
-        if self.transparent:
-            return ready_s
-        t = ready_s if self.shared is None else self.shared.reserve(nbytes, ready_s)
-        t = self.bucket.reserve(nbytes, t)
-        t, lost = self.delay.deliver(t)
-        c.lost_segments += lost
-        return t
-
-    def schedule(self, nbytes: int, ready_s: float) -> list[tuple[float, int]]:
-        """Segments of ``nbytes`` offered together: [(delivery time, segment bytes), ...]."""
-        if self.transparent:
-            c = self.counters
-            c.wire_bytes += nbytes
-            c.segments += max(1, math.ceil(nbytes / MSS_BYTES))
-            return [(ready_s, nbytes)]
-        out = []
-        for off in range(0, nbytes, MSS_BYTES):
-            n = min(MSS_BYTES, nbytes - off)
-            out.append((self.segment(n, ready_s), n))
-        return out
-
-
-def schedule_round_robin(jobs: list[tuple[Pipe, int]], ready_s: float) -> list[list[tuple[float, int]]]:
-    """Segments of several downloads offered at once, one segment per download in turn (so a shared
-    bucket serves them fairly). Returns each download's [(delivery time, bytes), ...]."""
-    out: list[list[tuple[float, int]]] = [[] for _ in jobs]
-    if all(p.transparent for p, _ in jobs):
-        return [p.schedule(n, ready_s) for p, n in jobs]
-    offsets = [0] * len(jobs)
-    remaining = True
-    while remaining:
-        remaining = False
-        for k, (pipe, nbytes) in enumerate(jobs):
-            if offsets[k] < nbytes:
-                n = min(MSS_BYTES, nbytes - offsets[k])
-                out[k].append((pipe.segment(n, ready_s), n))
-                offsets[k] += n
-                remaining = remaining or offsets[k] < nbytes
-    return out
+PREFIX = struct.Struct("!4sII")  # magic, metadata length, body length; then meta, body, 32-byte tag
+MAX_META_BYTES = 64 << 10
+"""Largest metadata a message may announce (a few hundred bytes in practice): more is refused unread."""
+WORKER_ID = r"w\d{1,6}"
 
 
 # ---------------------------------------------------------------------- configuration
@@ -250,54 +127,87 @@ class RelaySpec:
         )
 
 
-def encode_message(meta: dict[str, Any], body: bytes | memoryview = b"") -> bytes:
+def encode_message(meta: dict[str, Any], body: bytes | memoryview = b"", *, secret: bytes) -> bytes:
+    """Length prefix, JSON metadata, body, HMAC-SHA256 tag over (metadata, body)."""
     m = json.dumps(meta, separators=(",", ":")).encode()
-    n = memoryview(body).nbytes  # body: any contiguous buffer (bytes, bytearray, a NumPy array)
-    return b"".join([PREFIX.pack(MAGIC, len(m), n), m, body])
+    body = memoryview(body).cast("B")  # body: any contiguous buffer (bytes, bytearray, a NumPy array)
+    return b"".join([PREFIX.pack(MAGIC, len(m), body.nbytes), m, body, mac(secret, b"relay", m, body)])
 
 
-def _split(prefix: bytes) -> tuple[int, int]:
+def _split(prefix: bytes, max_body: int) -> tuple[int, int]:
     magic, meta_len, body_len = PREFIX.unpack(prefix)
     if magic != MAGIC:
         raise ConnectionError(f"bad message magic {magic!r}")
+    if meta_len > MAX_META_BYTES or body_len > max_body:
+        raise ConnectionError(f"message too large ({meta_len} + {body_len} bytes)")
     return meta_len, body_len
+
+
+def _meta_problem(meta: Any, max_numel: int) -> str:
+    """Why an (authenticated) upload's metadata cannot be used ("" if it can): types and ranges."""
+    import re
+
+    if not isinstance(meta, dict) or not re.fullmatch(WORKER_ID, str(meta.get("worker"))):
+        return "bad worker"
+    if meta.get("hello"):
+        return ""
+    for k in ("gen", "round", "part", "numel"):
+        v = meta.get(k)
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 2**53:
+            return f"bad {k}"
+    members = meta.get("members")
+    if (
+        not isinstance(members, list)
+        or not 0 < len(members) <= 4096
+        or not all(isinstance(m, str) and re.fullmatch(WORKER_ID, m) for m in members)
+        or meta["worker"] not in members
+    ):
+        return "bad members"
+    if not 0 < meta["numel"] <= max_numel:
+        return "bad numel"
+    return ""
 
 
 # ---------------------------------------------------------------------- the relay's aggregation
 class Aggregator:
-    """Checks and averages frames exactly like ``Worker._average`` + the relay's re-encoding in
-    ``Worker._sync`` (virtual-clock mode), so both modes give the same bits."""
+    """Checks and aggregates frames exactly like a worker in virtual-clock mode (outer.combine_frames,
+    then the relay's re-encoding), so both modes give the same bits."""
 
-    def __init__(self, codec: str, block: int, topk_fraction: float) -> None:
+    def __init__(
+        self, codec: str, block: int, topk_fraction: float, *, secret: bytes, rule: str = "mean"
+    ) -> None:
         from dispersal.testbed.codecs import make_codec
+        from dispersal.testbed.outer import NesterovOuter, OuterStep, make_rule
 
         self.codec = make_codec(codec, block=block, topk_fraction=topk_fraction)
+        self.secret = secret
+        self.outer = OuterStep(make_rule(rule), NesterovOuter(0))  # only its rule is used here
 
     def __call__(
-        self, frames: list[bytes | bytearray], numel: int
-    ) -> tuple[bytes, list[bool], list[str], bytes]:
-        """-> (headers of every frame in worker order, ok flags, reasons, encoded aggregate)."""
+        self, frames: Sequence[tuple[str, bytes | bytearray]], numel: int, key: tuple[int, int, int]
+    ) -> tuple[bytes, dict[str, list[Any]], bytes]:
+        """-> (headers of every frame in worker order, per-frame lists ok/why/trusted/clipped, encoded
+        aggregate (empty if nothing is left))."""
         import torch
 
-        from dispersal.testbed.worker import H_CRC, H_INDEX, HEADER_BYTES, check_payload
+        from dispersal.testbed.outer import combine_frames
+        from dispersal.testbed.wire import frame_context
 
-        items = []
-        for f in frames:
-            t = torch.frombuffer(f if isinstance(f, bytearray) else bytearray(f), dtype=torch.uint8)
-            items.append((t[:HEADER_BYTES].view(torch.float64), t[HEADER_BYTES:]))
-        items.sort(key=lambda it: it[0][H_INDEX].item())
-        valid, oks, whys = [], [], []
-        for h, payload in items:
-            v, why = check_payload(payload, int(h[H_CRC].item()), self.codec, numel)
-            oks.append(v is not None)
-            whys.append(why)
-            if v is not None:
-                valid.append(v)
-        headers = b"".join(h.numpy().tobytes() for h, _ in items)
-        if not valid:
-            return headers, oks, whys, b""
-        avg = valid[0] if len(valid) == 1 else torch.stack(valid).sum(0) / len(valid)
-        return headers, oks, whys, self.codec.encode_average(avg).numpy().tobytes()
+        gen, rnd, part = key
+        agg, infos = combine_frames(
+            frames,
+            secret=self.secret,
+            context=lambda sender: frame_context(gen, rnd, part, sender),
+            codec=self.codec,
+            numel=numel,
+            payload_bytes=self.codec.nbytes(numel),
+            outer=self.outer,
+        )
+        headers = b"".join(torch.tensor(i["header"], dtype=torch.float64).numpy().tobytes() for i in infos)
+        lists = {k: [i[k] for i in infos] for k in ("ok", "why", "trusted", "clipped")}
+        if agg is None:
+            return headers, lists, b""
+        return headers, lists, self.codec.encode_average(agg).numpy().tobytes()
 
 
 # ---------------------------------------------------------------------- the relay
@@ -314,9 +224,24 @@ class Relay:
     """The relay server (asyncio, one thread). Start with :meth:`start`, stop with :meth:`stop`."""
 
     def __init__(
-        self, spec: RelaySpec, aggregator: Aggregator, *, host: str = "127.0.0.1", log: Path | None = None
+        self,
+        spec: RelaySpec,
+        aggregator: Aggregator,
+        *,
+        host: str = "127.0.0.1",
+        log: Path | None = None,
+        on_reject: Callable[[str, str], None] | None = None,
+        max_gen: Callable[[], int] | None = None,
+        max_numel: int = 1 << 30,
     ) -> None:
+        """``on_reject(claimed worker, why)``: an unauthenticated or malformed message (the connection
+        is closed); ``max_gen()``: the newest generation really published (a higher claim is refused);
+        ``max_numel``: the largest update (values) a frame may carry."""
         self.spec, self.aggregate, self.host, self.log = spec, aggregator, host, log
+        self.secret = aggregator.secret
+        self.on_reject, self.max_gen, self.max_numel = on_reject, max_gen, max_numel
+        self.max_body = 8 * max_numel + (1 << 16)  # the largest codec payload + header + tag, with room
+        self.rejected: list[tuple[str, str]] = []
         self.shared_down = TokenBucket(spec.relay_down_bits_per_s)
         self.up: dict[str, Pipe] = {}
         self.down: dict[str, Pipe] = {}
@@ -410,7 +335,16 @@ class Relay:
                 got = await self._read_shaped(reader, worker)
                 if got is None:
                     return
-                meta, body, first_s, worker = got
+                meta, body, first_s, claimed = got
+                why = _meta_problem(meta, self.max_numel) or (
+                    "connection used by another worker" if worker not in (None, claimed) else ""
+                )
+                if not why and not meta.get("hello") and self.max_gen is not None:
+                    why = "generation not published" if meta["gen"] > self.max_gen() else ""
+                if why:
+                    self._reject(claimed, why)
+                    return
+                worker = claimed
                 if meta.get("hello"):  # a (re)connected worker: its earlier connection is history
                     self.writers[worker] = writer
                     self.closed.discard(worker)
@@ -425,23 +359,43 @@ class Relay:
                 self._abort_rounds_of(worker, writer, "connection of " + worker + " closed")
             writer.close()
 
+    def _reject(self, claimed: str, why: str) -> None:
+        self.rejected.append((claimed[:40], why))
+        if self.on_reject is not None:
+            self.on_reject(claimed[:40], why)
+
     async def _read_shaped(
         self, reader: asyncio.StreamReader, worker: str | None
     ) -> tuple[dict[str, Any], bytearray, float, str] | None:
-        """Read one message through the worker's uplink; returns when its last segment is delivered."""
+        """Read one message through the worker's uplink; returns when its last segment is delivered.
+        None when the connection closed, or (after reporting it) when the message is too large,
+        malformed or fails its tag."""
+        import re
+
         loop = asyncio.get_running_loop()
         try:
             prefix = await reader.readexactly(PREFIX.size)
         except asyncio.IncompleteReadError:
             return None
         first_s = loop.time()
-        meta_len, body_len = _split(prefix)
-        meta_raw = await reader.readexactly(meta_len)  # small: read first to learn the sender
-        meta = json.loads(meta_raw)
-        worker = str(meta["worker"])
+        try:
+            meta_len, body_len = _split(prefix, self.max_body)
+            meta_raw = await reader.readexactly(meta_len)  # small: read first to learn the sender
+            meta = json.loads(meta_raw)
+            claimed = str(meta["worker"]) if isinstance(meta, dict) and "worker" in meta else "?"
+        except (ConnectionError, ValueError) as exc:
+            self._reject(worker or "?", f"malformed message: {exc}"[:120])
+            return None
+        if not re.fullmatch(WORKER_ID, claimed):
+            self._reject(claimed, "bad worker")
+            return None
         if meta.get("hello"):  # connection set-up, like TCP's handshake: not shaped, not counted
-            await reader.readexactly(body_len)
-            return meta, bytearray(), first_s, worker
+            rest = await reader.readexactly(body_len + MAC_BYTES)
+            if not verify(self.secret, rest[body_len:], b"relay", meta_raw, rest[:body_len]):
+                self._reject(claimed, "unauthenticated hello")
+                return None
+            return meta, bytearray(), first_s, claimed
+        worker = claimed
         up, _ = self._pipes(worker)
         last = up.schedule(PREFIX.size + meta_len, first_s)[-1][0]
         body = bytearray()
@@ -454,9 +408,14 @@ class Relay:
                 raise ConnectionError("closed mid-message")
             body += chunk
             last = up.schedule(len(chunk), loop.time())[-1][0]
+        tag = await reader.readexactly(MAC_BYTES)
+        last = up.schedule(MAC_BYTES, loop.time())[-1][0]
         wait = last - loop.time()
         if wait > 0:
             await asyncio.sleep(wait)
+        if not verify(self.secret, tag, b"relay", meta_raw, body):
+            self._reject(worker, "unauthenticated message")
+            return None
         return meta, body, first_s, worker
 
     def _key(self, meta: dict[str, Any]) -> tuple[int, int, int]:
@@ -493,14 +452,15 @@ class Relay:
     async def _complete(self, key: tuple[int, int, int], rnd: _Round) -> None:
         loop = asyncio.get_running_loop()
         try:
-            headers, oks, whys, agg = self.aggregate([rnd.frames[m][0] for m in rnd.members], rnd.numel)
-        except Exception as exc:  # e.g. a frame too short to hold a header: fail the round, not the relay
+            frames = [(m, rnd.frames[m][0]) for m in rnd.members]
+            headers, lists, agg = self.aggregate(frames, rnd.numel, key)
+        except Exception as exc:  # a bug in a rule must fail the round, not the relay
             self.rounds[key] = rnd
-            self._abort(key, f"relay could not average: {exc}"[:200])
+            self._abort(key, f"relay could not aggregate: {exc}"[:200])
             return
-        meta = {"gen": key[0], "round": key[1], "part": key[2], "status": "ok", "ok": oks, "why": whys}
+        meta = {"gen": key[0], "round": key[1], "part": key[2], "status": "ok", **lists}
         body = headers + agg + struct.pack("!I", zlib.crc32(agg))
-        msg = encode_message(meta, body)
+        msg = encode_message(meta, body, secret=self.secret)
         ready = loop.time()
         jobs = [(self._pipes(m)[1], len(msg)) for m in rnd.members]
         plans = schedule_round_robin(jobs, ready)
@@ -552,7 +512,7 @@ class Relay:
             "why": why,
         }
         with contextlib.suppress(ConnectionError, RuntimeError, OSError):
-            writer.write(encode_message(reply))
+            writer.write(encode_message(reply, secret=self.secret))
 
     def _abort(self, key: tuple[int, int, int], why: str) -> None:
         rnd = self.rounds.pop(key, None)
@@ -572,173 +532,16 @@ class Relay:
                 self._abort(key, why)
 
 
-# ---------------------------------------------------------------------- the worker's side
-@dataclass(frozen=True)
-class RelayReply:
-    headers: list[list[float]]
-    """The emulation header of every member's frame, in worker order."""
-    ok: list[bool]
-    why: list[str]
-    aggregate: bytes
-    """The encoded average (empty if no frame was valid)."""
-    wall_s: float
-    """Measured: from the first byte of the upload to the last byte of the aggregate."""
-    wire_sent: int
-    wire_received: int
-
-
-class RelayLink:
-    """A worker's real link: the relay connection. Times are measured, so the clock methods return 0."""
-
-    relay = True
-
-    def __init__(
-        self,
-        host: str,
-        port: int,
-        worker: str,
-        timeout_s: float,
-        *,
-        spec: RelaySpec | None = None,
-        log: Path | None = None,
-    ) -> None:
-        from dispersal.testbed.link import LinkCounters
-
-        self.host, self.port, self.worker, self.timeout_s, self.log = host, port, worker, timeout_s, log
-        self.spec = spec or RelaySpec()
-        self.counters = LinkCounters()
-        self.sock: socket.socket | None = None
-
-    def _deadline_s(self, nbytes: int, members: int) -> float:
-        """How long to wait for a reply: ``timeout_s`` on top of twice the shaped transfer time, so a
-        slow link is not mistaken for a dead peer."""
-        sp = self.spec
-        down = max(1.0 / sp.down.bits_per_s, members / sp.relay_down_bits_per_s)
-        transfer = 8 * nbytes * (1.0 / sp.up.bits_per_s + down) + 2 * (sp.up.retransmit_s + sp.up.one_way_s)
-        return self.timeout_s + 2 * transfer
-
-    def upload_s(self, nbytes: int, rng: random.Random) -> float:
-        return 0.0
-
-    def download_s(self, nbytes: int, rng: random.Random) -> float:
-        return 0.0
-
-    def wait(self, seconds: float) -> None:
-        return None  # the measured part already passed; the rest is other workers' compute
-
-    def _connect(self) -> socket.socket:
-        """Connect and say who this is, so that the relay stops treating this worker's earlier
-        (closed) connection as a dead member before this one sends its first frame."""
-        if self.sock is None:
-            s = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            s.sendall(encode_message({"worker": self.worker, "hello": True}))
-            self.sock = s
-        return self.sock
-
-    def connect(self) -> None:
-        """Connect now (at worker start), not at the first sync."""
-        self._connect()
-
-    def close(self) -> None:
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
-
-    def exchange(
-        self,
-        body: memoryview | bytes,
-        *,
-        gen: int,
-        round_index: int,
-        part: int,
-        numel: int,
-        members: list[str],
-    ) -> RelayReply:
-        """Upload one frame, wait for the round's aggregate. Raises on abort, timeout or a closed link
-        (the connection is then dropped and re-opened at the next sync)."""
-        meta = {
-            "worker": self.worker,
-            "gen": gen,
-            "round": round_index,
-            "part": part,
-            "numel": numel,
-            "members": list(members),
-        }
-        msg = encode_message(meta, body)
-        t0 = time.perf_counter()
-        wait_s = self._deadline_s(len(msg), len(members))
-        deadline = time.monotonic() + wait_s
-        try:
-            sock = self._connect()
-            sock.settimeout(wait_s)
-            sock.sendall(msg)
-            received = 0
-            while True:
-                rmeta, rbody, n = _recv_message(sock, deadline)
-                received += n
-                if (rmeta["gen"], rmeta["round"], rmeta["part"]) == (gen, round_index, part):
-                    break  # anything else is a late reply to a round this worker gave up
-            if rmeta["status"] != "ok":
-                raise ConnectionError(f"relay aborted the round: {rmeta.get('why')}")
-        except BaseException:
-            self.close()
-            with contextlib.suppress(OSError):
-                self._connect()  # at once: the next round must not find this worker "closed"
-            raise
-        wall = time.perf_counter() - t0
-        from dispersal.testbed.worker import HEADER_BYTES
-
-        m = len(rmeta["ok"])
-        hb = HEADER_BYTES * m
-        agg, crc = bytes(rbody[hb:-4]), struct.unpack("!I", rbody[-4:])[0]
-        if zlib.crc32(agg) != crc:
-            raise ConnectionError("aggregate failed its CRC32")
-        flat = struct.unpack(f"={hb // 8}d", rbody[:hb])  # native order, as the frames were built
-        width = HEADER_BYTES // 8
-        headers = [list(flat[k * width : (k + 1) * width]) for k in range(m)]
-        c = self.counters
-        c.wire_bytes_sent += len(msg)
-        c.wire_bytes_received += received
-        c.link_s += wall
-        if self.log is not None:
-            rec = {
-                "gen": gen,
-                "round": round_index,
-                "part": part,
-                "wall_s": wall,
-                "wire_sent": len(msg),
-                "wire_received": received,
-            }
-            with open(self.log, "a") as fh:
-                fh.write(json.dumps(rec) + "\n")
-        return RelayReply(headers, list(rmeta["ok"]), list(rmeta["why"]), agg, wall, len(msg), received)
-
-
-def _recv_exact(sock: socket.socket, n: int, deadline: float) -> bytearray:
-    buf = bytearray(n)
-    view = memoryview(buf)
-    got = 0
-    while got < n:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise TimeoutError("relay reply timed out")
-        sock.settimeout(left)
-        k = sock.recv_into(view[got:], n - got)
-        if k == 0:
-            raise ConnectionError("relay closed the connection")
-        got += k
-    return buf
-
-
-def _recv_message(sock: socket.socket, deadline: float) -> tuple[dict[str, Any], bytearray, int]:
-    meta_len, body_len = _split(bytes(_recv_exact(sock, PREFIX.size, deadline)))
-    meta = json.loads(_recv_exact(sock, meta_len, deadline))
-    body = _recv_exact(sock, body_len, deadline) if body_len else bytearray()
-    return meta, body, PREFIX.size + meta_len + body_len
-
-
-def start_relay(cfg: Any, out: Path, *, fresh: bool = True, host: str = "127.0.0.1") -> Relay:
+def start_relay(
+    cfg: Any,
+    out: Path,
+    *,
+    secret: bytes,
+    fresh: bool = True,
+    host: str = "127.0.0.1",
+    max_gen: Callable[[], int] | None = None,
+    max_numel: int = 1 << 30,
+) -> Relay:
     """The relay for a TestbedConfig (real-link mode), logging one line per round to OUT/relay.jsonl
     (workers log theirs to OUT/netlink/<worker>.jsonl).
 
@@ -749,11 +552,16 @@ def start_relay(cfg: Any, out: Path, *, fresh: bool = True, host: str = "127.0.0
     import torch
 
     torch.set_num_threads(1)
+    from dispersal.testbed.events import log_event
+
     relay = Relay(
         RelaySpec.from_config(cfg),
-        Aggregator(cfg.codec, cfg.block, cfg.topk_fraction),
+        Aggregator(cfg.codec, cfg.block, cfg.topk_fraction, secret=secret, rule=cfg.aggregator),
         host=host,
         log=out / "relay.jsonl",
+        on_reject=lambda w, why: log_event(out, worker="relay", event="relay_rejected", claimed=w, why=why),
+        max_gen=max_gen,
+        max_numel=max_numel,
     )
     if fresh:  # a new run (not --resume): the per-sync logs start empty
         (out / "relay.jsonl").unlink(missing_ok=True)

@@ -7,10 +7,15 @@ Membership protocol (plain torch.distributed, no torchft): the store outlives th
     joinreq/<w> = incarnation     a worker process asks to be in the group
     hb/<w>                        heartbeat, rewritten every 0.3 s by each worker
     failed/<g>/<w>                a worker's collective failed in generation g
-    members/<g>, gen              the coordinator's published generations (gen is a counter)
+    members/<g>, genv             the coordinator's published generations (genv: the newest g)
     incarnations/<g>              {worker: incarnation} of generation g's members
     killme/<w>, stopme/<w>        fault plan hand-shakes (SIGKILL; SIGSTOP, SIGCONT, then resumed/<w>)
     progress/<w>, finished        progress; the run is over
+
+Every value is signed with the run secret (secure.SignedStore): a forged key (a ``killme/w2`` from
+anyone who can reach the store) is ignored and logged as ``forged_store_value``. The store listens on
+127.0.0.1 unless the several-machines coordinator is told another address, and that path refuses to
+start without a secret (``DISPERSAL_RUN_SECRET`` or a 0600 ``DISPERSAL_RUN_SECRET_FILE``).
 
 The coordinator publishes generation g+1 when a member is lost (process exit seen by the
 supervisor, or heartbeat older than ``heartbeat_timeout_s``), when a member registers a new
@@ -30,29 +35,20 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
-
-import torch.distributed as dist
-
-if TYPE_CHECKING:
-    # torch.distributed imports TCPStore from here without re-exporting it (no ``as`` alias, no __all__),
-    # so mypy takes ``dist.TCPStore`` for private although it is documented public API: annotations name
-    # the defining module, and the calls carry ``# type: ignore[attr-defined]``.
-    from torch._C._distributed_c10d import TCPStore
+from typing import Any, cast
 
 from dispersal.testbed.config import TestbedConfig
 from dispersal.testbed.data import prepare_data
+from dispersal.testbed.events import log_event
 from dispersal.testbed.faults import FaultPlan
-from dispersal.testbed.netlink import start_relay
-from dispersal.testbed.worker import log_event
+from dispersal.testbed.secure import SignedStore, listen_store, load_secret, new_secret, secret_env
 
 
 class Coordinator:
     """Decides the member list of each generation from registrations, deaths and failure reports."""
 
-    def __init__(self, store: TCPStore, worker_ids: list[str], heartbeat_timeout_s: float) -> None:
+    def __init__(self, store: SignedStore, worker_ids: list[str], heartbeat_timeout_s: float) -> None:
         self.store, self.worker_ids, self.hb_timeout = store, worker_ids, heartbeat_timeout_s
         self.gen = 0
         self.members: list[str] = []
@@ -69,9 +65,9 @@ class Coordinator:
     def _fresh(self, worker: str, now: float) -> bool:
         """Heartbeat changed within the timeout (judged on this clock, so machines' clocks may differ)."""
         key = f"hb/{worker}"
-        if not self.store.check([key]):
+        if not self.store.raw.check([key]):
             return True  # just registered, first beat not yet written
-        value = self.store.get(key)
+        value = self.store.get(key) or b""  # a forged beat counts as no beat
         last = self._hb_seen.get(worker)
         if last is None or last[0] != value:
             self._hb_seen[worker] = (value, now)
@@ -81,11 +77,10 @@ class Coordinator:
     def alive(self, now: float) -> list[str]:
         out = []
         for w in self.worker_ids:
-            if self.store.check([f"joinreq/{w}"]):
-                inc = int(self.store.get(f"joinreq/{w}"))
-                if inc != self.registered.get(w):
-                    self.registered[w] = inc
-                    self._hb_seen.pop(w, None)
+            inc = self.store.get_int(f"joinreq/{w}")
+            if inc is not None and inc != self.registered.get(w):
+                self.registered[w] = inc
+                self._hb_seen.pop(w, None)
             reg = self.registered.get(w)
             if reg is not None and self.dead.get(w, -1) < reg and self._fresh(w, now):
                 out.append(w)
@@ -96,8 +91,8 @@ class Coordinator:
         incs = {w: self.registered[w] for w in members}
         self.store.set(f"members/{g}", json.dumps(members))
         self.store.set(f"incarnations/{g}", json.dumps(incs))
-        self.gen = self.store.add("gen", 1)
-        assert self.gen == g, "only the coordinator bumps gen"
+        self.store.set("genv", str(g))  # last: a worker that sees g finds its members
+        self.gen = g
         self.members, self.member_inc = members, incs
         self._failure_since = None
 
@@ -117,7 +112,7 @@ class Coordinator:
         if len(kept) < len(self.members) or joiners:
             self.publish(kept + joiners)
             return
-        if any(self.store.check([f"failed/{self.gen}/{w}"]) for w in self.members):
+        if any(self.store.valid(f"failed/{self.gen}/{w}") for w in self.members):
             # A collective failed but nobody is known dead yet: give heartbeats time to tell.
             if self._failure_since is None:
                 self._failure_since = now
@@ -126,7 +121,14 @@ class Coordinator:
 
 
 def _spawn(
-    cfg_path: Path, out: Path, worker: str, port: int, incarnation: int, resume: bool, join_at_step: int = 0
+    cfg_path: Path,
+    out: Path,
+    worker: str,
+    port: int,
+    incarnation: int,
+    resume: bool,
+    secret: bytes,
+    join_at_step: int = 0,
 ) -> subprocess.Popen[bytes]:
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -149,14 +151,65 @@ def _spawn(
         cmd.append("--resume")
     if join_at_step:
         cmd += ["--join-at-step", str(join_at_step)]
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    # The secret goes through the environment (readable only by this user), never the command line.
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", **secret_env(secret))
     with open(logs / f"{worker}.{incarnation}.log", "wb") as log:
         return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
-def _progress(store: TCPStore, workers: list[str]) -> int:
-    done = [int(store.get(f"progress/{w}")) for w in workers if store.check([f"progress/{w}"])]
-    return max(done, default=0)
+def _progress(store: SignedStore, workers: list[str]) -> int:
+    done = [store.get_int(f"progress/{w}") for w in workers]
+    return max((d for d in done if d is not None), default=0)
+
+
+def _start(cfg: TestbedConfig, out: Path, resume: bool) -> Path:
+    """Outputs reset (unless resuming), the resume point checked, config.json written, data prepared."""
+    from dispersal._io import atomic_write_text
+    from dispersal.testbed import checkpoint
+
+    out.mkdir(parents=True, exist_ok=True)
+    if resume:
+        # LATEST naming a missing round, or no intact round: a one-line error before any worker starts.
+        checkpoint.resolve(out, log=lambda **f: log_event(out, worker="supervisor", **f))
+    else:
+        for name in ("metrics.jsonl", "events.jsonl", "summary.json"):
+            (out / name).unlink(missing_ok=True)
+    (out / "summary.json").unlink(missing_ok=True)
+    cfg_path = out / "config.json"
+    atomic_write_text(cfg_path, json.dumps(cfg.to_dict(), indent=2) + "\n")
+    prepare_data(cfg, out / "data")  # once here (bytes, or BPE + token shards); workers memory-map it
+    return cfg_path
+
+
+class _Handshakes:
+    """The supervisor's side of the fault plan: SIGKILL on ``killme/<w>``, SIGSTOP / SIGCONT on
+    ``stopme/<w>``; only genuine (signed) requests from a first incarnation are obeyed."""
+
+    def __init__(self, store: SignedStore, plan: FaultPlan, out: Path) -> None:
+        self.store, self.plan, self.out = store, plan, out
+        self.thaw_at: dict[str, float] = {}  # SIGSTOPped worker -> when to SIGCONT it
+
+    def poll(self, w: str, p: subprocess.Popen[bytes], incarnation: int) -> None:
+        alive = p.poll() is None and incarnation == 0
+        kill_at = self.store.get_int(f"killme/{w}") if alive else None
+        if kill_at is not None:
+            os.kill(p.pid, signal.SIGKILL)  # a real SIGKILL: no cleanup, sockets reset
+            p.wait()
+            log_event(self.out, worker=w, event="killed", step=kill_at)
+            return
+        stop_at = self.store.get_int(f"stopme/{w}") if alive else None
+        if stop_at is not None:
+            self.store.delete(f"stopme/{w}")
+            os.kill(p.pid, signal.SIGSTOP)  # frozen: no exit, no socket reset, heartbeats stop
+            pause_s = self.plan.pauses(w).get(stop_at, 0.0)
+            self.thaw_at[w] = time.monotonic() + pause_s
+            log_event(self.out, worker=w, event="stopped", step=stop_at, pause_s=pause_s)
+        if w in self.thaw_at and time.monotonic() >= self.thaw_at[w]:
+            del self.thaw_at[w]
+            self.store.set(f"resumed/{w}", "1")
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGCONT)
+                log_event(self.out, worker=w, event="continued")
 
 
 def run_local(
@@ -166,51 +219,43 @@ def run_local(
     resume: bool = False,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """Run a whole training job on this machine: one OS process per worker. Returns summary.json's dict."""
-    out.mkdir(parents=True, exist_ok=True)
-    if not resume:
-        for name in ("metrics.jsonl", "events.jsonl", "summary.json"):
-            (out / name).unlink(missing_ok=True)
-    (out / "summary.json").unlink(missing_ok=True)
-    cfg_path = out / "config.json"
-    from dispersal._io import atomic_write_text
+    """Run a whole training job on this machine: one OS process per worker. Returns summary.json's dict.
 
-    atomic_write_text(cfg_path, json.dumps(cfg.to_dict(), indent=2) + "\n")
-    prepare_data(cfg, out / "data")  # once here (bytes, or BPE + token shards); workers memory-map it
-    store = dist.TCPStore(  # type: ignore[attr-defined]  # torch re-export
-        "127.0.0.1", 0, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30)
+    The store and the relay listen on 127.0.0.1 only; a fresh per-run secret signs everything."""
+    cfg_path = _start(cfg, out, resume)
+    secret = new_secret()
+    store = SignedStore(
+        listen_store("127.0.0.1", 0),
+        secret,
+        on_forged=lambda key: log_event(out, worker="supervisor", event="forged_store_value", key=key),
     )
+    port = store.raw.port
     coord = Coordinator(store, cfg.worker_ids, cfg.heartbeat_timeout_s)
-    relay = start_relay(cfg, out, fresh=not resume) if cfg.link_mode == "real" else None  # netlink.py
-    if relay is not None:
+    relay = None
+    if cfg.link_mode == "real":
+        from dispersal.testbed.gpt import param_count
+        from dispersal.testbed.netlink import start_relay
+
+        kw = cfg.gpt_kwargs()
+        numel = param_count(kw["n_layer"], kw["n_embd"], kw["block_size"], kw["vocab_size"])
+        relay = start_relay(
+            cfg, out, secret=secret, fresh=not resume, max_gen=lambda: coord.gen, max_numel=numel
+        )
         store.set("relay", f"{relay.host}:{relay.port}")
+    where = {"store": f"127.0.0.1:{port}", "relay": f"{relay.host}:{relay.port}" if relay else None}
+    log_event(out, worker="supervisor", event="listening", **where)
     plan = FaultPlan.parse(cfg.faults)
-    procs = {w: _spawn(cfg_path, out, w, store.port, 0, resume) for w in cfg.worker_ids}
+    procs = {w: _spawn(cfg_path, out, w, port, 0, resume, secret) for w in cfg.worker_ids}
     incarnation = dict.fromkeys(cfg.worker_ids, 0)
     exited: set[tuple[str, int]] = set()
     rejoins = list(plan.of("rejoin"))
-    thaw_at: dict[str, float] = {}  # SIGSTOPped worker -> when to SIGCONT it
+    hands = _Handshakes(store, plan, out)
     deadline = time.monotonic() + cfg.run_timeout_s
     timed_out = True
     while time.monotonic() < deadline:
         coord.tick(expected_at_start=len(cfg.worker_ids))
         for w, p in procs.items():
-            if store.check([f"killme/{w}"]) and p.poll() is None and incarnation[w] == 0:
-                os.kill(p.pid, signal.SIGKILL)  # a real SIGKILL: no cleanup, sockets reset
-                p.wait()
-                log_event(out, worker=w, event="killed", step=int(store.get(f"killme/{w}")))
-            if store.check([f"stopme/{w}"]) and p.poll() is None and incarnation[w] == 0:
-                at_step = int(store.get(f"stopme/{w}"))
-                store.delete_key(f"stopme/{w}")
-                os.kill(p.pid, signal.SIGSTOP)  # frozen: no exit, no socket reset, heartbeats stop
-                thaw_at[w] = time.monotonic() + plan.pauses(w).get(at_step, 0.0)
-                log_event(out, worker=w, event="stopped", step=at_step, pause_s=plan.pauses(w).get(at_step))
-            if w in thaw_at and time.monotonic() >= thaw_at[w]:
-                del thaw_at[w]
-                store.set(f"resumed/{w}", "1")
-                if p.poll() is None:
-                    os.kill(p.pid, signal.SIGCONT)
-                    log_event(out, worker=w, event="continued")
+            hands.poll(w, p, incarnation[w])
             if p.poll() is not None and (w, incarnation[w]) not in exited:
                 exited.add((w, incarnation[w]))
                 coord.mark_dead(w, incarnation[w])
@@ -221,10 +266,10 @@ def run_local(
             # group holds that boundary for it, at most rejoin_timeout_s). Waiting for the group to
             # reach f.step before even starting it would make the group wait for process start-up,
             # and if the group never got there (a stall) the replacement would never be started.
-            if procs[f.worker].poll() is not None and not store.check(["finished"]):
+            if procs[f.worker].poll() is not None and not store.valid("finished"):
                 incarnation[f.worker] += 1
                 procs[f.worker] = _spawn(
-                    cfg_path, out, f.worker, store.port, incarnation[f.worker], False, join_at_step=f.step
+                    cfg_path, out, f.worker, port, incarnation[f.worker], False, secret, join_at_step=f.step
                 )
                 log_event(
                     out,
@@ -247,6 +292,10 @@ def run_local(
             p.wait()
     if relay is not None:
         relay.close(out / "relay.json")
+    return _final_summary(out, timed_out)
+
+
+def _final_summary(out: Path, timed_out: bool) -> dict[str, Any]:
     summary_path = out / "summary.json"
     if summary_path.exists():
         return cast(dict[str, Any], json.loads(summary_path.read_text()))
@@ -254,33 +303,48 @@ def run_local(
 
     summary = {
         "completed": False,
+        "diverged": False,
         "reason": "timed out" if timed_out else "all workers exited without a summary",
     }
     atomic_write_text(summary_path, dumps_json(summary) + "\n")
     return summary
 
 
-def serve(cfg: TestbedConfig, port: int, host: str = "0.0.0.0") -> None:
+def serve(cfg: TestbedConfig, port: int, host: str = "127.0.0.1", secret: bytes | None = None) -> None:
     """Coordinator only, for several machines: workers are started elsewhere (e.g. by torchrun).
 
-    ``host`` is the address the store listens on (all interfaces by default; tests use 127.0.0.1)."""
-    store = dist.TCPStore(  # type: ignore[attr-defined]  # torch re-export
-        host, port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=30)
-    )
+    ``host`` is the address the store listens on (loopback by default: name an outside address to
+    take workers from other machines). The run secret is required (``secret``, else
+    DISPERSAL_RUN_SECRET / DISPERSAL_RUN_SECRET_FILE): every worker must hold the same one."""
+    key = secret if secret is not None else load_secret()
+    store = SignedStore(listen_store(host, port), key)
     coord = Coordinator(store, cfg.worker_ids, cfg.heartbeat_timeout_s)
     deadline = time.monotonic() + cfg.run_timeout_s
-    while time.monotonic() < deadline and not store.check(["finished"]):
+    while time.monotonic() < deadline and not store.valid("finished"):
         coord.tick(expected_at_start=len(cfg.worker_ids))
         time.sleep(0.05)
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="dispersal.testbed.supervisor")
+    from dispersal.testbed.secure import SecretError
+
+    ap = argparse.ArgumentParser(
+        prog="dispersal.testbed.supervisor",
+        epilog="The run secret comes from DISPERSAL_RUN_SECRET (64 hex digits) or a 0600 file named by "
+        "DISPERSAL_RUN_SECRET_FILE; never from the command line. Give every worker the same one.",
+    )
     ap.add_argument("--config", required=True, help="config.json written by `dispersal train` (or by hand)")
     ap.add_argument("--port", type=int, default=29600)
-    ap.add_argument("--host", default="0.0.0.0", help="address to listen on (default: all interfaces)")
+    ap.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default loopback; 0.0.0.0: all interfaces)"
+    )
     args = ap.parse_args(argv)
-    serve(TestbedConfig.from_dict(json.loads(Path(args.config).read_text())), args.port, args.host)
+    try:
+        secret = load_secret()
+    except SecretError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    serve(TestbedConfig.from_dict(json.loads(Path(args.config).read_text())), args.port, args.host, secret)
 
 
 if __name__ == "__main__":
