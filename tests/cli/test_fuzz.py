@@ -200,11 +200,7 @@ def test_the_fuzz_covers_every_command() -> None:
         "report",
         "solve",
         "sweep",
-        pytest.param(
-            "train",
-            # cli/train.py belongs to the testbed branch, which fixes its help text (issue 19)
-            marks=pytest.mark.xfail(reason="fixed on the testbed branch (Rich markup in --link help)"),
-        ),
+        "train",
     ],
 )
 def test_help_works(command: str) -> None:
