@@ -6,7 +6,8 @@ from __future__ import annotations
 import shlex
 import sys
 import time
-from typing import Annotated
+from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 
@@ -107,19 +108,7 @@ def calibrate_cmd(
     from dispersal.calibration import report, sweep
 
     t_start = time.perf_counter()
-    size_list = tuple(s.strip() for s in sizes.split(",") if s.strip())
-    for s in size_list:
-        if s not in sweep.SIZES:
-            raise InputError("sizes", f"each one of {', '.join(sweep.SIZES)}, got {s!r}")
-    if not size_list:
-        raise InputError("sizes", "give at least one size")
-    seed_list = _ints(seeds, "seeds")
-    if not seed_list:
-        raise InputError("seeds", "give at least one seed")
-    if steps < 500 or steps % 500:
-        raise InputError("steps", f"must be a multiple of 500 (H up to 500), got {steps}")
-    if global_batch < 8 or global_batch % 8:
-        raise InputError("global_batch", f"must be a multiple of 8 (M up to 8), got {global_batch}")
+    size_list, seed_list = _sizes_and_seeds(sizes, seeds, steps, global_batch)
     if budget_minutes is not None:
         number_in(budget_minutes, "budget_minutes", 0, 525_600, lo_open=True, unit="min")
     # Every output is checked before the step-time probe and the training (minutes to hours).
@@ -135,55 +124,10 @@ def calibrate_cmd(
     from dispersal.cli._render import console
 
     con = Console(stderr=True, highlight=False) if json_ else console()
-    if not analyse_only:
-        try:
-            import torch  # noqa: F401
-        except ImportError:
-            raise fail(TORCH_MISSING) from None
-        allp = sweep.plan_points(spec)
-        step_s = sweep.measure_step_times(list(size_list), global_batch, out_dir / "data")
-        budget_s = None
-        if budget_minutes is not None:
-            # keep ~1.5 min for the step-time probe, analysis, bootstrap and plots
-            budget_s = max(0.0, budget_minutes * 60 - 90 - (time.perf_counter() - t_start))
-        chosen = sweep.select(allp, done, budget_s, jobs, step_s)
-        est = sum(sweep.estimate_s(p, step_s) for p in chosen) / jobs
-        con.print(
-            f"{len(allp)} points in the full sweep, {len(done)} already done, running {len(chosen)} "
-            f"(estimated {est / 60:.1f} min on {jobs} processes; s/step {', '.join(f'{k} {v * 1e3:.0f} ms' for k, v in step_s.items())})"
-        )
-        if dry_run:
-            for p in chosen:
-                con.print(f"  tier {p['tier']}: {p['key']}  ~{sweep.estimate_s(p, step_s):.0f} s")
-            return
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        with Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-            console=con,
-        ) as bar:
-            task = bar.add_task("calibration sweep", total=len(chosen))
-
-            def on_done(rec: dict[str, object]) -> None:
-                bar.update(
-                    task,
-                    advance=1,
-                    description=f"{str(rec['key']).split('|seed')[0]} loss {rec['val_loss']:.3f}",
-                )
-
-            deadline = None if budget_s is None else time.monotonic() + budget_s
-            sweep.run_points(chosen, out_dir, jobs, on_done, deadline=deadline)
+    if not analyse_only and _train_points(
+        spec, size_list, global_batch, out_dir, budget_minutes, t_start, done, jobs, con, dry_run
+    ):
+        return
     records = sweep.load_results(results)
     if not records:
         raise InputError("out", f"no finished points in {results}; run without --analyse-only first")
@@ -249,3 +193,91 @@ def calibrate_cmd(
 def register(app: typer.Typer) -> None:
     """Add `calibrate` to the root app."""
     app.command("calibrate", epilog=_EPILOG)(calibrate_cmd)
+
+
+def _train_points(
+    spec: Any,
+    size_list: tuple[str, ...],
+    global_batch: int,
+    out_dir: Path,
+    budget_minutes: float | None,
+    t_start: float,
+    done: set[str],
+    jobs: int,
+    con: Any,
+    dry_run: bool,
+) -> bool:
+    """Train the sweep points that fit the budget (with a progress bar); True = dry run, stop here."""
+    from dispersal.calibration import sweep
+
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise fail(TORCH_MISSING) from None
+    allp = sweep.plan_points(spec)
+    step_s = sweep.measure_step_times(list(size_list), global_batch, out_dir / "data")
+    budget_s = None
+    if budget_minutes is not None:
+        # keep ~1.5 min for the step-time probe, analysis, bootstrap and plots
+        budget_s = max(0.0, budget_minutes * 60 - 90 - (time.perf_counter() - t_start))
+    chosen = sweep.select(allp, done, budget_s, jobs, step_s)
+    est = sum(sweep.estimate_s(p, step_s) for p in chosen) / jobs
+    con.print(
+        f"{len(allp)} points in the full sweep, {len(done)} already done, running {len(chosen)} "
+        f"(estimated {est / 60:.1f} min on {jobs} processes; s/step {', '.join(f'{k} {v * 1e3:.0f} ms' for k, v in step_s.items())})"
+    )
+    if dry_run:
+        for p in chosen:
+            con.print(f"  tier {p['tier']}: {p['key']}  ~{sweep.estimate_s(p, step_s):.0f} s")
+        return True
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=con,
+    ) as bar:
+        task = bar.add_task("calibration sweep", total=len(chosen))
+
+        def on_done(rec: dict[str, object]) -> None:
+            bar.update(
+                task,
+                advance=1,
+                description=f"{str(rec['key']).split('|seed')[0]} loss {rec['val_loss']:.3f}",
+            )
+
+        deadline = None if budget_s is None else time.monotonic() + budget_s
+        sweep.run_points(chosen, out_dir, jobs, on_done, deadline=deadline)
+    return False
+
+
+def _sizes_and_seeds(
+    sizes: str, seeds: str, steps: int, global_batch: int
+) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The sweep's model sizes and seeds, with the step and batch rules checked (one line, exit 2)."""
+    from dispersal.calibration import sweep
+
+    size_list = tuple(s.strip() for s in sizes.split(",") if s.strip())
+    for s in size_list:
+        if s not in sweep.SIZES:
+            raise InputError("sizes", f"each one of {', '.join(sweep.SIZES)}, got {s!r}")
+    if not size_list:
+        raise InputError("sizes", "give at least one size")
+    seed_list = _ints(seeds, "seeds")
+    if not seed_list:
+        raise InputError("seeds", "give at least one seed")
+    if steps < 500 or steps % 500:
+        raise InputError("steps", f"must be a multiple of 500 (H up to 500), got {steps}")
+    if global_batch < 8 or global_batch % 8:
+        raise InputError("global_batch", f"must be a multiple of 8 (M up to 8), got {global_batch}")
+    return size_list, seed_list

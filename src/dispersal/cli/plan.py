@@ -312,6 +312,11 @@ def plan_cmd(
     if json_:
         print_json(dicts)
         return
+    _print_plans(plans, dicts, tables, runners_up)
+
+
+def _print_plans(plans: list[Plan], dicts: list[dict[str, Any]], tables: list[Any], runners_up: bool) -> None:
+    """The plan table, each plan's answer card, every infeasibility reason, runners-up, Monte Carlo."""
     from dispersal.cli._render import console
 
     con = console()

@@ -48,6 +48,41 @@ def _plot(spec: Any, path: Path) -> None:
     figures.save_png(chart, path)
 
 
+def _print_table(spec: Any, closed: Any, sim: Any, loss: Any, lose_sites: int, sites: int) -> None:
+    """The goodput table: closed form, the simulation when run, and the site-loss columns."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from dispersal.model.analyses.resilience import ALGORITHMS
+
+    table = Table(
+        title=(
+            f"Goodput at {spec.chips:,} chips, chip MTBF {spec.chip_mtbf_h:,.0f} h, "
+            f"{spec.islands:,} island{'s' if spec.islands != 1 else ''} over {spec.sites:,} sites"
+        )
+    )
+    table.add_column("algorithm")
+    table.add_column("goodput (closed form)", justify="right")
+    if sim is not None:
+        table.add_column(f"DES ({sim.replications} x {sim.horizon_h:g} h)", justify="right")
+    if lose_sites:
+        # Each algorithm's target is its own no-loss useful work over the planned run.
+        table.add_column(f"lose {lose_sites}/{sites} sites: time to own target", justify="right")
+        table.add_column("lost by plan end", justify="right")
+        table.add_column("in budget", justify="center")
+    for name in ALGORITHMS:
+        row = [name, f"{closed.to_dict()[name]:.3f}"]
+        if sim is not None:
+            est = sim.goodput[name]
+            row.append(f"{est.mean:.3f} ± {est.stderr:.3f}")
+        if lose_sites:
+            o = loss.outcomes[name]
+            t = "never" if math.isinf(o.time_to_target_h) else f"{o.time_to_target_h / 24:.1f} d"
+            row += [t, f"{o.lost_useful_fraction:.1%}", "yes" if o.finishes_within_budget else "no"]
+        table.add_row(*row)
+    Console().print(table)
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``resilience`` command to the root app."""
 
@@ -106,7 +141,6 @@ def register(app: typer.Typer) -> None:
         checked by a discrete-event simulation, plus a scripted loss of whole sites.
         """
         from dispersal.model.analyses.resilience import (
-            ALGORITHMS,
             LLAMA3_CHIP_MTBI_H,
             ResilienceSpec,
             SiteLossScenario,
@@ -168,35 +202,7 @@ def register(app: typer.Typer) -> None:
                 }
             )
             return
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table(
-            title=(
-                f"Goodput at {spec.chips:,} chips, chip MTBF {spec.chip_mtbf_h:,.0f} h, "
-                f"{spec.islands:,} island{'s' if spec.islands != 1 else ''} over {spec.sites:,} sites"
-            )
-        )
-        table.add_column("algorithm")
-        table.add_column("goodput (closed form)", justify="right")
-        if sim is not None:
-            table.add_column(f"DES ({sim.replications} x {sim.horizon_h:g} h)", justify="right")
-        if lose_sites:
-            # Each algorithm's target is its own no-loss useful work over the planned run.
-            table.add_column(f"lose {lose_sites}/{sites} sites: time to own target", justify="right")
-            table.add_column("lost by plan end", justify="right")
-            table.add_column("in budget", justify="center")
-        for name in ALGORITHMS:
-            row = [name, f"{closed.to_dict()[name]:.3f}"]
-            if sim is not None:
-                est = sim.goodput[name]
-                row.append(f"{est.mean:.3f} ± {est.stderr:.3f}")
-            if lose_sites:
-                o = loss.outcomes[name]
-                t = "never" if math.isinf(o.time_to_target_h) else f"{o.time_to_target_h / 24:.1f} d"
-                row += [t, f"{o.lost_useful_fraction:.1%}", "yes" if o.finishes_within_budget else "no"]
-            table.add_row(*row)
-        Console().print(table)
+        _print_table(spec, closed, sim, loss, lose_sites, sites)
         if lose_sites:
             typer.echo(
                 "Site loss: each algorithm's target is the useful work it would do over the planned run without "
