@@ -100,14 +100,15 @@ def kernel_relay_sync_s(
     """The same prediction through ``dispersal.model.kernel`` if it has an ``aggregation`` input
     (relay code, one-way latency = latency / 2); None when this kernel has none."""
     try:
+        from dispersal.model.inputs import codes
         from dispersal.model.kernel import kernel
     except ImportError:
         return None
-    if "aggregation" not in getattr(kernel, "INPUTS", {}) or not hasattr(kernel, "AGG_RELAY"):
+    if "aggregation" not in getattr(kernel, "INPUTS", {}):
         return None
     try:
+        from dispersal.model.inputs.codes import STRAGGLER_CODES, Straggler
         from dispersal.model.inputs.params import ModelParams
-        from dispersal.model.kernel.efficiency import STRAGGLER_CODES, Straggler
 
         x = {name: 0.0 for name in kernel.INPUTS}
         x.update(kernel_defaults(kernel))
@@ -120,7 +121,7 @@ def kernel_relay_sync_s(
             latency_s=latency_s / 2,
             wire_bits_per_param=bits_per_value,
             bits_per_value=bits_per_value,
-            aggregation=float(kernel.AGG_RELAY),
+            aggregation=float(codes.AGG_RELAY),
             straggler=float(STRAGGLER_CODES[Straggler.THRESHOLD]),  # f(n) = 1: no straggler factor
         )
         out = kernel.evaluate(x, ModelParams())
@@ -153,7 +154,7 @@ def kernel_defaults(kernel: object) -> dict[str, float]:
         "activation_compression": 1.0,
         "pp_bits_per_s": 1e12,
         "regional_bits_per_s": 1e12,
-        "mode": float(getattr(kernel, "MODE_FLAT", 1)),
+        "algorithm": 1.0,  # flat DiLoCo (inputs.codes.ALGO_DILOCO)
         "inner_steps": 50.0,
         "dense_aggregate_bits_per_param": 32.0,
         "ddp_wire_bits_per_param": 32.0,

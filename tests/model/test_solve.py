@@ -12,10 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dispersal.model.inputs.catalog import accelerator
+from dispersal.model.inputs.codes import STRAGGLER_CODES, Straggler
 from dispersal.model.inputs.errors import InputError
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import FIBRE_S_PER_M, Algorithm, Precision, Scenario, kernel_inputs
-from dispersal.model.kernel.efficiency import STRAGGLER_CODES, Straggler, straggler_factor
+from dispersal.model.kernel.efficiency import straggler_factor
 from dispersal.model.kernel.estimate import estimate
 from dispersal.model.search.planner import Constraints, centralized_baseline, plan
 from dispersal.model.search.solve import Solution, premium_constraints, solve

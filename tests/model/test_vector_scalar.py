@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from dispersal.model.inputs.catalog import accelerators
+from dispersal.model.inputs.codes import Straggler
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Algorithm, Precision, Scenario, kernel_inputs
-from dispersal.model.kernel.efficiency import Straggler
 from dispersal.model.kernel.estimate import Estimate, estimate
 from dispersal.model.kernel.kernel import evaluate
 

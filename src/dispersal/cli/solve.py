@@ -14,15 +14,8 @@ from dispersal.cli._common import SET_HELP, guarded, print_json
 from dispersal.cli.estimate import ModeOpt, build_scenario, check_mode
 from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError, require
-from dispersal.model.search.solve import (
-    DEFAULT_TARGET_FLOP,
-    Solution,
-    format_output,
-    format_value,
-    resolve_output,
-    resolve_variable,
-    solve,
-)
+from dispersal.model.search.solve import DEFAULT_TARGET_FLOP, Solution, solve
+from dispersal.model.search.solve_space import format_output, format_value, resolve_output, resolve_variable
 
 
 def parse_where(text: str) -> tuple[str, float]:

@@ -2,49 +2,18 @@
 
 eta_H (heuristic), eta_comp (heuristic table), eta_act (heuristic table) and the straggler factor
 f(n) (engineering estimate) are modelling choices with no published law: the calibration issue
-replaces them with measurements. eta_rep and chi live in `kernel.py` (they need the Chinchilla fit).
+replaces them with measurements. eta_rep and chi live in `quality_stage.py` (they need the Chinchilla fit).
 """
 
 from __future__ import annotations
 
-from enum import IntEnum, StrEnum
-
 import numpy as np
 import numpy.typing as npt
 
-from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.codes import STRAGGLER_CODES, Straggler
 from dispersal.model.inputs.params import ModelParams
 
 Arr = npt.NDArray[np.float64]
-
-
-class Straggler(StrEnum):
-    """How stragglers stretch a synchronisation (Rahman 2026 sec. 3; all engineering estimates)."""
-
-    RELAY = "relay"
-    """Async relay through object storage (Covenant-72B): f = 1 + 0.02 log2 n. Paper default."""
-    SYNCHRONOUS = "synchronous"
-    """Synchronous all-reduce: f = 1 + 0.05 log2 n."""
-    THRESHOLD = "threshold"
-    """Proceed once a quorum arrives: f = 1."""
-    BACKUP = "backup"
-    """Backup workers: f' = 1 + 0.3 (f_sync - 1)."""
-
-
-class Quality(IntEnum):
-    """Which column of a heuristic quality table to read."""
-
-    OPTIMISTIC = 0
-    EXPECTED = 1
-    CONSERVATIVE = 2
-
-
-STRAGGLER_CODES = {s: i for i, s in enumerate(Straggler)}
-QUALITY_NAMES = {
-    "optimistic": Quality.OPTIMISTIC,
-    "expected": Quality.EXPECTED,
-    "conservative": Quality.CONSERVATIVE,
-}
 
 
 def straggler_factor(n: npt.ArrayLike, code: npt.ArrayLike, p: ModelParams) -> Arr:
@@ -124,11 +93,3 @@ def eta_act(
     q = np.select([qsel == 0, qsel == 1], [optimistic, expected], default=conservative)
     s = np.maximum(np.asarray(stages, dtype=np.float64), 1.0)
     return np.asarray(q ** (2.0 * (s - 1.0)), dtype=np.float64)
-
-
-def quality_code(name: str, field: str) -> int:
-    """Map 'optimistic' / 'expected' / 'conservative' to its table column."""
-    try:
-        return int(QUALITY_NAMES[name])
-    except KeyError:
-        raise InputError(field, f"must be one of {', '.join(QUALITY_NAMES)}, got {name!r}") from None

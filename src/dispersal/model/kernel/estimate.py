@@ -14,10 +14,12 @@ from typing import Any
 import numpy as np
 
 from dispersal.model.inputs import units
+from dispersal.model.inputs.codes import ALGORITHM_NAMES
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.inputs.scenario import Mode, Scenario, as_arrays, kernel_inputs
 from dispersal.model.kernel import quality
-from dispersal.model.kernel.kernel import MODE_NAMES, evaluate
+from dispersal.model.kernel.algorithms import ALGORITHMS
+from dispersal.model.kernel.kernel import evaluate
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -160,7 +162,7 @@ class Estimate:
     extrapolation: tuple[str, ...] = ()
     """Where the run lies outside the evidence the quality penalties are fitted on (replicas M,
     inner steps H, model size P, fragments, compression), each with the fitted range
-    (`dispersal.model.quality.FIT_RANGES`). Empty for a run with no DiLoCo replicas."""
+    (`dispersal.model.kernel.quality.FIT_RANGES`). Empty for a run with no DiLoCo replicas."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the `--json` output and the web app's schema)."""
@@ -224,7 +226,7 @@ def estimate(
 
 def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -> Estimate:
     reasons = []
-    algo = MODE_NAMES[int(r["mode_resolved"])]
+    algo = ALGORITHM_NAMES[int(r["algorithm_resolved"])]
     if not r["fits"]:
         reasons.append(
             f"model does not fit: needs {units.format_bytes(r['memory_required_bytes_per_node'])} per node, "
@@ -261,19 +263,13 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
     if r["feasible"] and not np.isfinite(r["c_local_flop"]):
         reasons.append("non-finite result")
     notes = []
-    asked = s.algorithm.value
-    if asked == "hierarchical" and algo != "hierarchical":
-        notes.append(f"fewer than 2 groups of {s.group_size}: ran flat DiLoCo instead of hierarchical")
-    if algo == "pp_diloco" and asked != "pp_diloco":
-        notes.append(
-            f"the model does not fit one node: {int(r['pipeline_stages'])}-stage pipeline parallelism forced"
-        )
+    for unit in ALGORITHMS.values():
+        if unit.notes is not None:
+            notes += unit.notes(s.algorithm.value, algo, r, s.group_size)
     if r["offload"]:
         notes.append(
             f"inner optimizer offloaded to host DRAM: +{r['offload_time_s']:.3g} s host-link time per step"
         )
-    if algo == "pp_diloco" and int(r["groups"]) == 1:
-        notes.append("a single pipeline group: no DiLoCo replicas, so no sync across groups")
     payload_bits = r["payload_bits"]
     up = x["up_bits_per_s"]
     return Estimate(
@@ -366,7 +362,7 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
 def extrapolation_messages(r: dict[str, float], x: dict[str, Any]) -> list[str]:
     """Flags for a run outside the quality fit's ranges (replicas, H, P, fragments, compression vs a
     16-bit payload); none for a run without DiLoCo replicas."""
-    if r["replicas"] <= 1 or int(r["mode_resolved"]) == 0:
+    if r["replicas"] <= 1 or not ALGORITHMS[int(r["algorithm_resolved"])].outer_sync:
         return []
     streaming = bool(x["streaming"])
     flags = quality.extrapolation_flags(

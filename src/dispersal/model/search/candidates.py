@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from dispersal.model.inputs import units
 from dispersal.model.inputs.catalog import Accelerator, Regime, accelerator, accelerators, regime, regimes
+from dispersal.model.inputs.codes import ALGO_AUTO, ALGO_HIERARCHICAL, ALGO_PP_DILOCO, Straggler
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.params import ModelParams
 from dispersal.model.inputs.scenario import (
@@ -38,8 +39,7 @@ from dispersal.model.inputs.scenario import (
     kernel_inputs,
     max_chips_under,
 )
-from dispersal.model.kernel.efficiency import Straggler
-from dispersal.model.kernel.kernel import MODE_AUTO, MODE_HIER, MODE_PP, evaluate
+from dispersal.model.kernel.kernel import evaluate
 
 Arr = npt.NDArray[np.float64]
 BoolArr = npt.NDArray[np.bool_]
@@ -323,7 +323,9 @@ class CandidateSpace:
         ]
         rows = [kernel_inputs(s, mode, p) for s in self.base_scenarios]
         self.hw_inputs = {k: np.asarray([float(r[k]) for r in rows]) for k in rows[0]}
-        self.slot_mode = np.asarray([MODE_AUTO] + [MODE_HIER] * len(self.group_sizes), dtype=np.float64)
+        self.slot_mode = np.asarray(
+            [ALGO_AUTO] + [ALGO_HIERARCHICAL] * len(self.group_sizes), dtype=np.float64
+        )
         self.slot_group = np.asarray([8, *self.group_sizes], dtype=np.float64)
         self.n_hw, self.n_p, self.n_slot = len(variants), len(self.params_grid), 1 + len(self.group_sizes)
         hw_l, p_l, s_l = [], [], []
@@ -379,7 +381,7 @@ class CandidateSpace:
         hw = self.combo_hw[combo]
         x: dict[str, Arr] = {k: v[hw] for k, v in self.hw_inputs.items()}
         sl = self.combo_slot[combo]
-        x["mode"] = self.slot_mode[sl]
+        x["algorithm"] = self.slot_mode[sl]
         x["group_size"] = self.slot_group[sl]
         P = self.params_grid[self.combo_p[combo]]
         x["params"] = P
@@ -415,7 +417,7 @@ class CandidateSpace:
         sl = self.combo_slot[combo]
         group = self.slot_group[sl]
         n_ = np.asarray(n, dtype=np.float64)
-        is_pp = r["mode_resolved"] == MODE_PP
+        is_pp = r["algorithm_resolved"] == ALGO_PP_DILOCO
         ot = r["overtraining_ratio"]
         return np.asarray(
             (r["feasible"] > 0)

@@ -34,11 +34,11 @@ import numpy.typing as npt
 
 from dispersal.model.inputs import units
 from dispersal.model.inputs.catalog import regime
+from dispersal.model.inputs.codes import ALGO_HIERARCHICAL, ALGORITHM_NAMES
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
-from dispersal.model.inputs.scenario import Algorithm, Mode, Scenario
+from dispersal.model.inputs.scenario import SCENARIO_ALGORITHM, Mode, Scenario
 from dispersal.model.kernel.estimate import estimate
-from dispersal.model.kernel.kernel import MODE_HIER, MODE_NAMES, MODE_PP
 from dispersal.model.search.bisection import first_in_pieces, first_true
 from dispersal.model.search.candidates import (
     PAPER_GROUP_SIZES,
@@ -685,14 +685,12 @@ def _option(space: CandidateSpace, h: int, n: int, combo: int, m: Mode) -> PlanO
     pi, slot = int(space.combo_p[combo]), int(space.combo_slot[combo])
     r = space.run(np.asarray([combo]), float(n))
     v = {k: float(np.asarray(val).reshape(-1)[0]) for k, val in r.items()}
-    mode_code = int(v["mode_resolved"])
-    algo = {MODE_PP: Algorithm.PP_DILOCO, MODE_HIER: Algorithm.HIERARCHICAL}.get(
-        mode_code, Algorithm.STREAMING
-    )
+    algo_code = int(v["algorithm_resolved"])
+    algo = SCENARIO_ALGORITHM[algo_code]
     base = space.base_scenarios[h]
     group = int(space.slot_group[slot])
     scen = base.replace(
-        name=f"plan: {MODE_NAMES[mode_code]} on {n} x {base.hardware}",
+        name=f"plan: {ALGORITHM_NAMES[algo_code]} on {n} x {base.hardware}",
         num_nodes=n,
         params=float(space.params_grid[pi]),
         algorithm=algo,
@@ -707,8 +705,8 @@ def _option(space: CandidateSpace, h: int, n: int, combo: int, m: Mode) -> PlanO
         params=float(space.params_grid[pi]),
         tokens=v["tokens"],
         days=v["run_time_s"] / units.SECONDS_PER_DAY,
-        algorithm=MODE_NAMES[mode_code],
-        group_size=group if mode_code == MODE_HIER else 0,
+        algorithm=ALGORITHM_NAMES[algo_code],
+        group_size=group if algo_code == ALGO_HIERARCHICAL else 0,
         pipeline_stages=int(v["pipeline_stages"]),
         groups=int(v["groups"]),
         inner_steps=int(v["inner_steps"]),

@@ -1,0 +1,48 @@
+"""Flat DiLoCo (Douillard et al. 2023, arXiv 2311.08105): every node a replica; the replicas sync
+their pseudo-gradients every H inner steps, blocking or overlapped (Streaming DiLoCo, `schedule`)."""
+
+from __future__ import annotations
+
+from dispersal.model.inputs.codes import ALGO_DILOCO
+from dispersal.model.kernel import schedule, topology
+from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch, no_sync
+from dispersal.model.kernel.context import Common
+
+
+def branch(c: Common) -> Branch:
+    """Flat DiLoCo's figures: N replicas, one sync of the whole model (or P fragments) per outer step."""
+    N, P = c.N, c.P
+    T_sync, u, d = topology.sync(c, P, N, c.f_N, c.up, c.down, c.lat)
+    # (The fragment sync is skipped when no configuration splits the model: the common case.)
+    T_frag = T_sync if c.one_fragment else topology.sync(c, P / c.fragments, N, c.f_N, c.up, c.down, c.lat)[0]
+    zero, ones = no_sync(c)
+    H, cyc = schedule.diloco_steps(c, N, T_sync, T_frag, c.T_step, zero)
+    paper = P * c.wire * (N > 1)
+    return Branch(
+        cycle=cyc,
+        steps_per_cycle=H,
+        workers=N,
+        step_time=c.T_step,
+        sync_time=T_sync,
+        inner_steps=H,
+        inner_steps_effective=H,
+        replicas=N,
+        groups=ones,
+        stages=1.0,
+        straggler=c.f_N,
+        fits=c.mem.fits,
+        enough_workers=N >= 1,
+        memory_per_node=c.mem.need_flat,
+        host_per_node=c.mem.host_need_flat,
+        payload_bits=P * c.wire,
+        compute_per_step=c.T_comp,
+        sync_up=u,
+        sync_down=d,
+        sync_paper=paper,
+        traffic_paper=paper,
+        up_busiest=u,
+        down_busiest=d,
+    )
+
+
+UNIT = AlgorithmUnit(code=ALGO_DILOCO, name="diloco", outer_sync=True, branch=branch)

@@ -1,0 +1,92 @@
+"""Hierarchical DiLoCo: groups of n_g nodes sync on regional links every H_in inner steps; the group
+leaders sync over the WAN every H_reg regional rounds (Rahman 2026 sec. 3). Fewer than two groups run
+flat DiLoCo instead."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from dispersal.model.inputs.codes import AGG_PAPER, ALGO_DILOCO, ALGO_HIERARCHICAL
+from dispersal.model.kernel import topology
+from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch
+from dispersal.model.kernel.context import TINY, BoolArr, Common
+from dispersal.model.kernel.efficiency import straggler_factor
+
+
+def runs(c: Common) -> BoolArr:
+    """At least two groups of n_g."""
+    return np.floor(c.N / c.g("group_size")) >= 2
+
+
+def branch(c: Common) -> Branch:
+    """Hierarchical DiLoCo's figures: regional rounds inside the global outer step."""
+    N, P, p, T_step, streaming, shared = c.N, c.P, c.p, c.T_step, c.streaming, c.shared
+    n_g = c.g("group_size")
+    G_h = np.floor(N / n_g)
+    reg_bw, reg_lat = c.g("regional_bits_per_s"), c.g("regional_latency_s")
+    f_ng = straggler_factor(n_g, c.strag, p)
+    T_reg_g, u_reg, d_reg = topology.sync(c, P, n_g, f_ng, reg_bw, reg_bw, reg_lat)
+    T_reg = np.where(c.agg == AGG_PAPER, (2.0 * P * c.wire / reg_bw + reg_lat) * f_ng, T_reg_g)
+    # On a shared link the leader's regional and global syncs take turns: give each half the
+    # regional cycle (H_in covers twice the regional sync), then H_reg rounds hide one global sync.
+    H_in_auto = np.maximum(1.0, np.ceil(np.where(shared & streaming, 2.0, 1.0) * T_reg / T_step))
+    H_in = np.where(c.h_req > 0, c.h_req, H_in_auto)
+    T_rc = np.where(streaming, np.maximum(H_in * T_step, T_reg), H_in * T_step + T_reg)
+    f_Gh = straggler_factor(G_h, c.strag, p)
+    T_glob, u_glob, d_glob = topology.sync(c, P, G_h, f_Gh, c.up, c.down, c.lat)
+    slack = np.where(shared & streaming, H_in * T_step - T_reg, T_rc)
+    H_reg = np.maximum(1.0, np.ceil(T_glob / np.maximum(slack, TINY * T_rc)))
+    cyc = np.where(
+        streaming,
+        np.maximum(H_reg * T_rc, T_glob + np.where(shared, H_reg * T_reg, 0.0)),
+        H_reg * T_rc + T_glob,
+    )
+    return Branch(
+        cycle=cyc,
+        steps_per_cycle=H_in * H_reg,
+        workers=N,
+        step_time=T_step,
+        sync_time=T_glob,
+        inner_steps=H_in,
+        inner_steps_effective=H_in * H_reg**p.hierarchical_h_exponent,
+        replicas=N,
+        groups=G_h,
+        stages=1.0,
+        straggler=f_Gh,
+        fits=c.mem.fits,
+        enough_workers=N >= 1,
+        memory_per_node=c.mem.need_flat,
+        host_per_node=c.mem.host_need_flat,
+        payload_bits=P * c.wire,
+        compute_per_step=c.T_comp,
+        sync_up=u_glob,
+        sync_down=d_glob,
+        sync_paper=P * c.wire * (G_h > 1),
+        # Paper: mean over nodes of the upload (regional rounds of every node plus the leaders' share).
+        traffic_paper=H_reg * P * c.wire + P * c.wire / n_g,
+        # Grounded: a leader; regional traffic counts only when it shares the WAN link.
+        up_busiest=u_glob + np.where(shared, H_reg * u_reg, 0.0),
+        down_busiest=d_glob + np.where(shared, H_reg * d_reg, 0.0),
+        regional_sync_time=T_reg,
+        regional_rounds=H_reg,
+    )
+
+
+def notes(asked: str, resolved: str, r: Mapping[str, float], group_size: int) -> list[str]:
+    """The fallback to flat DiLoCo."""
+    if asked == "hierarchical" and resolved != "hierarchical":
+        return [f"fewer than 2 groups of {group_size}: ran flat DiLoCo instead of hierarchical"]
+    return []
+
+
+UNIT = AlgorithmUnit(
+    code=ALGO_HIERARCHICAL,
+    name="hierarchical",
+    outer_sync=True,
+    branch=branch,
+    runs=runs,
+    fallback=ALGO_DILOCO,
+    notes=notes,
+)
