@@ -184,7 +184,10 @@ class Constraints:
             raise InputError("straggler" if "Straggler" in str(exc) else "pricing", str(exc)) from None
         require(
             self.chips_per_node is None
-            or (isinstance(self.chips_per_node, int) and 1 <= self.chips_per_node <= NO_RULE_MAX_CHIPS_PER_NODE),
+            or (
+                isinstance(self.chips_per_node, int)
+                and 1 <= self.chips_per_node <= NO_RULE_MAX_CHIPS_PER_NODE
+            ),
             "chips_per_node",
             f"must be an integer in [1, {NO_RULE_MAX_CHIPS_PER_NODE:,}], got {self.chips_per_node}",
         )

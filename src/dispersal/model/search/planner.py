@@ -25,9 +25,6 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -37,8 +34,7 @@ from dispersal.model.inputs.catalog import regime
 from dispersal.model.inputs.codes import ALGO_HIERARCHICAL, ALGORITHM_NAMES
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
-from dispersal.model.inputs.scenario import SCENARIO_ALGORITHM, Mode, Scenario
-from dispersal.model.kernel.estimate import estimate
+from dispersal.model.inputs.scenario import SCENARIO_ALGORITHM, Mode
 from dispersal.model.search.bisection import first_in_pieces, first_true
 from dispersal.model.search.candidates import (
     PAPER_GROUP_SIZES,
@@ -49,143 +45,11 @@ from dispersal.model.search.candidates import (
     hardware_variants,
     make_space,
 )
+from dispersal.model.search.plan_result import Metric, Objective, Plan, PlanOption, Search
 
 Arr = npt.NDArray[np.float64]
 IntArr = npt.NDArray[np.int64]
 BoolArr = npt.NDArray[np.bool_]
-
-
-class Metric(StrEnum):
-    """Which compute a target is measured in."""
-
-    C_LOCAL = "c_local"
-    C_QUALITY = "c_quality"
-
-
-class Objective(StrEnum):
-    """What the planner minimises."""
-
-    COST = "cost"
-    NODES = "nodes"
-    TIME = "time"
-
-
-class Search(StrEnum):
-    """How the node count is searched."""
-
-    BISECT = "bisect"
-    EXACT = "exact"
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class PlanOption:
-    """One concrete configuration: a Scenario that `estimate()` reproduces, and its key figures."""
-
-    scenario: Scenario
-    hardware: str
-    precision: str
-    chips_per_node: int
-    nodes: int
-    params: float
-    tokens: float
-    days: float
-    algorithm: str
-    group_size: int
-    pipeline_stages: int
-    groups: int
-    inner_steps: int
-    inner_steps_effective: float
-    compression_ratio: float
-    cost_usd: float
-    c_local_flop: float
-    c_quality_flop: float
-    overtraining_ratio: float
-    mean_wan_mbps_per_node: float
-    peak_wan_mbps_per_node: float
-    efficiency: dict[str, float]
-
-    @property
-    def label(self) -> str:
-        """E.g. '16x H100_SXM FP8'."""
-        return f"{self.chips_per_node}x {self.hardware} {self.precision.upper()}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """Flat JSON-ready dict (efficiency factors by name at the top level too)."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "scenario"}
-        d["scenario"] = self.scenario.to_dict()
-        d.update(self.efficiency)
-        return d
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class Plan:
-    """The planner's answer for one target."""
-
-    target_flop: float
-    metric: str
-    regime: str
-    mode: str
-    search: str
-    objective: str
-    feasible: bool
-    best: PlanOption | None
-    per_hardware: tuple[PlanOption, ...]
-    """The best option of each hardware type that can meet the target (runners-up), cheapest first."""
-    failures: dict[str, str] = field(default_factory=dict)
-    """Why each other hardware type could not meet it."""
-    reasons: tuple[str, ...] = ()
-    evaluations: int = 0
-    """Configurations evaluated."""
-    centralized: Plan | None = None
-    """The centralized baseline (`centralized_baseline`) of the same target, when `plan(...,
-    baseline=True)` computed it; None otherwise."""
-
-    @property
-    def centralized_cost_usd(self) -> float | None:
-        """Cost of the centralized baseline's best plan (None if not computed or infeasible)."""
-        cb = self.centralized.best if self.centralized is not None else None
-        return cb.cost_usd if cb is not None else None
-
-    @property
-    def cost_premium(self) -> float | None:
-        """The evader's cost premium: best.cost_usd / the centralized baseline's cost (None if
-        either is missing)."""
-        base = self.centralized_cost_usd
-        return self.best.cost_usd / base if (self.best is not None and base is not None) else None
-
-    @property
-    def extrapolation(self) -> tuple[str, ...]:
-        """Where the best plan lies outside the quality fit's evidence (replicas, H, model size,
-        fragments, compression), each with the fitted range; empty when infeasible."""
-        if self.best is None:
-            return ()
-        return estimate(self.best.scenario, mode=self.mode).extrapolation
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON: the best option's fields at the top level, plus runners-up and failures, and
-        (when computed) centralized_cost_usd, cost_premium and the centralized best option."""
-        d: dict[str, Any] = {
-            "feasible": self.feasible,
-            "target_flop": self.target_flop,
-            "metric": self.metric,
-            "regime": self.regime,
-            "mode": self.mode,
-            "search": self.search,
-            "objective": self.objective,
-            "reasons": list(self.reasons),
-            "evaluations": self.evaluations,
-        }
-        if self.best is not None:
-            d.update(self.best.to_dict())
-        d["extrapolation"] = list(self.extrapolation)
-        d["runners_up"] = [o.to_dict() for o in self.per_hardware]
-        d["failures"] = dict(self.failures)
-        if self.centralized is not None:
-            cb = self.centralized.best
-            d["centralized_cost_usd"] = self.centralized_cost_usd
-            d["cost_premium"] = self.cost_premium
-            d["centralized"] = cb.to_dict() if cb is not None else None
-        return d
 
 
 def _metric(r: dict[str, Arr], metric: Metric) -> Arr:
@@ -306,6 +170,13 @@ def _exact(
     return result
 
 
+#: Plans kept (`plan` answers a repeated question from memory: the Monte Carlo's nominal plan, the
+#: countermeasures' repeated baseline, the CLI's table and samples of one target). Plans are frozen;
+#: every input of the key is an immutable value.
+PLAN_CACHE_SIZE = 256
+_PLANS: dict[tuple[object, ...], Plan] = {}
+
+
 def plan(
     target_flop: float,
     *,
@@ -354,19 +225,26 @@ def plan(
     except ValueError as exc:
         raise InputError("plan", str(exc)) from None
     regime(regime_name)
-    if obj is Objective.TIME:
-        out = _plan_fastest(target_flop, regime_name, c, m, met, srch, params, params_grid, group_sizes)
-    else:
-        space = make_space(m, c, regime_name, params, params_grid, group_sizes)
-        found = _bisect(space, target_flop, met)
-        searched = [(space, found)]
-        if srch is Search.EXACT:
-            searched = [(space, _exact(space, target_flop, met, found))]
-            if obj is Objective.COST:
-                searched += _exact_smaller_nodes(
-                    searched[0], target_flop, met, regime_name, params_grid, group_sizes
-                )
-        out = _make_plan(searched, target_flop, regime_name, m, met, obj, srch)
+    grid = None if params_grid is None else tuple(float(v) for v in params_grid)
+    key = (float(target_flop), regime_name, c, m, met, obj, srch, params, grid, tuple(group_sizes))
+    out = _PLANS.get(key)
+    if out is None:
+        if obj is Objective.TIME:
+            out = _plan_fastest(target_flop, regime_name, c, m, met, srch, params, grid, group_sizes)
+        else:
+            space = make_space(m, c, regime_name, params, grid, group_sizes)
+            found = _bisect(space, target_flop, met)
+            searched = [(space, found)]
+            if srch is Search.EXACT:
+                searched = [(space, _exact(space, target_flop, met, found))]
+                if obj is Objective.COST:
+                    searched += _exact_smaller_nodes(
+                        searched[0], target_flop, met, regime_name, grid, group_sizes
+                    )
+            out = _make_plan(searched, target_flop, regime_name, m, met, obj, srch)
+        _PLANS[key] = out
+        while len(_PLANS) > PLAN_CACHE_SIZE:
+            del _PLANS[next(iter(_PLANS))]
     if baseline:
         base = centralized_baseline(
             target_flop, constraints=c, mode=m, metric=met, search=srch, params=params
@@ -487,11 +365,10 @@ def _make_plan(
     regime's cap (its unmet node types give the failures), the others other node sizes (the
     cheapest option per accelerator and precision over all sizes is kept)."""
     space, found = searched[0]
-    key = (
-        (lambda o: (o.nodes, o.cost_usd))
-        if obj is Objective.NODES
-        else (lambda o: (o.cost_usd, -o.c_quality_flop))
-    )
+
+    def key(o: PlanOption) -> tuple[float, float]:
+        return (o.nodes, o.cost_usd) if obj is Objective.NODES else (o.cost_usd, -o.c_quality_flop)
+
     best_of: dict[tuple[str, str], PlanOption] = {}
     short: dict[int, float] = {}
     for sp, fd in searched:
