@@ -20,8 +20,9 @@ draws, so the search is done for all draws at once on a bounded candidate set:
    target is met is bisected to the integer N. This is exact when "valid and meets the target" is
    monotone in N inside that cell (the planner's exact search scans every integer N instead).
 4. Each draw takes the cheapest valid candidate that meets the target (ties: higher C_quality),
-   as `plan()` does. A draw with no such candidate counts as infeasible; the percentiles are over
-   the feasible draws and `feasible_fraction` reports how many there were.
+   as `plan()` does. A draw with no such candidate cannot reach the target. The result leads with
+   P(reach), the share of draws that reach; `percentiles` are conditional on reaching and
+   `percentiles_all` count a draw that cannot reach as +inf (`monte_carlo.quantiles_all`).
 
 How each input reaches the kernel: Chinchilla constants and the replica fit through ``overrides``
 (arrays per draw); MFU, the compression and activation quality columns and the chip prices through
