@@ -45,6 +45,7 @@ def test_frontier_cells_follow_the_planner_and_lead_with_p_reach() -> None:
         p = planner.plan(lim.target_flop, constraints=c, mode="paper").best
         assert p is not None and p.cost_usd <= lim.budget_usd * (1 + 1e-12)
         assert lim.sites == p.nodes and lim.chips_per_site == p.chips_per_node
+        assert lim.most_sites_seen is not None and lim.most_sites_seen >= lim.sites
         if i > 0:
             lower = SMALL.replace(bandwidth_up_bits_per_s=GRID[i - 1], bandwidth_down_bits_per_s=GRID[i - 1])
             q = planner.plan(lim.target_flop, constraints=lower, mode="paper").best

@@ -14,6 +14,7 @@ bandwidth). A premium x gives a budget x * C0 (C0 the centralized cost). Then pe
   reaches T there, else the budget ("cost").
 - sites, chips per site, power per site (chips x TDP x PUE, kW), run days, mean WAN Mbps: of that plan.
 - least power per site: the smallest power per site among the grid plans within the budget.
+- most sites seen: the most sites of those plans (a lower bound on the most sites within the budget).
 - longest distance: `LONGEST_DISTANCE_M` when its plan fits the budget ("nothing binds"), else the
   budget binds at that distance (the model's latency only lengthens each sync: docs/frontier.md).
 - P(reach) of the plan at 100 Mbps (Monte Carlo, `samples` draws; None when samples = 0).
@@ -70,6 +71,9 @@ class Limit:
     days: float | None
     mean_wan_mbps_per_site: float | None
     least_power_per_site_kw: float | None
+    most_sites_seen: int | None
+    """The most sites of any walked grid plan within the budget: a lower bound on the most sites a
+    dispersed run can have within the premium (the planner minimises cost, not maximises sites)."""
     longest_distance_m: float | None
     distance_binds: str
 
@@ -256,6 +260,7 @@ def _limit(
             why = f"cost: {below.best.cost_usd / c0:.2f}x at {grid[i - 1] / 1e6:g} Mbps" if c0 else "cost"
     o = plans[ok[0]].best if ok else None
     powers = [power_per_site_kw(b) for j in ok if (b := plans[j].best) is not None]
+    sites = [b.nodes for j in ok if (b := plans[j].best) is not None]
     far_ok = (
         far is not None
         and far.best is not None
@@ -282,6 +287,7 @@ def _limit(
         days=o.days if o else None,
         mean_wan_mbps_per_site=o.mean_wan_mbps_per_node if o else None,
         least_power_per_site_kw=min(powers) if powers else None,
+        most_sites_seen=max(sites) if sites else None,
         longest_distance_m=LONGEST_DISTANCE_M if far_ok else None,
         distance_binds=dist_why,
     )
