@@ -2,11 +2,23 @@
 
 Run: python benchmarks/bench_plan.py   (prints a table; no assertions; machine noise applies, so
 compare the ratio measured in one run rather than absolute rates across runs)
+
+   python benchmarks/bench_plan.py --cli OLD_CHECKOUT
+CPU time (user + sys of the child process) of the search commands (`plan --samples 1000`, `counter
+--mode default`, `reproduce`, `frontier`) for this checkout and, where the command exists there, an
+older one (e.g. `git worktree add /tmp/old cda9b6d`), run alternately in one session, with the
+ratio new / old.
 """
 
 from __future__ import annotations
 
+import os
+import resource
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -61,5 +73,47 @@ def main() -> None:
     print(f"plan(1e25, default, exact): {default_s:.3f} s ({d.evaluations:,} configurations)")
 
 
+#: The commands timed by --cli (issue 20's targets: plan --samples 1000 < 8 s, counter < 20 s CPU).
+CLI_COMMANDS: tuple[tuple[str, ...], ...] = (
+    ("plan", "--samples", "1000"),
+    ("counter", "--mode", "default"),
+    ("reproduce", "--out", "{tmp}"),
+    ("frontier", "--json"),
+)
+
+
+def cpu_of(src: Path, args: tuple[str, ...]) -> float | None:
+    """CPU seconds (user + sys) of `python -m dispersal ARGS` with `src` first on the path; None if
+    the command fails (e.g. it does not exist in that checkout)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = [a.replace("{tmp}", tmp) for a in args]
+        env = {**os.environ, "PYTHONPATH": str(src)}
+        r = subprocess.run(
+            [sys.executable, "-m", "dispersal", *argv], env=env, capture_output=True, check=False
+        )
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if r.returncode != 0:
+        return None
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def cli(old: Path) -> None:
+    """Print CPU time per command for this checkout and `old`, and the ratio."""
+    new = Path(__file__).resolve().parents[1] / "src"
+    print(f"{'command':34s} {'new CPU s':>10s} {'old CPU s':>10s} {'new/old':>8s}")
+    for args in CLI_COMMANDS:
+        n = cpu_of(new, args)
+        o = cpu_of(old / "src", args)
+        ratio = f"{n / o:8.2f}" if (n is not None and o) else "       -"
+        show = " ".join(a for a in args if a != "{tmp}")
+        print(
+            f"{show:34s} {n if n is not None else float('nan'):10.2f} {o if o is not None else float('nan'):10.2f} {ratio}"
+        )
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--cli":
+        cli(Path(sys.argv[2]))
+    else:
+        main()

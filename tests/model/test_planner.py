@@ -23,7 +23,13 @@ from dispersal.model.search.bisection import (
     first_true,
     last_true,
 )
-from dispersal.model.search.candidates import CandidateSpace, make_space
+from dispersal.model.search.candidates import (
+    NO_RULE_MAX_CHIPS_PER_NODE,
+    CandidateSpace,
+    hardware_variants,
+    make_space,
+    node_sizes,
+)
 from dispersal.model.search.planner import Constraints, Metric, compare_searches, plan
 
 
@@ -400,3 +406,87 @@ def test_budget_caps_the_node_count_and_binds() -> None:
     fast = plan(1e25, mode="paper", objective="time", constraints=Constraints(max_cost_usd=100e6))
     assert fast.feasible and fast.best is not None
     assert fast.best.cost_usd <= 100e6 and fast.best.days < 740
+
+
+def test_node_sizes_ladder_holds_every_stricter_regimes_cap() -> None:
+    """The exact search's node sizes: powers of two and catalogue caps below the regime's cap, then
+    the cap; a regime with no rule reaches NO_RULE_MAX_CHIPS_PER_NODE and holds every rule's cap."""
+    gh = accelerator("gh200")
+    assert node_sizes(gh, regime("treaty")) == (1, 2, 4, 8, 16)
+    assert node_sizes(gh, regime("treaty_hbm")) == (1, 2, 4, 8)
+    none = node_sizes(gh, regime("none"))
+    assert none[-1] == NO_RULE_MAX_CHIPS_PER_NODE and {1, 2, 4, 8, 16} <= set(none)
+    v4 = accelerator("tpu_v4")
+    assert set(node_sizes(v4, regime("treaty_hbm"))) <= set(node_sizes(v4, regime("treaty")))
+    assert 40 in node_sizes(v4, regime("treaty"))
+
+
+def test_compute_bound_used_to_prune_node_sizes() -> None:
+    """The node-size walk prunes with C_quality <= C_local <= N x node peak x MFU x T x ETA_BOUND: it
+    holds on every valid candidate of a space (both modes, node sizes up to 4,096 chips, few and many
+    nodes; eta exceeds 1 by a few percent at 2-3 nodes in default mode)."""
+    for mode in (Mode.PAPER, Mode.DEFAULT):
+        c = Constraints(hardware=("h100_sxm", "a100_80gb", "mi300x"))
+        vs = [v for v in hardware_variants(mode, c, "none", all_sizes=True) if v.chips in (1, 8, 64, 4096)]
+        space = make_space(mode, c, "none", DEFAULT_PARAMS, variants=vs)
+        combos = np.arange(len(space.combo_hw))
+        for n in (1.0, 2.0, 3.0, 7.0, 64.0, 900.0):
+            r = space.run(combos, n)
+            ok = r["valid"] > 0
+            cap = n * space.hw_inputs["node_peak_flop_per_s"] * space.hw_inputs["mfu"] * c.max_duration_s
+            bound = cap[space.combo_hw] * planner.ETA_BOUND
+            assert np.all(r["c_local_flop"][ok] <= bound[ok] * (1 + 1e-9))
+            assert np.all(r["c_quality_flop"][ok] <= r["c_local_flop"][ok] * (1 + 1e-9))
+
+
+@pytest.mark.slow
+def test_exact_search_tries_nodes_below_the_cap() -> None:
+    """Issue 23: under `treaty` the exact search finds what `treaty_hbm` (stricter) finds, so it is
+    never dearer; `none` plans nodes larger than 8 chips and is feasible where `treaty` is."""
+    c = Constraints(hardware=("gh200", "h100_sxm"))
+    t = plan(1e25, regime_name="treaty", constraints=c, mode="paper", search="exact").best
+    h = plan(1e25, regime_name="treaty_hbm", constraints=c, mode="paper", search="exact").best
+    assert t is not None and h is not None
+    assert t.cost_usd <= h.cost_usd * (1 + 1e-12) < 28.95e6
+    assert t.chips_per_node < max_chips_under(accelerator(t.hardware), regime("treaty"))
+    n = plan(1e25, regime_name="none", constraints=c, mode="paper", search="exact").best
+    assert n is not None and n.chips_per_node > 8 and n.cost_usd <= t.cost_usd
+    fixed = plan(1e25, constraints=c.replace(chips_per_node=8), mode="paper", search="exact").best
+    assert fixed is not None and fixed.chips_per_node == 8
+
+
+#: Pairs (stricter, looser) of catalogue regimes: every node the first allows, the second allows.
+STRICTER = [
+    ("treaty_hbm", "treaty"),
+    ("treaty_8h100e", "treaty"),
+    ("treaty_4h100e", "treaty_8h100e"),
+    ("treaty_hbm_8h100e", "treaty_hbm"),
+    ("treaty_hbm_4h100e", "treaty_4h100e"),
+    ("treaty", "none"),
+]
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    pair=st.sampled_from(STRICTER),
+    target=st.sampled_from([3e23, 1e24, 3e24, 1e25, 3e25, 1e26]),
+    hardware=st.sampled_from([("gh200", "h100_sxm"), ("tpu_v4", "a100_80gb"), ("ascend_910b",)]),
+    bandwidth=st.sampled_from([30e6, 100e6, 1e9]),
+)
+@pytest.mark.slow
+def test_stricter_regime_never_cheaper(
+    pair: tuple[str, str], target: float, hardware: tuple[str, ...], bandwidth: float
+) -> None:
+    """Exact search, paper mode: a regime whose rule allows fewer nodes never gives a cheaper plan,
+    and ten times the bandwidth never gives a dearer one."""
+    c = Constraints(hardware=hardware, bandwidth_up_bits_per_s=bandwidth, bandwidth_down_bits_per_s=bandwidth)
+    strict = plan(target, regime_name=pair[0], constraints=c, mode="paper", search="exact")
+    loose = plan(target, regime_name=pair[1], constraints=c, mode="paper", search="exact")
+    if strict.best is not None:
+        assert loose.best is not None
+        assert loose.best.cost_usd <= strict.best.cost_usd * (1 + 1e-12)
+    fast_c = c.replace(bandwidth_up_bits_per_s=10 * bandwidth, bandwidth_down_bits_per_s=10 * bandwidth)
+    fast = plan(target, regime_name=pair[0], constraints=fast_c, mode="paper", search="exact")
+    if strict.best is not None:
+        assert fast.best is not None
+        assert fast.best.cost_usd <= strict.best.cost_usd * (1 + 1e-12)

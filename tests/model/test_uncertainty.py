@@ -7,13 +7,13 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dispersal.model.analyses.uncertainty import (
     PARAMETERS,
     Distribution,
     UncertaintySpec,
-    _draw_arrays,
-    _Search,
     constraints_for,
     default_spec,
     model_params_for,
@@ -21,6 +21,8 @@ from dispersal.model.analyses.uncertainty import (
     plan_samples,
     tornado,
 )
+from dispersal.model.analyses.uncertainty.draws import _draw_arrays, _Search
+from dispersal.model.analyses.uncertainty.monte_carlo import quantiles_all
 from dispersal.model.inputs.errors import InputError
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import PAPER_MFU, Mode
@@ -235,3 +237,45 @@ def test_bad_arguments_are_input_errors() -> None:
     with pytest.raises(InputError):
         default_spec().sample(10, -1)
     assert math.isfinite(default_spec().get("mfu").distribution.quantile(0.5))  # type: ignore[union-attr]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    values=st.lists(st.floats(1.0, 1e9), min_size=0, max_size=30),
+    failing=st.integers(0, 30),
+)
+def test_quantiles_over_all_draws_count_cannot_reach_as_infinite(values: list[float], failing: int) -> None:
+    """The all-draw quantiles equal numpy's on the full sample with +inf for each draw that cannot
+    reach (when the quantile falls on a finite value or on +inf); NaN when no draw reaches."""
+    total = len(values) + failing
+    if total == 0:
+        return
+    p = len(values) / total
+    got = quantiles_all(np.asarray(values), p)
+    if not values:
+        assert all(math.isnan(g) for g in got)
+        return
+    full = np.sort(np.concatenate([values, np.full(failing, np.inf)]))
+    for q, g in zip((0.1, 0.5, 0.9), got, strict=True):
+        if q > p:
+            assert g == math.inf
+            # At least the (1 - q) top share of all draws cannot reach.
+            assert full[int(np.ceil(q * total)) - 1] == np.inf or q * total > len(values)
+        else:
+            assert min(values) <= g <= max(values)
+            assert g == pytest.approx(float(np.percentile(values, 100 * q / p)))
+
+
+def test_monte_carlo_leads_with_p_reach_and_labels_conditional_quantiles() -> None:
+    """P(reach) in [0, 1] is the first JSON key; the plain quantiles are labelled conditional and the
+    *_all ones are inf exactly when the failing share lies above the quantile."""
+    r = plan_samples(1e25, samples=40, seed=3, constraints=SMALL, mode="paper")
+    d = r.to_dict()
+    assert next(iter(d)) == "p_reach" and 0.0 <= d["p_reach"] <= 1.0
+    assert "conditional" in d["quantiles"]
+    for q, key in ((0.1, "cost_usd_p10_all"), (0.5, "cost_usd_p50_all"), (0.9, "cost_usd_p90_all")):
+        assert (d[key] == math.inf) == (q > r.p_reach * (1 + 1e-12))
+    hard = plan_samples(1e29, samples=10, seed=1, constraints=SMALL, mode="paper")
+    assert hard.p_reach == 0.0
+    assert all(math.isnan(v) for v in hard.percentiles["cost_usd"])
+    assert all(math.isnan(v) for v in hard.percentiles_all["cost_usd"])

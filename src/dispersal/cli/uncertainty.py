@@ -44,6 +44,8 @@ _FIG_NAMES = {
 
 
 def _fmt(key: str, v: float) -> str:
+    if v == math.inf:
+        return "cannot reach"
     if not math.isfinite(v):
         return "infeasible" if key.startswith("cost_usd") else "-"
     if key.startswith("cost_usd"):
@@ -61,16 +63,19 @@ def render_samples_table(result: UncertaintyResult) -> Table:
 
     t = Table(
         title=(
-            f"Uncertainty: {result.target_flop:.3g} FLOP {result.metric}, {result.samples:,} draws "
-            f"(seed {result.seed}), {result.feasible_fraction:.1%} feasible"
+            f"P(reach) {result.p_reach:.0%}: {result.target_flop:.3g} FLOP {result.metric}, "
+            f"{result.samples:,} draws (seed {result.seed}); rows 'if reached' are conditional on "
+            "reaching, 'all draws' count cannot reach as infeasible"
         )
     )
     t.add_column("figure")
     for col in ("P10", "P50", "P90", "nominal plan"):
         t.add_column(col, justify="right")
-    for key, (p10, p50, p90) in result.percentiles.items():
+    rows = [(f"{_FIG_NAMES.get(k, k)}, all draws", k, v) for k, v in result.percentiles_all.items()]
+    rows += [(f"{_FIG_NAMES.get(k, k)}, if reached", k, v) for k, v in result.percentiles.items()]
+    for name, key, (p10, p50, p90) in rows:
         t.add_row(
-            _FIG_NAMES.get(key, key),
+            name,
             _fmt(key, p10),
             _fmt(key, p50),
             _fmt(key, p90),

@@ -188,6 +188,45 @@ def last_true(lo: npt.ArrayLike, hi: npt.ArrayLike, pred: Predicate, *, budget: 
 _GALLOP, _BRACKET, _BISECT, _FIRST, _DONE, _DENSE = 0, 1, 2, 3, 4, 5
 
 
+class _Walk:
+    """The state of `first_in_pieces`: one entry per interval in each array."""
+
+    def __init__(self, a: Arr, top0: Arr, group: npt.ArrayLike | None) -> None:
+        k_all = a.size
+        self.a, self.top0 = a, top0
+        self.grp = np.arange(k_all) if group is None else np.asarray(group, dtype=np.int64).reshape(-1)
+        self.best = np.full(int(self.grp.max()) + 1 if k_all else 0, np.inf)
+        self.first = np.full(k_all, np.inf)
+        self.phase = np.full(k_all, _DONE)
+        self.sig0 = np.full(k_all, np.nan)
+        self.meets_a = np.zeros(k_all, dtype=bool)
+        # Piece search state: sig(lo_) == sig0 (meets_lo there); hi_ is the top or one below a probe
+        # whose signature differs (sig_next / meets_next there, known_next).
+        self.lo_, self.hi_ = a.copy(), top0.copy()
+        self.meets_lo = self.meets_a.copy()
+        self.sig_next = np.full(k_all, np.nan)
+        self.meets_next = np.zeros(k_all, dtype=bool)
+        self.known_next = np.zeros(k_all, dtype=bool)
+        self.step = np.ones(k_all)
+        # Inside the current piece: largest probe where meets fails, smallest where it holds.
+        self.no_hi = np.full(k_all, -np.inf)
+        self.yes_lo = np.full(k_all, np.inf)
+        # Guessing the piece's end: last two whole pieces' lengths, how far the last guess was off.
+        self.len1 = np.full(k_all, np.nan)
+        self.len2 = np.full(k_all, np.nan)
+        self.whole = np.zeros(k_all, dtype=bool)
+        self.guess = np.full(k_all, np.nan)
+        self.g_ratio = np.full(k_all, np.nan)
+        self.g_same = np.full(k_all, np.nan)
+        self.by_ratio = np.ones(k_all, dtype=bool)
+        self.miss = np.ones(k_all)
+        # The first-n bisection inside a piece that meets at its end: [fa, fb], meets at fb.
+        self.fa, self.fb = np.zeros(k_all), np.zeros(k_all)
+
+
+_Part = tuple[int, IntArr, IntArr, IntArr, IntArr, Arr, Arr]
+
+
 def first_in_pieces(
     lo: npt.ArrayLike,
     hi: npt.ArrayLike,
@@ -224,266 +263,257 @@ def first_in_pieces(
     (see the module docstring).
     """
     a, top0 = _bounds(lo, hi)
-    k_all = a.size
-    grp = np.arange(k_all) if group is None else np.asarray(group, dtype=np.int64).reshape(-1)
-    best = np.full(int(grp.max()) + 1 if k_all else 0, np.inf)
-    first = np.full(k_all, np.inf)
-    phase = np.full(k_all, _DONE)
+    w = _Walk(a, top0, group)
     live = np.flatnonzero(a <= top0)
     if live.size == 0:
-        return first
+        return w.first
     if not (np.all(np.isfinite(a[live])) and np.all(np.isfinite(top0[live]))):
         raise ValueError("bounds of a non-empty interval must be finite")
-    sig0 = np.full(k_all, np.nan)
-    meets_a = np.zeros(k_all, dtype=bool)
     s, m_ = probe(live, a[live])
-    sig0[live], meets_a[live] = np.asarray(s, dtype=np.float64), np.asarray(m_, dtype=bool)
-    # Piece search state: sig(lo_) == sig0 (meets_lo there); hi_ is the top or one below a probe
-    # whose signature differs (sig_next / meets_next there, known_next).
-    lo_, hi_ = a.copy(), top0.copy()
-    meets_lo = meets_a.copy()
-    sig_next = np.full(k_all, np.nan)
-    meets_next = np.zeros(k_all, dtype=bool)
-    known_next = np.zeros(k_all, dtype=bool)
-    step = np.ones(k_all)
-    # Inside the current piece: largest probe where meets fails, smallest where it holds.
-    no_hi = np.full(k_all, -np.inf)
-    yes_lo = np.full(k_all, np.inf)
-    # Guessing the piece's end: last two whole pieces' lengths, how far the last guess was off.
-    len1 = np.full(k_all, np.nan)
-    len2 = np.full(k_all, np.nan)
-    whole = np.zeros(k_all, dtype=bool)
-    guess = np.full(k_all, np.nan)
-    g_ratio = np.full(k_all, np.nan)
-    g_same = np.full(k_all, np.nan)
-    by_ratio = np.ones(k_all, dtype=bool)
-    miss = np.ones(k_all)
-    # The first-n bisection inside a piece that meets at its end: [fa, fb], meets at fb.
-    fa, fb = np.zeros(k_all), np.zeros(k_all)
-
-    def start_piece(sel: IntArr) -> None:
-        top = np.minimum(top0[sel], best[grp[sel]] - 1)
-        phase[sel[a[sel] > top]] = _DONE
-        keep = a[sel] <= top
-        sel, top = sel[keep], top[keep]
-        lo_[sel], hi_[sel], meets_lo[sel] = a[sel], top, meets_a[sel]
-        known_next[sel] = False
-        step[sel] = 1.0
-        no_hi[sel] = np.where(meets_a[sel], -np.inf, a[sel])
-        yes_lo[sel] = np.where(meets_a[sel], a[sel], np.inf)
-        l1, l2 = len1[sel], len2[sel]
-        ratio = np.where(np.isfinite(l2), np.round(l1 * l1 / np.where(np.isfinite(l2), l2, 1.0)), l1)
-        g_ratio[sel] = a[sel] + np.maximum(ratio, 1.0) - 1.0
-        g_same[sel] = a[sel] + np.maximum(l1, 1.0) - 1.0
-        guess[sel] = np.where(by_ratio[sel], g_ratio[sel], g_same[sel])
-        phase[sel] = np.where(np.isfinite(guess[sel]), _BRACKET, _GALLOP)
-        closed = sel[lo_[sel] >= hi_[sel]]
-        if closed.size:
-            end_piece(closed)
-
-    def end_piece(sel: IntArr) -> None:
-        e = lo_[sel]
-        g = guess[sel]
-        miss[sel] = np.where(np.isfinite(g), np.abs(e - g), miss[sel])
-        # Next time, the guess that would have been closer this time.
-        by_ratio[sel] = np.where(
-            np.isfinite(g_ratio[sel]), np.abs(e - g_ratio[sel]) <= np.abs(e - g_same[sel]), by_ratio[sel]
-        )
-        met = meets_lo[sel]
-        hit = sel[met]
-        if hit.size:
-            fa[hit] = np.maximum(a[hit], no_hi[hit] + 1)
-            fb[hit] = np.minimum(e[met], yes_lo[hit])
-            phase[hit] = _FIRST
-            closed = hit[fa[hit] >= fb[hit]]
-            if closed.size:
-                finish(closed)
-        nxt = sel[~met & known_next[sel]]
-        phase[sel[~met & ~known_next[sel]]] = _DONE
-        if nxt.size:
-            done_len = lo_[nxt] - a[nxt] + 1.0
-            w = whole[nxt]
-            len2[nxt[w]] = len1[nxt[w]]
-            len1[nxt[w]] = done_len[w]
-            whole[nxt] = True
-            a[nxt] = lo_[nxt] + 1.0
-            sig0[nxt], meets_a[nxt] = sig_next[nxt], meets_next[nxt]
-            start_piece(nxt)
-
-    def dense(sel: IntArr, owner: IntArr, rank: IntArr, st: IntArr, q: Arr, sig: Arr, mt: BoolArr) -> None:
-        """Walk the pieces seen by probes at every node count lo_ + 1 .. lo_ + K (rank 1..K)."""
-        big = np.iinfo(np.int64).max
-        k = np.diff(np.append(st, rank.size))
-        last = st + k - 1
-        prev_sig = np.where(rank > 1, sig[np.maximum(np.arange(rank.size) - 1, 0)], sig0[sel][owner])
-        prev_meets = np.where(rank > 1, mt[np.maximum(np.arange(rank.size) - 1, 0)], meets_lo[sel][owner])
-        change = sig != prev_sig  # a piece starts at this point, the previous one ended just before
-        reach_top = q[last] >= hi_[sel]
-        # Positions (0 = lo_, r = lo_ + r) of piece ends where meets holds; the first such end.
-        end_pos = np.where(change & prev_meets, rank - 1, big)
-        p_end = np.minimum.reduceat(end_pos, st)
-        p_end = np.where(reach_top & mt[last] & (p_end == big), k, p_end)
-        found = p_end < big
-        n_changes = np.add.reduceat(change.astype(np.int64), st)
-        if found.any():
-            f = sel[found]
-            pe = p_end[found]
-            fo = np.isin(owner, np.flatnonzero(found))
-            # The piece holding the first end that meets: its start in the block (0: before it).
-            cs = np.maximum.reduceat(np.where(change & (rank <= np.repeat(p_end, k)), rank, 0), st)[found]
-            own = owner[fo]
-            slot = np.searchsorted(np.flatnonzero(found), own)
-            in_piece = (rank[fo] >= cs[slot]) & (rank[fo] <= pe[slot]) & (rank[fo] >= 1)
-            first_r = np.full(f.size, big)
-            np.minimum.at(first_r, slot[in_piece & mt[fo]], rank[fo][in_piece & mt[fo]])
-            later = cs > 0
-            # A piece starting inside the block is known point by point.
-            g1 = f[later]
-            fa[g1] = fb[g1] = lo_[g1] + first_r[later]
-            # The piece that began at or before lo_: what earlier probes said, then bisect if needed.
-            g0 = f[~later]
-            yes = np.where(first_r[~later] < big, lo_[g0] + first_r[~later], np.inf)
-            top_meet = np.where(meets_lo[g0], lo_[g0], np.inf)
-            fb[g0] = np.minimum(np.minimum(yes_lo[g0], top_meet), yes)
-            no_in = np.full(g0.size, -np.inf)
-            sl0 = np.flatnonzero(~later)
-            m0 = np.isin(slot, sl0) & in_piece & ~mt[fo]
-            pos0 = np.searchsorted(sl0, slot[m0])
-            np.maximum.at(no_in, pos0, lo_[g0][pos0] + rank[fo][m0])
-            fa[g0] = np.maximum(a[g0], np.maximum(no_hi[g0], no_in) + 1)
-            phase[f] = _FIRST
-            closed = f[fa[f] >= fb[f]]
-            if closed.size:
-                finish(closed)
-        rest = ~found
-        phase[sel[rest & reach_top]] = _DONE
-        go = rest & ~reach_top
-        if go.any():
-            g = sel[go]
-            ls = np.maximum.reduceat(np.where(change, rank, 0), st)[go]
-            moved = ls > 0
-            at_ls = st[go] + ls - 1
-            a_new = np.where(moved, lo_[g] + ls, a[g])
-            # Whole pieces inside the block (or ending in it, if the first began at a change): their
-            # mean length stands for the last two.
-            nc = n_changes[go]
-            span = np.where(
-                whole[g],
-                ls + (lo_[g] - a[g]),
-                ls - (np.minimum.reduceat(np.where(change, rank, big), st)[go]),
-            )
-            count = np.where(whole[g], nc, nc - 1)
-            mean_len = np.where(count > 0, span / np.maximum(count, 1), len1[g])
-            len1[g] = np.where(count > 0, mean_len, len1[g])
-            len2[g] = np.where(count > 0, mean_len, len2[g])
-            whole[g] = whole[g] | moved
-            # Meets inside the piece now being walked (from ls to K).
-            ow = np.isin(owner, np.flatnonzero(go))
-            slot = np.searchsorted(np.flatnonzero(go), owner[ow])
-            inp = rank[ow] >= ls[slot]
-            nh = np.where(moved, -np.inf, no_hi[g])
-            yl = np.where(moved, np.inf, yes_lo[g])
-            np.maximum.at(nh, slot[inp & ~mt[ow]], q[ow][inp & ~mt[ow]])
-            np.minimum.at(yl, slot[inp & mt[ow]], q[ow][inp & mt[ow]])
-            no_hi[g], yes_lo[g] = nh, yl
-            sig0[g] = np.where(moved, sig[np.maximum(at_ls, 0)], sig0[g])
-            meets_a[g] = np.where(moved, mt[np.maximum(at_ls, 0)], meets_a[g])
-            a[g] = a_new
-            lo_[g] = q[last[go]]
-            meets_lo[g] = mt[last[go]]
-            known_next[g] = False
-            step[g] = 1.0
-            pred_len = np.where(np.isfinite(len1[g]), len1[g], 1.0)
-            guess[g] = g_ratio[g] = g_same[g] = a[g] + np.maximum(np.round(pred_len), 1.0) - 1.0
-            phase[g] = _BRACKET
-
-    def finish(sel: IntArr) -> None:
-        first[sel] = fb[sel]
-        np.minimum.at(best, grp[sel], fb[sel])
-        phase[sel] = _DONE
-
-    start_piece(live)
+    w.sig0[live], w.meets_a[live] = np.asarray(s, dtype=np.float64), np.asarray(m_, dtype=bool)
+    w.lo_[:], w.meets_lo[:] = a, w.meets_a
+    _start_piece(w, live)
     for _ in range(int(np.max(top0[live] - a[live])) + 2 * _MAX_STEPS + 1):
-        open_ = np.flatnonzero(phase != _DONE)
+        open_ = np.flatnonzero(w.phase != _DONE)
         if open_.size == 0:
             break
-        per = _points_per_interval(open_.size, budget)
-        ph = phase[open_].copy()
-        # Short pieces ahead (the guessed end within half the points this call allows): probe every
-        # node count after lo_ instead, walking all the pieces they cover at once.
-        ph[(ph == _BRACKET) & ((guess[open_] - lo_[open_] + 1.0) * 2.0 <= per)] = _DENSE
-        parts: list[tuple[int, IntArr, IntArr, IntArr, IntArr, Arr, Arr]] = []
-        for kind in (_GALLOP, _BRACKET, _BISECT, _FIRST, _DENSE):
-            sel = open_[ph == kind]
-            if sel.size == 0:
-                continue
-            s_next = step[sel]
-            if kind == _DENSE:
-                m = np.minimum(per, (hi_[sel] - lo_[sel]).astype(np.int64))
-                owner, rank, st = _groups(m)
-                q = lo_[sel][owner] + rank.astype(np.float64)
-            elif kind == _GALLOP:
-                owner, rank, st, q, s_next = _gallop(lo_[sel], hi_[sel], step[sel], per)
-            elif kind == _BRACKET:
-                # A right last guess: the guess and the next point (just the next one if the guess
-                # is the piece's start); else a wider bracket.
-                m = np.where(miss[sel] > 0, max(per, GUESS_POINTS), np.where(guess[sel] > lo_[sel], 2, 1))
-                owner, rank, st, q, s_next = _bracket(lo_[sel], hi_[sel], guess[sel], miss[sel], m)
-            elif kind == _BISECT:
-                m = np.minimum(per, (hi_[sel] - lo_[sel]).astype(np.int64))
-                owner, rank, st, q = _split(lo_[sel], hi_[sel], m, up=True)
-            else:
-                m = np.minimum(per, (fb[sel] - fa[sel]).astype(np.int64))
-                owner, rank, st, q = _split(fa[sel], fb[sel], m, up=False)
-            parts.append((kind, sel, owner, rank, st, q, s_next))
+        parts = _probes(w, open_, _points_per_interval(open_.size, budget))
         who = np.concatenate([p[1][p[2]] for p in parts])
         sig_all, meets_all = probe(who, np.concatenate([p[5] for p in parts]))
-        sig_all = np.asarray(sig_all, dtype=np.float64).reshape(-1)
-        meets_all = np.asarray(meets_all, dtype=bool).reshape(-1)
-        offset = 0
-        ended: list[IntArr] = []
-        for kind, sel, owner, rank, st, q, s_next in parts:
-            sig = sig_all[offset : offset + q.size]
-            mt = meets_all[offset : offset + q.size]
-            offset += q.size
-            if kind == _DENSE:
-                dense(sel, owner, rank, st, q, sig, mt)
-                continue
-            if kind == _FIRST:
-                hit, at, before = _edge(q, mt, rank, st)
-                q_before = np.where(before >= 0, q[np.maximum(before, 0)], np.nan)
-                fa[sel] = np.where(hit, np.where(before >= 0, q_before + 1, fa[sel]), q[at] + 1)
-                fb[sel] = np.where(hit, q[at], fb[sel])
-                closed = sel[fa[sel] >= fb[sel]]
-                if closed.size:
-                    finish(closed)
-                continue
-            same = sig == sig0[sel][owner]
-            # What the probes inside the piece say about meets there.
-            pts = sel[owner]
-            np.maximum.at(no_hi, pts[same & ~mt], q[same & ~mt])
-            np.minimum.at(yes_lo, pts[same & mt], q[same & mt])
-            hit, at, before = _edge(q, ~same, rank, st)
-            # hit: q[at] is the first probe past the piece: hi_ below it, its values kept.
-            h = sel[hit]
-            hi_[h] = q[at[hit]] - 1
-            sig_next[h], meets_next[h], known_next[h] = sig[at[hit]], mt[at[hit]], True
-            moved = before >= 0
-            lo_[sel[moved]] = q[before[moved]]
-            meets_lo[sel[moved]] = mt[before[moved]]
-            if kind == _GALLOP:
-                step[sel] = s_next
-            elif kind == _BRACKET:
-                step[sel] = s_next
-                phase[sel] = _GALLOP
-            phase[h] = _BISECT
-            ended.append(sel[lo_[sel] >= hi_[sel]])
-        for e in ended:
-            if e.size:
-                end_piece(e)
+        _absorb(
+            w,
+            parts,
+            np.asarray(sig_all, dtype=np.float64).reshape(-1),
+            np.asarray(meets_all, dtype=bool).reshape(-1),
+        )
     else:
         raise RuntimeError("piece walk did not converge")
-    return first
+    return w.first
+
+
+def _probes(w: _Walk, open_: IntArr, per: int) -> list[_Part]:
+    """The points each open interval asks about in this step, by phase."""
+    ph = w.phase[open_].copy()
+    # Short pieces ahead (the guessed end within half the points this call allows): probe every
+    # node count after lo_ instead, walking all the pieces they cover at once.
+    ph[(ph == _BRACKET) & ((w.guess[open_] - w.lo_[open_] + 1.0) * 2.0 <= per)] = _DENSE
+    parts: list[_Part] = []
+    for kind in (_GALLOP, _BRACKET, _BISECT, _FIRST, _DENSE):
+        sel = open_[ph == kind]
+        if sel.size == 0:
+            continue
+        s_next = w.step[sel]
+        if kind == _DENSE:
+            m = np.minimum(per, (w.hi_[sel] - w.lo_[sel]).astype(np.int64))
+            owner, rank, st = _groups(m)
+            q = w.lo_[sel][owner] + rank.astype(np.float64)
+        elif kind == _GALLOP:
+            owner, rank, st, q, s_next = _gallop(w.lo_[sel], w.hi_[sel], w.step[sel], per)
+        elif kind == _BRACKET:
+            # A right last guess: the guess and the next point (just the next one if the guess
+            # is the piece's start); else a wider bracket.
+            m = np.where(w.miss[sel] > 0, max(per, GUESS_POINTS), np.where(w.guess[sel] > w.lo_[sel], 2, 1))
+            owner, rank, st, q, s_next = _bracket(w.lo_[sel], w.hi_[sel], w.guess[sel], w.miss[sel], m)
+        elif kind == _BISECT:
+            m = np.minimum(per, (w.hi_[sel] - w.lo_[sel]).astype(np.int64))
+            owner, rank, st, q = _split(w.lo_[sel], w.hi_[sel], m, up=True)
+        else:
+            m = np.minimum(per, (w.fb[sel] - w.fa[sel]).astype(np.int64))
+            owner, rank, st, q = _split(w.fa[sel], w.fb[sel], m, up=False)
+        parts.append((kind, sel, owner, rank, st, q, s_next))
+    return parts
+
+
+def _absorb(w: _Walk, parts: list[_Part], sig_all: Arr, meets_all: BoolArr) -> None:
+    """Update every interval with what its probes said (signature and meets at each point)."""
+    offset = 0
+    ended: list[IntArr] = []
+    for kind, sel, owner, rank, st, q, s_next in parts:
+        sig = sig_all[offset : offset + q.size]
+        mt = meets_all[offset : offset + q.size]
+        offset += q.size
+        if kind == _DENSE:
+            _dense(w, sel, owner, rank, st, q, sig, mt)
+            continue
+        if kind == _FIRST:
+            hit, at, before = _edge(q, mt, rank, st)
+            q_before = np.where(before >= 0, q[np.maximum(before, 0)], np.nan)
+            w.fa[sel] = np.where(hit, np.where(before >= 0, q_before + 1, w.fa[sel]), q[at] + 1)
+            w.fb[sel] = np.where(hit, q[at], w.fb[sel])
+            closed = sel[w.fa[sel] >= w.fb[sel]]
+            if closed.size:
+                _finish(w, closed)
+            continue
+        same = sig == w.sig0[sel][owner]
+        # What the probes inside the piece say about meets there.
+        pts = sel[owner]
+        np.maximum.at(w.no_hi, pts[same & ~mt], q[same & ~mt])
+        np.minimum.at(w.yes_lo, pts[same & mt], q[same & mt])
+        hit, at, before = _edge(q, ~same, rank, st)
+        # hit: q[at] is the first probe past the piece: hi_ below it, its values kept.
+        h = sel[hit]
+        w.hi_[h] = q[at[hit]] - 1
+        w.sig_next[h], w.meets_next[h], w.known_next[h] = sig[at[hit]], mt[at[hit]], True
+        moved = before >= 0
+        w.lo_[sel[moved]] = q[before[moved]]
+        w.meets_lo[sel[moved]] = mt[before[moved]]
+        if kind == _GALLOP:
+            w.step[sel] = s_next
+        elif kind == _BRACKET:
+            w.step[sel] = s_next
+            w.phase[sel] = _GALLOP
+        w.phase[h] = _BISECT
+        ended.append(sel[w.lo_[sel] >= w.hi_[sel]])
+    for e in ended:
+        if e.size:
+            _end_piece(w, e)
+
+
+def _start_piece(w: _Walk, sel: IntArr) -> None:
+    top = np.minimum(w.top0[sel], w.best[w.grp[sel]] - 1)
+    w.phase[sel[w.a[sel] > top]] = _DONE
+    keep = w.a[sel] <= top
+    sel, top = sel[keep], top[keep]
+    w.lo_[sel], w.hi_[sel], w.meets_lo[sel] = w.a[sel], top, w.meets_a[sel]
+    w.known_next[sel] = False
+    w.step[sel] = 1.0
+    w.no_hi[sel] = np.where(w.meets_a[sel], -np.inf, w.a[sel])
+    w.yes_lo[sel] = np.where(w.meets_a[sel], w.a[sel], np.inf)
+    l1, l2 = w.len1[sel], w.len2[sel]
+    ratio = np.where(np.isfinite(l2), np.round(l1 * l1 / np.where(np.isfinite(l2), l2, 1.0)), l1)
+    w.g_ratio[sel] = w.a[sel] + np.maximum(ratio, 1.0) - 1.0
+    w.g_same[sel] = w.a[sel] + np.maximum(l1, 1.0) - 1.0
+    w.guess[sel] = np.where(w.by_ratio[sel], w.g_ratio[sel], w.g_same[sel])
+    w.phase[sel] = np.where(np.isfinite(w.guess[sel]), _BRACKET, _GALLOP)
+    closed = sel[w.lo_[sel] >= w.hi_[sel]]
+    if closed.size:
+        _end_piece(w, closed)
+
+
+def _end_piece(w: _Walk, sel: IntArr) -> None:
+    e = w.lo_[sel]
+    g = w.guess[sel]
+    w.miss[sel] = np.where(np.isfinite(g), np.abs(e - g), w.miss[sel])
+    # Next time, the guess that would have been closer this time.
+    w.by_ratio[sel] = np.where(
+        np.isfinite(w.g_ratio[sel]), np.abs(e - w.g_ratio[sel]) <= np.abs(e - w.g_same[sel]), w.by_ratio[sel]
+    )
+    met = w.meets_lo[sel]
+    hit = sel[met]
+    if hit.size:
+        w.fa[hit] = np.maximum(w.a[hit], w.no_hi[hit] + 1)
+        w.fb[hit] = np.minimum(e[met], w.yes_lo[hit])
+        w.phase[hit] = _FIRST
+        closed = hit[w.fa[hit] >= w.fb[hit]]
+        if closed.size:
+            _finish(w, closed)
+    nxt = sel[~met & w.known_next[sel]]
+    w.phase[sel[~met & ~w.known_next[sel]]] = _DONE
+    if nxt.size:
+        done_len = w.lo_[nxt] - w.a[nxt] + 1.0
+        wh = w.whole[nxt]
+        w.len2[nxt[wh]] = w.len1[nxt[wh]]
+        w.len1[nxt[wh]] = done_len[wh]
+        w.whole[nxt] = True
+        w.a[nxt] = w.lo_[nxt] + 1.0
+        w.sig0[nxt], w.meets_a[nxt] = w.sig_next[nxt], w.meets_next[nxt]
+        _start_piece(w, nxt)
+
+
+def _dense(
+    w: _Walk, sel: IntArr, owner: IntArr, rank: IntArr, st: IntArr, q: Arr, sig: Arr, mt: BoolArr
+) -> None:
+    """Walk the pieces seen by probes at every node count w.lo_ + 1 .. w.lo_ + K (rank 1..K)."""
+    big = np.iinfo(np.int64).max
+    k = np.diff(np.append(st, rank.size))
+    last = st + k - 1
+    prev_sig = np.where(rank > 1, sig[np.maximum(np.arange(rank.size) - 1, 0)], w.sig0[sel][owner])
+    prev_meets = np.where(rank > 1, mt[np.maximum(np.arange(rank.size) - 1, 0)], w.meets_lo[sel][owner])
+    change = sig != prev_sig  # w.a piece starts at this point, the previous one ended just before
+    reach_top = q[last] >= w.hi_[sel]
+    # Positions (0 = w.lo_, r = w.lo_ + r) of piece ends where meets holds; the w.first such end.
+    end_pos = np.where(change & prev_meets, rank - 1, big)
+    p_end = np.minimum.reduceat(end_pos, st)
+    p_end = np.where(reach_top & mt[last] & (p_end == big), k, p_end)
+    found = p_end < big
+    n_changes = np.add.reduceat(change.astype(np.int64), st)
+    if found.any():
+        f = sel[found]
+        pe = p_end[found]
+        fo = np.isin(owner, np.flatnonzero(found))
+        # The piece holding the w.first end that meets: its start in the block (0: before it).
+        cs = np.maximum.reduceat(np.where(change & (rank <= np.repeat(p_end, k)), rank, 0), st)[found]
+        own = owner[fo]
+        slot = np.searchsorted(np.flatnonzero(found), own)
+        in_piece = (rank[fo] >= cs[slot]) & (rank[fo] <= pe[slot]) & (rank[fo] >= 1)
+        first_r = np.full(f.size, big)
+        np.minimum.at(first_r, slot[in_piece & mt[fo]], rank[fo][in_piece & mt[fo]])
+        later = cs > 0
+        # A piece starting inside the block is known point by point.
+        g1 = f[later]
+        w.fa[g1] = w.fb[g1] = w.lo_[g1] + first_r[later]
+        # The piece that began at or before w.lo_: what earlier probes said, then bisect if needed.
+        g0 = f[~later]
+        yes = np.where(first_r[~later] < big, w.lo_[g0] + first_r[~later], np.inf)
+        top_meet = np.where(w.meets_lo[g0], w.lo_[g0], np.inf)
+        w.fb[g0] = np.minimum(np.minimum(w.yes_lo[g0], top_meet), yes)
+        no_in = np.full(g0.size, -np.inf)
+        sl0 = np.flatnonzero(~later)
+        m0 = np.isin(slot, sl0) & in_piece & ~mt[fo]
+        pos0 = np.searchsorted(sl0, slot[m0])
+        np.maximum.at(no_in, pos0, w.lo_[g0][pos0] + rank[fo][m0])
+        w.fa[g0] = np.maximum(w.a[g0], np.maximum(w.no_hi[g0], no_in) + 1)
+        w.phase[f] = _FIRST
+        closed = f[w.fa[f] >= w.fb[f]]
+        if closed.size:
+            _finish(w, closed)
+    rest = ~found
+    w.phase[sel[rest & reach_top]] = _DONE
+    go = rest & ~reach_top
+    if go.any():
+        g = sel[go]
+        ls = np.maximum.reduceat(np.where(change, rank, 0), st)[go]
+        moved = ls > 0
+        at_ls = st[go] + ls - 1
+        a_new = np.where(moved, w.lo_[g] + ls, w.a[g])
+        # Whole pieces inside the block (or ending in it, if the w.first began at w.a change): their
+        # mean length stands for the last two.
+        nc = n_changes[go]
+        span = np.where(
+            w.whole[g],
+            ls + (w.lo_[g] - w.a[g]),
+            ls - (np.minimum.reduceat(np.where(change, rank, big), st)[go]),
+        )
+        count = np.where(w.whole[g], nc, nc - 1)
+        mean_len = np.where(count > 0, span / np.maximum(count, 1), w.len1[g])
+        w.len1[g] = np.where(count > 0, mean_len, w.len1[g])
+        w.len2[g] = np.where(count > 0, mean_len, w.len2[g])
+        w.whole[g] = w.whole[g] | moved
+        # Meets inside the piece now being walked (from ls to K).
+        ow = np.isin(owner, np.flatnonzero(go))
+        slot = np.searchsorted(np.flatnonzero(go), owner[ow])
+        inp = rank[ow] >= ls[slot]
+        nh = np.where(moved, -np.inf, w.no_hi[g])
+        yl = np.where(moved, np.inf, w.yes_lo[g])
+        np.maximum.at(nh, slot[inp & ~mt[ow]], q[ow][inp & ~mt[ow]])
+        np.minimum.at(yl, slot[inp & mt[ow]], q[ow][inp & mt[ow]])
+        w.no_hi[g], w.yes_lo[g] = nh, yl
+        w.sig0[g] = np.where(moved, sig[np.maximum(at_ls, 0)], w.sig0[g])
+        w.meets_a[g] = np.where(moved, mt[np.maximum(at_ls, 0)], w.meets_a[g])
+        w.a[g] = a_new
+        w.lo_[g] = q[last[go]]
+        w.meets_lo[g] = mt[last[go]]
+        w.known_next[g] = False
+        w.step[g] = 1.0
+        pred_len = np.where(np.isfinite(w.len1[g]), w.len1[g], 1.0)
+        w.guess[g] = w.g_ratio[g] = w.g_same[g] = w.a[g] + np.maximum(np.round(pred_len), 1.0) - 1.0
+        w.phase[g] = _BRACKET
+
+
+def _finish(w: _Walk, sel: IntArr) -> None:
+    w.first[sel] = w.fb[sel]
+    np.minimum.at(w.best, w.grp[sel], w.fb[sel])
+    w.phase[sel] = _DONE
 
 
 __all__ = ["first_in_pieces", "first_true", "last_true"]

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dispersal.model.inputs import units
-from dispersal.model.inputs.catalog import accelerator, accelerators, regime
+from dispersal.model.inputs.catalog import Accelerator, Regime, accelerator, accelerators, regime, regimes
 from dispersal.model.inputs.codes import ALGO_AUTO, ALGO_HIERARCHICAL, ALGO_PP_DILOCO, Straggler, Trust
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.params import ModelParams
@@ -156,6 +156,9 @@ class Constraints:
     """Default mode's quality mapping (Scenario.quality_mapping): compute, or the loss-space bound."""
     inner_optimizer: str = "adamw"
     """The replicas' inner optimizer for the fitted quality model (Scenario.inner_optimizer)."""
+    chips_per_node: int | None = None
+    """Fix the node size (capped at the regime's cap); None = the exact search tries every size of
+    `node_sizes`, the bisection the regime's cap (the paper's)."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -188,6 +191,15 @@ class Constraints:
         except ValueError as exc:
             field = next((f for f in ("straggler", "trust") if f.capitalize() in str(exc)), "pricing")
             raise InputError(field, str(exc)) from None
+        require(
+            self.chips_per_node is None
+            or (
+                isinstance(self.chips_per_node, int)
+                and 1 <= self.chips_per_node <= NO_RULE_MAX_CHIPS_PER_NODE
+            ),
+            "chips_per_node",
+            f"must be an integer in [1, {NO_RULE_MAX_CHIPS_PER_NODE:,}], got {self.chips_per_node}",
+        )
         for hw in self.hardware:
             accelerator(hw)
         require(
@@ -215,11 +227,42 @@ class NodeType:
     chips: int
 
 
-def hardware_variants(mode: Mode, constraints: Constraints, regime_name: str) -> list[NodeType]:
+#: The largest node (chips at one site) the exact search tries where no rule caps it. An
+#: assumption: the largest single-site clusters reported in 2024-25 hold ~100,000 accelerators
+#: (xAI Colossus, 100k H100), so 2^16 is the last power of two below that.
+NO_RULE_MAX_CHIPS_PER_NODE = 65_536
+
+
+def _has_rule(reg: Regime) -> bool:
+    return reg.cluster_flop_per_s > 0 or reg.cluster_memory_bytes > 0
+
+
+def node_sizes(acc: Accelerator, reg: Regime) -> tuple[int, ...]:
+    """Chips per node the exact search tries for `acc` under `reg`, ascending.
+
+    Every power of two below the regime's cap, every other catalogue regime's cap below it, and the
+    cap itself (`max_chips_under`). Where `reg` has no rule the cap is NO_RULE_MAX_CHIPS_PER_NODE.
+    Because each catalogue regime's cap is in every looser regime's list, a regime whose rule
+    allows every node another allows never searches a size the other does not: a stricter regime
+    can never come out cheaper. Sizes between the listed ones are not tried (the search is exact
+    over this ladder, not over every integer).
+    """
+    cap = max_chips_under(acc, reg) if _has_rule(reg) else NO_RULE_MAX_CHIPS_PER_NODE
+    caps = {max_chips_under(acc, r) for r in regimes().values() if _has_rule(r)}
+    powers = {1 << i for i in range(cap.bit_length())}
+    return tuple(sorted({k for k in powers | caps if k < cap} | {cap}))
+
+
+def hardware_variants(
+    mode: Mode, constraints: Constraints, regime_name: str, *, all_sizes: bool = False
+) -> list[NodeType]:
     """The node types searched: each accelerator at FP16/BF16 and, where searched, FP8.
 
     Paper mode: the paper's nine node types plus FP8 variants of H100, GH200 and TPU v6e (12).
     Default mode: every catalogue accelerator, with FP8 wherever the chip has it.
+    Node size: the most chips the regime allows (`max_chips_under`; 8 where there is no rule), or
+    `constraints.chips_per_node` capped at that; with `all_sizes` (and no fixed size), every size of
+    `node_sizes` below the cap instead (the exact search's extra node types, cap excluded).
     """
     reg = regime(regime_name)
     names = constraints.hardware or tuple(
@@ -228,11 +271,19 @@ def hardware_variants(mode: Mode, constraints: Constraints, regime_name: str) ->
     out: list[NodeType] = []
     for n in names:
         acc = accelerator(n)
-        chips = max_chips_under(acc, reg)
-        out.append(NodeType(acc.name, Precision.BF16, chips))
+        cap = max_chips_under(acc, reg)
+        fixed = constraints.chips_per_node
+        if fixed is not None:
+            sizes: tuple[int, ...] = () if all_sizes else (min(fixed, cap) if _has_rule(reg) else fixed,)
+        elif all_sizes:
+            sizes = tuple(k for k in node_sizes(acc, reg) if k != cap)
+        else:
+            sizes = (cap,)
         fp8 = acc.paper_fp8 if mode is Mode.PAPER else acc.dense_fp8_flop_per_s > 0
-        if fp8:
-            out.append(NodeType(acc.name, Precision.FP8, chips))
+        for chips in sizes:
+            out.append(NodeType(acc.name, Precision.BF16, chips))
+            if fp8:
+                out.append(NodeType(acc.name, Precision.FP8, chips))
     return out
 
 
@@ -458,17 +509,18 @@ def make_space(
     params: ModelParams,
     params_grid: Sequence[float] | None = None,
     group_sizes: Sequence[int] = PAPER_GROUP_SIZES,
+    variants: list[NodeType] | None = None,
 ) -> CandidateSpace:
-    """The candidate space of `plan()`: every node type of `hardware_variants`, the model sizes
-    `params_grid` (parameters; default the paper's grid) and the hierarchical `group_sizes`."""
+    """The candidate space of `plan()`: every node type of `hardware_variants` (or `variants`), the
+    model sizes `params_grid` (parameters; default the paper's grid) and the hierarchical `group_sizes`."""
     grid = [v * 1e9 for v in PAPER_PARAM_GRID_B] if params_grid is None else list(params_grid)
     require(len(grid) > 0 and all(g > 0 for g in grid), "params_grid", "must be non-empty and positive")
-    return CandidateSpace(
-        hardware_variants(mode, c, regime_name), mode, c, regime_name, grid, group_sizes, params
-    )
+    vs = hardware_variants(mode, c, regime_name) if variants is None else variants
+    return CandidateSpace(vs, mode, c, regime_name, grid, group_sizes, params)
 
 
 __all__ = [
+    "NO_RULE_MAX_CHIPS_PER_NODE",
     "PAPER_GROUP_SIZES",
     "PAPER_PARAM_GRID_B",
     "CandidateSpace",
@@ -476,4 +528,5 @@ __all__ = [
     "NodeType",
     "hardware_variants",
     "make_space",
+    "node_sizes",
 ]

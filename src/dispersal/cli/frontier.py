@@ -1,0 +1,107 @@
+"""`dispersal frontier`: where dispersal stops, per compute target and premium over one datacenter."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from dispersal.cli._common import guarded, print_json
+from dispersal.model.inputs import units
+from dispersal.model.inputs.errors import InputError
+
+_EPILOG = "Method and JSON schema: docs/frontier.md."
+
+
+def _floats(values: list[str] | None, field: str, default: tuple[float, ...]) -> tuple[float, ...]:
+    if not values:
+        return default
+    out = []
+    for v in values:
+        for part in v.split(","):
+            try:
+                out.append(float(part))
+            except ValueError:
+                raise InputError(field, f"cannot parse {part!r} as a number") from None
+    return tuple(out)
+
+
+def _fmt_bw(v: float | None) -> str:
+    return units.format_bandwidth(v) if v is not None else "-"
+
+
+def render(f: Any) -> Any:
+    """A rich table of a Frontier: P(reach) first, then one row per (target, premium)."""
+    from rich.table import Table
+
+    reach = ", ".join(
+        f"{t:.0e}: {'-' if f.p_reach[t] is None else format(f.p_reach[t], '.0%')}" for t in f.targets_flop
+    )
+    t = Table(
+        title=f"Where dispersal stops ({f.mode} mode, {f.metric}, regime {f.regime}); P(reach) at 100 Mbps: {reach}",
+        caption="least bandwidth: lowest grid point within the premium (the limit lies above the next lower point)",
+    )
+    for col in (
+        "target",
+        "premium",
+        "budget",
+        "least Mbps/site",
+        "binds",
+        "sites",
+        "node",
+        "kW/site",
+        "distance",
+    ):
+        t.add_column(col)
+    for lim in f.limits:
+        t.add_row(
+            f"{lim.target_flop:.0e}",
+            f"{lim.premium:g}x",
+            units.format_money(lim.budget_usd) if lim.budget_usd is not None else "-",
+            _fmt_bw(lim.least_bandwidth_bits_per_s),
+            lim.binds.split("; closest:")[0],
+            f"{lim.sites:,}" if lim.sites is not None else "-",
+            lim.hardware or "-",
+            f"{lim.power_per_site_kw:.1f}" if lim.power_per_site_kw is not None else "-",
+            "20,000 km" if lim.longest_distance_m else lim.distance_binds,
+        )
+    return t
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``frontier`` command to the root app."""
+
+    @app.command("frontier", epilog=_EPILOG)
+    @guarded
+    def frontier_cmd(
+        target: Annotated[
+            list[str] | None,
+            typer.Option(help="Compute targets, FLOP (repeatable or comma list). Default 1e24..1e27."),
+        ] = None,
+        premium: Annotated[
+            list[str] | None, typer.Option(help="Premiums over one datacenter (default 1.5, 2, 5).")
+        ] = None,
+        regime: Annotated[str, typer.Option(help="Regime every site stays under.")] = "treaty",
+        mode: Annotated[str, typer.Option(help="paper or default.")] = "default",
+        samples: Annotated[int, typer.Option(help="Monte Carlo draws for P(reach) (0 = not drawn).")] = 100,
+        seed: Annotated[int, typer.Option(help="Seed for --samples.")] = 0,
+        json_out: Annotated[bool, typer.Option("--json", help="Print JSON (docs/frontier.md).")] = False,
+    ) -> None:
+        """The limits of dispersal: least bandwidth per site, sites, power per site and distance within each
+        premium over one datacenter, with the constraint that binds."""
+        from dispersal.model.analyses.frontier import DEFAULT_PREMIUMS, DEFAULT_TARGETS_FLOP, frontier
+
+        f = frontier(
+            targets_flop=_floats(target, "target", DEFAULT_TARGETS_FLOP),
+            premiums=_floats(premium, "premium", DEFAULT_PREMIUMS),
+            regime_name=regime,
+            mode=mode,
+            samples=samples,
+            seed=seed,
+        )
+        if json_out:
+            print_json(f.to_dict())
+            return
+        from rich.console import Console
+
+        Console().print(render(f))
