@@ -74,12 +74,12 @@ def _scenario_file(tmp_path: Path, extra: str) -> str:
 
 
 BAD_CASES = [
-    (["--bandwidth=-5Mbps"], "bandwidth_up_bits_per_s", None),
-    (["--hardware", "h100_sx"], "hardware", "did you mean"),
-    (["--nodes", "0"], "num_nodes", None),
-    (["--bandwidth", "100 Mbananas"], "bandwidth", None),
+    (["--bandwidth=-5Mbps"], "--bandwidth", None),
+    (["--hardware", "h100_sx"], "--hardware", "did you mean"),
+    (["--nodes", "0"], "--nodes", None),
+    (["--bandwidth", "100 Mbananas"], "--bandwidth", None),
     (["--set", "latency_s=-1"], "latency_s", None),
-    (["--mode", "papr"], "mode", None),
+    (["--mode", "papr"], "--mode", None),
     (["--scenario", "FILE"], "bandwith_up_bits_per_s", "unknown scenario key"),
 ]
 

@@ -60,4 +60,4 @@ def test_bad_input_exits_2_with_one_line() -> None:
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert lines[0].startswith("error: chip_mtbf_h: ")
+    assert lines[0].startswith("error: --mtbf: ")

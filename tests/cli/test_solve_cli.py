@@ -172,5 +172,5 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], field: str) -> None:
     r = runner.invoke(app, ["solve", *args])
     assert r.exit_code == 2, r.output
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: {field}:"), r.stderr
+    assert len(lines) == 1 and lines[0].startswith((f"error: --{field}:", f"error: {field}:")), r.stderr
     assert "Traceback" not in r.output

@@ -1,4 +1,4 @@
-"""FLOP per token and MFU conversion (dispersal.model.flops) against hand arithmetic and published runs."""
+"""FLOP per token and MFU conversion (dispersal.model.kernel.flops) against hand arithmetic and published runs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`dispersal.model.solve`: answers against closed forms worked from spec/model.md, integer answers
+"""`dispersal.model.search.solve`: answers against closed forms worked from spec/model.md, integer answers
 against brute force, the direction detected, unreachable targets, the premium, and bad input."""
 
 from __future__ import annotations

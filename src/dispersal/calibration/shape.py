@@ -1,6 +1,6 @@
 """Testbed calibration runs as sign and shape checks of the published quality model (issue 12).
 
-Published tables are the default source of the penalty fits (`dispersal.model.quality`, fitted to
+Published tables are the default source of the penalty fits (`dispersal.model.kernel.quality`, fitted to
 Charles et al. 2025 and Streaming DiLoCo at 35M-2.4B parameters). The testbed measures the same
 quantity, eta = C_DDP(L) / C (DDP-equivalent compute over spent compute, `calibration.effective`),
 at 1e5-1e6 parameters, two to three orders of magnitude below the published range, so it cannot

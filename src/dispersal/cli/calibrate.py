@@ -6,12 +6,20 @@ from __future__ import annotations
 import shlex
 import sys
 import time
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from dispersal.cli._common import atomic_write_text, fail, guarded, print_json
+from dispersal.cli._common import (
+    MAX_SEED,
+    atomic_write_text,
+    fail,
+    guarded,
+    number_in,
+    output_dir,
+    output_file,
+    print_json,
+)
 from dispersal.model.inputs.errors import InputError
 
 TORCH_MISSING = "calibrate needs torch for training: pip install 'dispersal[train]' (or use --analyse-only)"
@@ -27,24 +35,30 @@ _EPILOG = (
 
 def _ints(text: str, field: str) -> tuple[int, ...]:
     try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
+        values = tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         raise InputError(field, f"expected comma-separated integers, got {text!r}") from None
+    for v in values:
+        number_in(v, field, 0, MAX_SEED)
+    return values
 
 
 @guarded
 def calibrate_cmd(
-    out: Annotated[Path, typer.Option(help="Output folder: results.jsonl (resumable), data cache.")] = Path(
-        "runs/calibration"
-    ),
+    out: Annotated[
+        str, typer.Option(help="Output folder: results.jsonl (resumable), data cache.")
+    ] = "runs/calibration",
     budget_minutes: Annotated[
         float | None, typer.Option(help="Only run the highest-priority points that fit (estimated).")
     ] = None,
     steps: Annotated[
-        int, typer.Option(help="Global steps per sweep point (equal tokens for every point).")
+        int,
+        typer.Option(
+            help="Global steps per sweep point (equal tokens for every point).", min=500, max=10_000_000
+        ),
     ] = 1000,
     global_batch: Annotated[
-        int, typer.Option(help="Sequences per global step, split over the M workers.")
+        int, typer.Option(help="Sequences per global step, split over the M workers.", min=8, max=1_000_000)
     ] = 16,
     sizes: Annotated[
         str, typer.Option(help="Model sizes, comma-separated: tiny, tiny-w128, small.")
@@ -52,16 +66,20 @@ def calibrate_cmd(
     seeds: Annotated[
         str, typer.Option(help="Training seeds, comma-separated (the second is tier 5).")
     ] = "0,1",
-    jobs: Annotated[int, typer.Option(help="Parallel training processes (one torch thread each).")] = 2,
-    bootstrap: Annotated[int, typer.Option(help="Bootstrap replicates for the error bars.")] = 200,
+    jobs: Annotated[
+        int, typer.Option(help="Parallel training processes (one torch thread each).", min=1, max=1024)
+    ] = 2,
+    bootstrap: Annotated[
+        int, typer.Option(help="Bootstrap replicates for the error bars.", min=0, max=1_000_000)
+    ] = 200,
     toml: Annotated[
-        Path | None, typer.Option(help="Write the calibration TOML here (default OUT/calibration.toml).")
+        str | None, typer.Option(help="Write the calibration TOML here (default OUT/calibration.toml).")
     ] = None,
     docs: Annotated[
-        Path | None, typer.Option(help="Also write calibration.md and calibration_*.png into this folder.")
+        str | None, typer.Option(help="Also write calibration.md and calibration_*.png into this folder.")
     ] = None,
     bench: Annotated[
-        Path | None, typer.Option(help="Also write the benchmark note (markdown) to this file.")
+        str | None, typer.Option(help="Also write the benchmark note (markdown) to this file.")
     ] = None,
     analyse_only: Annotated[
         bool, typer.Option("--analyse-only", help="Train nothing; analyse OUT/results.jsonl.")
@@ -102,12 +120,15 @@ def calibrate_cmd(
         raise InputError("steps", f"must be a multiple of 500 (H up to 500), got {steps}")
     if global_batch < 8 or global_batch % 8:
         raise InputError("global_batch", f"must be a multiple of 8 (M up to 8), got {global_batch}")
-    if budget_minutes is not None and not budget_minutes > 0:
-        raise InputError("budget_minutes", f"must be > 0, got {budget_minutes}")
-    if jobs < 1 or bootstrap < 0:
-        raise InputError("jobs", "jobs must be >= 1 and bootstrap >= 0")
+    if budget_minutes is not None:
+        number_in(budget_minutes, "budget_minutes", 0, 525_600, lo_open=True, unit="min")
+    # Every output is checked before the step-time probe and the training (minutes to hours).
+    out_dir = output_dir(out, "out")
+    toml_path = output_file(toml, "toml", (".toml",)) if toml is not None else out_dir / "calibration.toml"
+    docs_dir = output_dir(docs, "docs") if docs is not None else None
+    bench_file = output_file(bench, "bench") if bench is not None else None
     spec = sweep.SweepSpec(steps=steps, global_batch=global_batch, sizes=size_list, seeds=seed_list)
-    results = out / "results.jsonl"
+    results = out_dir / "results.jsonl"
     done = {r["key"] for r in sweep.load_results(results)}
     from rich.console import Console
 
@@ -120,7 +141,7 @@ def calibrate_cmd(
         except ImportError:
             raise fail(TORCH_MISSING) from None
         allp = sweep.plan_points(spec)
-        step_s = sweep.measure_step_times(list(size_list), global_batch, out / "data")
+        step_s = sweep.measure_step_times(list(size_list), global_batch, out_dir / "data")
         budget_s = None
         if budget_minutes is not None:
             # keep ~1.5 min for the step-time probe, analysis, bootstrap and plots
@@ -162,7 +183,7 @@ def calibrate_cmd(
                 )
 
             deadline = None if budget_s is None else time.monotonic() + budget_s
-            sweep.run_points(chosen, out, jobs, on_done, deadline=deadline)
+            sweep.run_points(chosen, out_dir, jobs, on_done, deadline=deadline)
     records = sweep.load_results(results)
     if not records:
         raise InputError("out", f"no finished points in {results}; run without --analyse-only first")
@@ -177,7 +198,6 @@ def calibrate_cmd(
         else "dispersal calibrate"
     )
     meta = report.meta_info(cmd, sorted({int(r["seed"]) for r in summary["records"]}))
-    toml_path = toml or out / "calibration.toml"
     atomic_write_text(toml_path, report.calibration_toml(summary, meta))
     from dispersal.calibration.tomlio import load_calibration
 
@@ -190,17 +210,17 @@ def calibrate_cmd(
         con.print("note: " + n)
     con.print(report.headline_md(h_pub, h_cal))
     written = [toml_path]
-    if docs is not None or bench is not None:
+    if docs_dir is not None or bench_file is not None:
         import datetime as _dt
 
-        bench_path = bench or out / f"calibration_cpu_{_dt.date.today():%Y%m}_dev.md"
+        bench_path = bench_file or out_dir / f"calibration_cpu_{_dt.date.today():%Y%m}_dev.md"
         written += report.write_docs(
             summary,
             meta,
             h_pub,
             h_cal,
             toml_path,
-            docs or out,
+            docs_dir or out_dir,
             bench_path,
             {
                 "results": str(results),

@@ -8,7 +8,18 @@ from typing import Annotated, Any
 
 import typer
 
-from dispersal.cli._common import guarded, print_json
+from dispersal.cli._common import (
+    days_in,
+    flop_target,
+    guarded,
+    input_file,
+    link_rates,
+    output_file,
+    print_json,
+)
+from dispersal.cli._common import (
+    latency as parse_latency,
+)
 from dispersal.present.formats import money_or as _fmt_money
 
 _EPILOG = (
@@ -66,33 +77,38 @@ def register(app: typer.Typer) -> None:
         markdown: Annotated[
             bool, typer.Option("--markdown", help="Print the table as markdown (as docs/countermeasures.md).")
         ] = False,
-        plot: Annotated[Path | None, typer.Option(help="Save evader cost vs P(detect) as PNG.")] = None,
+        plot: Annotated[str | None, typer.Option(help="Save evader cost vs P(detect) as PNG.")] = None,
         calibration: Annotated[
-            Path | None,
+            str | None,
             typer.Option(help="Calibration TOML (dispersal calibrate) replacing model parameters."),
         ] = None,
     ) -> None:
         """Each countermeasure lever and bundle: the evader's cheapest adapted run and P(detect)."""
         from dispersal.calibration import load_calibration
-        from dispersal.model.analyses.countermeasures import (
-            Convention,
-            analyse,
-            default_bundles,
-            levers,
-            parse_bundle,
-        )
+        from dispersal.model import units
+        from dispersal.model.inputs.catalog import regime as lookup_regime
+        from dispersal.model.analyses.countermeasures import Convention, analyse, default_bundles, levers, parse_bundle
         from dispersal.model.analyses.detection import default_detection_params
-        from dispersal.model.inputs import units
         from dispersal.model.inputs.errors import InputError
 
-        tgt = units.parse_flop(target, "target")
-        conv_kw: dict[str, Any] = {"params": load_calibration(calibration)} if calibration is not None else {}
+        tgt = flop_target(target, "target")
+        days_in(days, "days")
+        lookup_regime(regime, "regime")
+        up, down = link_rates(bandwidth, "bandwidth")
+        if up != down:
+            raise InputError("bandwidth", f"one rate per site here (up = down), got {bandwidth!r}")
+        plot_path = output_file(plot, "plot", (".png",)) if plot is not None else None
+        conv_kw: dict[str, Any] = (
+            {"params": load_calibration(input_file(calibration, "calibration"))}
+            if calibration is not None
+            else {}
+        )
         conv = Convention(
             mode=mode,
             metric=metric,
             days=days,
-            bandwidth_bits_per_s=units.parse_bandwidth(bandwidth),
-            latency_s=units.parse_duration(latency, "latency"),
+            bandwidth_bits_per_s=up,
+            latency_s=parse_latency(latency, "latency"),
             chip_only=not capex,
             base_regime=regime,
             **conv_kw,
@@ -106,17 +122,27 @@ def register(app: typer.Typer) -> None:
                 overrides[k.strip()] = float(v)
             except ValueError:
                 raise InputError("detection", f"{k.strip()}: not a number: {v!r}") from None
+            if not math.isfinite(overrides[k.strip()]):
+                raise InputError("detection", f"{k.strip()}: must be a finite number, got {v!r}")
         dp = default_detection_params().replace(**overrides)
         wanted: list[str] = []
-        for name in lever or []:
-            wanted.append(parse_bundle(name).name)
-        for b in bundle or []:
-            wanted.append(parse_bundle(b).name)
+        for option, names in (("lever", lever or []), ("bundle", bundle or [])):
+            for name in names:
+                if not name.strip():
+                    raise InputError(option, "empty name; `dispersal counter --help` lists the levers")
+                if option == "lever" and "+" in name:
+                    raise InputError(
+                        "lever", f"one lever per --lever; join levers with + in --bundle, got {name!r}"
+                    )
+                try:
+                    wanted.append(parse_bundle(name).name)
+                except InputError as exc:
+                    raise InputError(option, str(exc)) from None
         if not wanted:
             wanted = [*levers(), *default_bundles()]
         rows = analyse(tgt, wanted, convention=conv, detection_params=dp)
-        if plot is not None:
-            _plot(rows, plot, f"{units.format_flop(tgt)} under {conv.base_regime}: {conv.describe()}")
+        if plot_path is not None:
+            _plot(rows, plot_path, f"{units.format_flop(tgt)} under {conv.base_regime}: {conv.describe()}")
         if json_out:
             print_json([o.to_dict() for o in rows])
             return

@@ -1,6 +1,6 @@
 """`dispersal fields`: every Scenario field with its unit, default, allowed range and help.
 
-The listing is read from each field's one declaration (`dispersal.model.fields`), the same one that
+The listing is read from each field's one declaration (`dispersal.model.inputs.fields`), the same one that
 validates values, parses ``--set key=value`` and builds the app's inputs.
 """
 

@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from dispersal.cli._common import field_help, guarded, print_json
-from dispersal.cli.estimate import check_mode
-from dispersal.model.inputs import units
+from dispersal.cli._common import (
+    MAX_COMPRESSION,
+    MAX_NODES,
+    MAX_SAMPLES,
+    MAX_SEED,
+    days_in,
+    field_help,
+    flop_target,
+    guarded,
+    input_file,
+    link_rates,
+    number_in,
+    print_json,
+)
+from dispersal.cli._common import (
+    latency as parse_latency,
+)
+from dispersal.cli._scenario import check_mode
+from dispersal.model import units
 from dispersal.model.inputs.errors import InputError
-from dispersal.model.inputs.scenario import latency_from_distance
 from dispersal.model.search.planner import Constraints, Plan, plan
 
 DEFAULT_TARGETS = (1e24, 1e25, 1e26)
@@ -30,17 +46,25 @@ def build_constraints(
     straggler: str,
     max_cost: str | None,
 ) -> Constraints:
-    """Flags -> Constraints (units parsed, latency from distance when given)."""
-    up, down = units.parse_up_down(bandwidth, "bandwidth")
+    """Flags -> Constraints (units parsed and range-checked, latency from distance when given)."""
+    up, down = link_rates(bandwidth, "bandwidth")
     if latency is not None and distance is not None:
         raise InputError("latency", "give --latency or --distance, not both")
-    lat = (
-        latency_from_distance(units.parse_distance(distance, "distance"))
-        if distance is not None
-        else units.parse_duration(latency if latency is not None else "100ms", "latency")
-    )
-    if not max_days > 0:
-        raise InputError("max_days", f"must be > 0 days, got {max_days}")
+    if distance is not None:
+        from dispersal.cli._scenario import latency_of_distance
+
+        lat = latency_of_distance(distance)
+    else:
+        lat = parse_latency(latency if latency is not None else "100ms", "latency")
+    days_in(max_days, "max_days")
+    number_in(compression, "compression", 1, MAX_COMPRESSION)
+    if mfu is not None:
+        number_in(mfu, "mfu", 0, 1, lo_open=True)
+    budget = math.inf
+    if max_cost is not None:
+        budget = number_in(
+            units.parse_money(max_cost, "max_cost"), "max_cost", 0, 1e18, lo_open=True, unit="USD"
+        )
     return Constraints(
         bandwidth_up_bits_per_s=up,
         bandwidth_down_bits_per_s=down,
@@ -51,7 +75,7 @@ def build_constraints(
         compression_ratio=compression,
         mfu=mfu,
         straggler=straggler,
-        max_cost_usd=units.parse_money(max_cost, "max_cost") if max_cost else float("inf"),
+        max_cost_usd=budget,
     )
 
 
@@ -99,7 +123,7 @@ def plan_table(plans: list[Plan]) -> Table:
                 "",
                 "",
                 "",
-                "; ".join(p.reasons)[:80],
+                "reasons below",
                 "",
                 "",
             )
@@ -137,7 +161,8 @@ def runners_up_table(p: Plan) -> Table:
     """The best option of each hardware type, and why the others failed."""
     t = Table(title=f"runners-up for {p.target_flop:.3g} FLOP")
     for col in ("hardware", "nodes", "algorithm", "model", "cost", "C_quality"):
-        t.add_column(col, justify="right")
+        # the algorithm column also carries why a node type failed: wrapped, never cut
+        t.add_column(col, justify="left" if col == "algorithm" else "right", overflow="fold")
     for o in p.per_hardware:
         t.add_row(
             o.label,
@@ -148,7 +173,7 @@ def runners_up_table(p: Plan) -> Table:
             f"{o.c_quality_flop:.3g}",
         )
     for k, why in p.failures.items():
-        t.add_row(k, "-", "[dim]" + why[:70] + "[/]", "", "", "")
+        t.add_row(k, "-", "[dim]" + why + "[/]", "", "", "")
     return t
 
 
@@ -173,7 +198,9 @@ def plan_cmd(
     hardware: Annotated[
         list[str] | None, typer.Option(help="Restrict to these accelerators (repeatable).")
     ] = None,
-    max_nodes: Annotated[int, typer.Option(help="Largest node count searched.")] = 100_000,
+    max_nodes: Annotated[
+        int, typer.Option(help="Largest node count searched.", min=1, max=MAX_NODES)
+    ] = 100_000,
     compression: Annotated[float, typer.Option(help="Pseudo-gradient compression ratio C_r.")] = 150.0,
     mfu: Annotated[
         float | None,
@@ -191,9 +218,12 @@ def plan_cmd(
     ] = None,
     mode: Annotated[str, typer.Option(help="paper or default.")] = "default",
     samples: Annotated[
-        int, typer.Option(help="Monte Carlo samples of the uncertain parameters (0 = none).")
+        int,
+        typer.Option(
+            help="Monte Carlo samples of the uncertain parameters (0 = none).", min=0, max=MAX_SAMPLES
+        ),
     ] = 0,
-    seed: Annotated[int, typer.Option(help="Random seed for --samples.")] = 0,
+    seed: Annotated[int, typer.Option(help="Random seed for --samples.", min=0, max=MAX_SEED)] = 0,
     runners_up: Annotated[
         bool, typer.Option("--runners-up", help="Also show the best plan per hardware.")
     ] = False,
@@ -215,9 +245,7 @@ def plan_cmd(
     With no flags: the paper's threat model (100 Mbps, 100 ms, 740 days, treaty) for 1e24, 1e25, 1e26.
     """
     m = check_mode(mode)
-    targets = [units.parse_flop(t, "target") for t in (target or [])] or list(DEFAULT_TARGETS)
-    if samples < 0:
-        raise InputError("samples", f"must be >= 0, got {samples}")
+    targets = [flop_target(t, "target") for t in (target or [])] or list(DEFAULT_TARGETS)
     c = build_constraints(
         bandwidth=bandwidth,
         latency=latency,
@@ -238,7 +266,7 @@ def plan_cmd(
             raise InputError(
                 "calibration", "cannot be combined with --samples (Monte Carlo samples the published set)"
             )
-        extra["params"] = load_calibration(calibration)
+        extra["params"] = load_calibration(input_file(calibration, "calibration"))
     plans = [
         plan(
             t,
@@ -259,7 +287,7 @@ def plan_cmd(
         from rich.progress import Progress, TaskID
 
         from dispersal.cli.uncertainty import render_samples_table
-        from dispersal.model.analyses import uncertainty
+        from dispersal.model import uncertainty
 
         with Progress(transient=True, disable=json_) as prog:
             for p, d in zip(plans, dicts, strict=True):
@@ -291,7 +319,12 @@ def plan_cmd(
     from dispersal.present.answer import plan_card
 
     for d in dicts:
-        con.print(plan_card(d).text(), markup=False, highlight=False)
+        con.print(plan_card(d).text(), markup=False, highlight=False, soft_wrap=True)
+    for p in plans:
+        if p.best is None:
+            con.print(f"[red]infeasible[/red] at {p.target_flop:.3g} FLOP, every reason:")
+            for reason in p.reasons:
+                con.print(f"  - {reason}", soft_wrap=True, markup=False)
     if runners_up:
         for p in plans:
             con.print(runners_up_table(p))

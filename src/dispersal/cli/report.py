@@ -7,7 +7,23 @@ from typing import Annotated
 
 import typer
 
-from dispersal.cli._common import SET_HELP, atomic_write_text, default_out, guarded, print_json
+from dispersal.cli._common import atomic_write_text, default_out, guarded, output_file, print_json
+from dispersal.cli._scenario import (
+    AlgorithmOpt,
+    BandwidthOpt,
+    DaysOpt,
+    DistanceOpt,
+    HardwareOpt,
+    LatencyOpt,
+    ModeOpt,
+    NodesOpt,
+    ParamsOpt,
+    RegimeOpt,
+    SetOpt,
+    TokensOpt,
+    build_scenario,
+    check_mode,
+)
 
 
 @guarded
@@ -16,13 +32,21 @@ def report_cmd(
         str, typer.Argument(help="Preset name (e.g. paper_threat_model) or a TOML scenario file.")
     ],
     out: Annotated[
-        Path | None,
+        str | None,
         typer.Option(help="HTML file to write (default: dispersal-output/report/<scenario>.html)."),
     ] = None,
-    mode: Annotated[
-        str, typer.Option("--mode", help="paper (the paper's settings exactly) or default.")
-    ] = "default",
-    set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
+    hardware: HardwareOpt = None,
+    nodes: NodesOpt = None,
+    bandwidth: BandwidthOpt = None,
+    latency: LatencyOpt = None,
+    distance: DistanceOpt = None,
+    days: DaysOpt = None,
+    params: ParamsOpt = None,
+    tokens: TokensOpt = None,
+    algorithm: AlgorithmOpt = None,
+    regime: RegimeOpt = None,
+    mode: ModeOpt = "default",
+    set_: SetOpt = None,
     json_: Annotated[
         bool, typer.Option("--json", help='Print {"path": ..., "scenario": ..., "mode": ...} as JSON.')
     ] = False,
@@ -31,12 +55,26 @@ def report_cmd(
 
     Exit status: 0 written (feasible or not), 2 bad input.
     """
-    from dispersal.cli.estimate import build_scenario, check_mode
+    m = check_mode(mode)
+    s = build_scenario(
+        scenario,
+        set_ or [],
+        hardware=hardware,
+        nodes=nodes,
+        bandwidth=bandwidth,
+        latency=latency,
+        distance=distance,
+        days=days,
+        params=params,
+        tokens=tokens,
+        algorithm=algorithm,
+        regime=regime,
+    )
+    path = output_file(
+        out if out is not None else default_out("report") / f"{Path(scenario).stem}.html", "out"
+    )
     from dispersal.present.report import render_html
 
-    m = check_mode(mode)
-    s = build_scenario(scenario, set_ or [])
-    path = out if out is not None else default_out("report") / f"{Path(scenario).stem}.html"
     atomic_write_text(path, render_html(s, m, source=scenario))
     if json_:
         print_json({"path": str(path), "scenario": scenario, "mode": m.value})

@@ -11,7 +11,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from dispersal.cli._common import atomic_write_text, default_out, guarded, print_json, save_figure
+from dispersal.cli._common import atomic_write_text, default_out, guarded, output_dir, print_json, save_figure
+from dispersal.model import units
 from dispersal.model.checks.reproduction import (
     EXPLAIN_ABOVE,
     Headline,
@@ -20,7 +21,6 @@ from dispersal.model.checks.reproduction import (
     headlines,
     run_rows,
 )
-from dispersal.model.inputs import units
 
 
 def _explain(h: Headline) -> str:
@@ -196,7 +196,7 @@ def _plots(rows: list[RowResult], folder: Path) -> None:
 @guarded
 def reproduce_cmd(
     out: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             help="Folder for reproduction.md and the PNG plots (default: dispersal-output/reproduce; the committed report: --out docs)."
         ),
@@ -205,15 +205,16 @@ def reproduce_cmd(
     no_files: Annotated[bool, typer.Option("--no-files", help="Do not write the report and plots.")] = False,
 ) -> None:
     """Reproduce the paper's Table 1, bandwidth and latency sweeps (paper mode, both searches)."""
+    # The folder is checked before the reproduction runs (minutes), not after.
+    folder = None if no_files else output_dir(out if out is not None else default_out("reproduce"), "out")
     t0 = time.perf_counter()
     rows = run_rows()
     hbm = hbm_countermeasure()
     heads = headlines(rows, hbm)
     seconds = time.perf_counter() - t0
-    out = out if out is not None else default_out("reproduce")
-    if not no_files:
-        atomic_write_text(out / "reproduction.md", build_report(rows, heads, seconds) + "\n")
-        _plots(rows, out)
+    if folder is not None:
+        atomic_write_text(folder / "reproduction.md", build_report(rows, heads, seconds) + "\n")
+        _plots(rows, folder)
     if json_:
         data: dict[str, Any] = {
             "seconds": seconds,
@@ -241,8 +242,8 @@ def reproduce_cmd(
         t.add_row(h.name, f"{h.published:.4g}", f"{h.ours:.4g}", f"{h.ratio:.3f}", f"{h.ours_exact:.4g}")
     con = console()
     con.print(t)
-    if not no_files:
-        con.print(f"wrote {out / 'reproduction.md'} and plots")
+    if folder is not None:
+        con.print(f"wrote {folder / 'reproduction.md'} and plots")
 
 
 def register(app: typer.Typer) -> None:

@@ -9,9 +9,14 @@ from typing import Annotated, Any
 
 import typer
 
-from dispersal.cli._common import guarded, print_json
+from dispersal.cli._common import MAX_DAYS, MAX_SEED, days_in, guarded, number_in, output_file, print_json
 from dispersal.model.inputs.errors import InputError
 from dispersal.model.inputs.units import parse_count, parse_duration
+
+#: Most chips a fleet may have here (assumption: ~1,000x today's largest clusters of ~1M chips).
+MAX_CHIPS = 1e9
+#: Longest duration any input may take, hours (a century, as the scenario's time budget).
+MAX_HOURS = MAX_DAYS * 24
 
 _EPILOG = (
     "JSON keys: inputs (every fleet field, hours), goodput (closed form per algorithm: ddp, "
@@ -22,8 +27,9 @@ _EPILOG = (
 )
 
 
-def _hours(text: str, field: str) -> float:
-    return parse_duration(text, field) / 3600.0
+def _hours(text: str, field: str, *, positive: bool = False) -> float:
+    """A duration option in hours, finite, in [0, a century] (or (0, ...] when positive)."""
+    return number_in(parse_duration(text, field) / 3600.0, field, 0, MAX_HOURS, lo_open=positive, unit="h")
 
 
 def _plot(spec: Any, path: Path) -> None:
@@ -53,18 +59,30 @@ def register(app: typer.Typer) -> None:
             str,
             typer.Option(help="Mean time between interruptions per chip, e.g. 50000h (default: Llama 3)."),
         ] = "",
-        sites: Annotated[int, typer.Option(help="Separate sites the fleet is spread over.")] = 8,
+        sites: Annotated[
+            int, typer.Option(help="Separate sites the fleet is spread over.", min=1, max=1_000_000)
+        ] = 8,
         chips_per_island: Annotated[
-            int, typer.Option(help="Chips per DiLoCo worker / Decoupled DiLoCo learner.")
+            int,
+            typer.Option(
+                help="Chips per DiLoCo worker / Decoupled DiLoCo learner.", min=1, max=int(MAX_CHIPS)
+            ),
         ] = 16_384,
         chips_per_node: Annotated[
-            int, typer.Option(help="Chips per host; a node fails as a unit (default: an 8-GPU HGX host).")
+            int,
+            typer.Option(
+                help="Chips per host; a node fails as a unit (default: an 8-GPU HGX host).",
+                min=1,
+                max=1_000_000,
+            ),
         ] = 8,
         restart: Annotated[str, typer.Option(help="Restart time of a job or island.")] = "10min",
         round_time: Annotated[
             str, typer.Option(help="DiLoCo round (outer step) length, e.g. 30min (default).")
         ] = "30min",
-        lose_sites: Annotated[int, typer.Option(help="Sites lost in the site-loss scenario (0 = none).")] = 1,
+        lose_sites: Annotated[
+            int, typer.Option(help="Sites lost in the site-loss scenario (0 = none).", min=0, max=1_000_000)
+        ] = 1,
         lose_at: Annotated[str, typer.Option(help="When the sites go dark, after the start.")] = "10d",
         down_for: Annotated[
             str, typer.Option(help="How long they stay dark; 'forever' or a duration.")
@@ -73,10 +91,12 @@ def register(app: typer.Typer) -> None:
             float, typer.Option(help="Planned run length in days (sets the target work).")
         ] = 30.0,
         simulate: Annotated[bool, typer.Option("--simulate/--no-simulate", help="Also run the DES.")] = False,
-        replications: Annotated[int, typer.Option(help="DES replications.")] = 8,
-        seed: Annotated[int, typer.Option(help="DES seed (same seed, same numbers).")] = 0,
+        replications: Annotated[int, typer.Option(help="DES replications.", min=1, max=100_000)] = 8,
+        seed: Annotated[
+            int, typer.Option(help="DES seed (same seed, same numbers).", min=0, max=MAX_SEED)
+        ] = 0,
         plot: Annotated[
-            Path | None, typer.Option(help="Write goodput vs scale (10 to 10M chips) to this PNG.")
+            str | None, typer.Option(help="Write goodput vs scale (10 to 10M chips) to this PNG.")
         ] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     ) -> None:
@@ -94,23 +114,24 @@ def register(app: typer.Typer) -> None:
             site_loss,
         )
 
-        n_chips = parse_count(chips, "chips")
-        if not (n_chips >= 1 and n_chips == math.floor(n_chips)):
-            raise InputError("chips", f"must be a whole number >= 1, got {chips!r}")
-        if days <= 0 or not math.isfinite(days):
-            raise InputError("days", f"must be > 0 d, got {days}")
+        n_chips = number_in(parse_count(chips, "chips"), "chips", 1, MAX_CHIPS)
+        if n_chips != math.floor(n_chips):
+            raise InputError("chips", f"must be a whole number of chips, got {chips!r}")
+        days_in(days, "days")
+        if lose_sites > sites:
+            raise InputError("lose_sites", f"must be in [0, {sites}] (the fleet's --sites), got {lose_sites}")
+        plot_path = output_file(plot, "plot", (".png",)) if plot is not None else None
         spec = ResilienceSpec(
             chips=int(n_chips),
-            chip_mtbf_h=_hours(mtbf, "mtbf") if mtbf else LLAMA3_CHIP_MTBI_H,
+            chip_mtbf_h=_hours(mtbf, "mtbf", positive=True) if mtbf else LLAMA3_CHIP_MTBI_H,
             sites=sites,
             chips_per_island=chips_per_island,
             chips_per_node=chips_per_node,
             restart_time_h=_hours(restart, "restart"),
-            round_time_h=_hours(round_time, "round_time"),
+            round_time_h=_hours(round_time, "round_time", positive=True),
         )
-        down = (
-            None if down_for.strip().lower() in {"forever", "inf", "never"} else _hours(down_for, "down_for")
-        )
+        forever = down_for.strip().lower() in {"forever", "inf", "never"}
+        down = None if forever else _hours(down_for, "down_for")
         scenario = SiteLossScenario(
             lose_sites=lose_sites, lose_at_h=_hours(lose_at, "lose_at"), down_for_h=down, run_h=days * 24
         )
@@ -135,8 +156,8 @@ def register(app: typer.Typer) -> None:
                         seed=seed,
                         progress=lambda k: bar.advance(task, k),
                     )
-        if plot is not None:
-            _plot(replace(spec), plot)
+        if plot_path is not None:
+            _plot(replace(spec), plot_path)
         if json_out:
             print_json(
                 {
@@ -153,7 +174,7 @@ def register(app: typer.Typer) -> None:
         table = Table(
             title=(
                 f"Goodput at {spec.chips:,} chips, chip MTBF {spec.chip_mtbf_h:,.0f} h, "
-                f"{spec.islands} islands over {spec.sites} sites"
+                f"{spec.islands:,} island{'s' if spec.islands != 1 else ''} over {spec.sites:,} sites"
             )
         )
         table.add_column("algorithm")
@@ -181,5 +202,5 @@ def register(app: typer.Typer) -> None:
                 "Site loss: each algorithm's target is the useful work it would do over the planned run without "
                 "the loss; 'time to own target' and 'lost' compare it with itself, not across algorithms."
             )
-        if plot is not None:
-            typer.echo(f"wrote {plot}")
+        if plot_path is not None:
+            typer.echo(f"wrote {plot_path}")

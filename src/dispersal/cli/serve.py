@@ -76,11 +76,49 @@ def run_server(cmd: list[str], stop_timeout_s: float = 10.0) -> int:
             signal.signal(sig, handler)
 
 
+LOOPBACK = "127.0.0.1"
+
+
+def check_host(host: str, port: int) -> tuple[str, bool]:
+    """The address to bind and whether it is loopback; InputError (one line) when it cannot be.
+
+    An empty host is refused (some servers read it as "every interface"); a name must resolve to an
+    address of this machine (checked by binding it once, which also finds a port in use)."""
+    import ipaddress
+    import socket
+
+    from dispersal.model.inputs.errors import InputError
+
+    name = host.strip()
+    if not name:
+        raise InputError(
+            "host", "empty; give 127.0.0.1 (this machine only) or, to listen on every interface, 0.0.0.0"
+        )
+    try:
+        infos = socket.getaddrinfo(name, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError, OSError) as exc:
+        raise InputError("host", f"{host!r} is not an address or a name that resolves ({exc})") from None
+    family, _, _, _, sockaddr = infos[0]
+    address = str(sockaddr[0])
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(sockaddr)
+        except OSError as exc:
+            why = exc.strerror or str(exc)
+            raise InputError("host", f"cannot listen on {address} port {port}: {why}") from None
+    return address, ipaddress.ip_address(address.split("%")[0]).is_loopback
+
+
 def app_cmd(
-    port: Annotated[int, typer.Option(help="TCP port to listen on.")] = 8501,
+    port: Annotated[int, typer.Option(help="TCP port to listen on.", min=1, max=65535)] = 8501,
     host: Annotated[
-        str, typer.Option(help="Address to bind; 127.0.0.1 keeps it on this machine.")
-    ] = "127.0.0.1",
+        str,
+        typer.Option(
+            help="Address to bind; 127.0.0.1 (the default) keeps it on this machine. Any other address "
+            "(0.0.0.0: every interface) lets other machines use the app: only when you mean it."
+        ),
+    ] = LOOPBACK,
 ) -> None:
     """Start the interactive simulator in a local web server (needs the app extra).
 
@@ -90,10 +128,22 @@ def app_cmd(
     """
     if importlib.util.find_spec("streamlit") is None:
         raise fail("the app needs streamlit: pip install 'dispersal[app]'")
+    from dispersal.model.inputs.errors import InputError
+
     if not 1 <= port <= 65535:
-        raise fail(f"port: must be in 1..65535, got {port}")
-    typer.echo(f"dispersal app: http://{host}:{port}  (Ctrl-C to stop)", err=True)
-    raise typer.Exit(run_server(streamlit_command(host, port)))
+        raise fail(f"--port: must be in 1..65535, got {port}")
+    try:
+        address, loopback = check_host(host, port)
+    except InputError as exc:
+        raise fail("--" + str(exc)) from None
+    if not loopback:
+        typer.echo(
+            f"warning: listening on {address}, not only this machine: anyone who can reach it can use the app",
+            err=True,
+        )
+    shown = f"[{host.strip()}]" if ":" in host else host.strip()
+    typer.echo(f"dispersal app: http://{shown}:{port}  (Ctrl-C to stop)", err=True)
+    raise typer.Exit(run_server(streamlit_command(address, port)))
 
 
 def register(app: typer.Typer) -> None:

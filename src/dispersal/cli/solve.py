@@ -6,13 +6,30 @@ dispersal solve --for distance --where premium=2 --mode paper --plan-hardware h1
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any
 
 import typer
 
-from dispersal.cli._common import SET_HELP, guarded, print_json
-from dispersal.cli.estimate import ModeOpt, build_scenario, check_mode
-from dispersal.model.inputs import units
+from dispersal.cli._common import flop_target, guarded, print_json
+from dispersal.cli._scenario import (
+    AlgorithmOpt,
+    BandwidthOpt,
+    DaysOpt,
+    DistanceOpt,
+    HardwareOpt,
+    LatencyOpt,
+    ModeOpt,
+    NodesOpt,
+    ParamsOpt,
+    RegimeOpt,
+    ScenarioOpt,
+    SetOpt,
+    TokensOpt,
+    build_scenario,
+    check_mode,
+)
+from dispersal.model import units
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.search.solve import (
     DEFAULT_TARGET_FLOP,
@@ -31,7 +48,14 @@ def parse_where(text: str) -> tuple[str, float]:
     if "=" not in text:
         raise InputError("where", f"expected OUTPUT=VALUE, e.g. utilisation=0.9, got {text!r}")
     name, value = (part.strip() for part in text.split("=", 1))
-    return name, parse_target(name, value)
+    if not name:
+        raise InputError("where", f"expected OUTPUT=VALUE, e.g. utilisation=0.9, got {text!r}")
+    if not value:
+        raise InputError("where", f"{name}= has no value")
+    target = parse_target(name, value)
+    if not math.isfinite(target):
+        raise InputError("where", f"{name} target must be a finite number, got {value!r}")
+    return name, target
 
 
 def parse_target(output: str, value: str) -> float:
@@ -148,10 +172,18 @@ def solve_cmd(
             "days=30, premium=2, or any kernel output.",
         ),
     ],
-    scenario: Annotated[
-        str | None, typer.Option("--scenario", help="TOML scenario file or preset name.")
-    ] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
+    scenario: ScenarioOpt = None,
+    hardware: HardwareOpt = None,
+    nodes: NodesOpt = None,
+    bandwidth: BandwidthOpt = None,
+    latency: LatencyOpt = None,
+    distance: DistanceOpt = None,
+    days: DaysOpt = None,
+    params: ParamsOpt = None,
+    tokens: TokensOpt = None,
+    algorithm: AlgorithmOpt = None,
+    regime: RegimeOpt = None,
+    set_: SetOpt = None,
     mode: ModeOpt = "default",
     range_: Annotated[
         str | None,
@@ -173,7 +205,8 @@ def solve_cmd(
 ) -> None:
     """Find the value of one input at which an output reaches a target (vectorised bisection).
 
-    The scenario is what `dispersal estimate` would run (--scenario, --set, --mode).
+    The scenario is what `dispersal estimate` would run (--scenario, the same shortcut flags
+    --hardware --nodes --bandwidth ..., --set, --mode).
 
     Whether the output rises or falls along the input is detected, not assumed.
 
@@ -187,10 +220,23 @@ def solve_cmd(
     variable = resolve_variable(for_).name
     name, value = parse_where(where)
     lo, hi = parse_range(variable, range_)
-    s = build_scenario(scenario, set_ or [])
+    s = build_scenario(
+        scenario,
+        set_ or [],
+        hardware=hardware,
+        nodes=nodes,
+        bandwidth=bandwidth,
+        latency=latency,
+        distance=distance,
+        days=days,
+        params=params,
+        tokens=tokens,
+        algorithm=algorithm,
+        regime=regime,
+    )
     extra: dict[str, Any] = {}
     if resolve_output(name).key == "premium":
-        extra["target_flop"] = units.parse_flop(target, "target")
+        extra["target_flop"] = flop_target(target, "target")
         if plan_hardware:
             from dispersal.model.search.planner import Constraints
 

@@ -12,19 +12,41 @@ from typing import Annotated, Any
 import typer
 
 from dispersal.cli._common import (
+    MAX_COMPRESSION,
+    MAX_NODES,
     atomic_write_bytes,
     atomic_write_text,
+    days_in,
     default_out,
+    flop_target,
     guarded,
+    latency,
+    link_rates,
+    number_in,
+    output_file,
     print_json,
     save_figure,
 )
-from dispersal.cli.estimate import check_mode
-from dispersal.model.inputs import units
+from dispersal.cli._scenario import (
+    AlgorithmOpt,
+    BandwidthOpt,
+    DaysOpt,
+    DistanceOpt,
+    HardwareOpt,
+    NodesOpt,
+    ParamsOpt,
+    SetOpt,
+    TokensOpt,
+    build_scenario,
+    check_bounds,
+    check_mode,
+    latency_of_distance,
+)
+from dispersal.model import units
 from dispersal.model.inputs.errors import InputError
-from dispersal.model.inputs.scenario import Mode, Scenario, latency_from_distance
 from dispersal.model.kernel.estimate import Estimate, estimate
 from dispersal.model.search.planner import Constraints, plan
+from dispersal.model.inputs.scenario import Mode, Scenario, latency_from_distance
 
 #: Sweepable inputs and how each value is parsed.
 AXES = ("target", "bandwidth", "latency", "distance", "regime", "max_days", "compression", "mfu", "sites")
@@ -34,41 +56,68 @@ AXES = ("target", "bandwidth", "latency", "distance", "regime", "max_days", "com
 FIELD_AXIS_ALIASES = ("bandwidth", "distance")
 
 
-def _parse_axis(text: str, allowed: tuple[str, ...] = AXES) -> tuple[str, list[str]]:
+def _parse_axis(text: str, option: str, allowed: tuple[str, ...] = AXES) -> tuple[str, list[str]]:
+    """``NAME=v1,v2,...`` of --x / --y -> (NAME, values); errors name the option."""
     if "=" not in text:
-        raise InputError("axis", f"expected NAME=v1,v2,... with NAME in {', '.join(allowed)}, got {text!r}")
+        raise InputError(option, f"expected NAME=v1,v2,... with NAME in {', '.join(allowed)}, got {text!r}")
     name, values = text.split("=", 1)
     name = name.strip()
     if name not in allowed:
-        raise InputError("axis", f"unknown sweep input {name!r} (use {', '.join(allowed)})")
+        raise InputError(option, f"unknown sweep input {name!r} (use {', '.join(allowed)})")
     vals = [v.strip() for v in values.split(",") if v.strip()]
     if not vals:
-        raise InputError(name, "needs at least one value")
+        raise InputError(option, f"{name} needs at least one value")
     if len(vals) > 200:
-        raise InputError(name, f"at most 200 values, got {len(vals)}")
+        raise InputError(option, f"at most 200 values, got {len(vals)}")
     return name, vals
 
 
+def _check_values(option: str, name: str, values: list[str], check: Any) -> None:
+    """Run check({name: value}) on every value first, so a bad one fails before any work."""
+    for v in values:
+        try:
+            check({name: v})
+        except InputError as exc:
+            raise InputError(option, f"{name}={v}: {exc}") from None
+
+
+def _number(text: str, field: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(field, f"not a number: {text!r}") from None
+
+
 def _apply(point: dict[str, str], base: dict[str, Any]) -> tuple[float, str, Constraints]:
-    target = units.parse_flop(point.get("target", "1e25"), "target")
-    regime = point.get("regime", base["regime"])
+    """One grid point -> (target FLOP, regime, Constraints); every value range-checked."""
+    from dispersal.model.inputs.catalog import regime as lookup_regime
+
+    target = flop_target(point.get("target", "1e25"), "target")
+    regime = lookup_regime(point.get("regime", base["regime"]), "regime").name
     kw: dict[str, Any] = {}
     if "bandwidth" in point:
-        up, down = units.parse_up_down(point["bandwidth"], "bandwidth")
+        up, down = link_rates(point["bandwidth"], "bandwidth")
         kw.update(bandwidth_up_bits_per_s=up, bandwidth_down_bits_per_s=down)
     if "latency" in point:
-        kw["latency_s"] = units.parse_duration(point["latency"], "latency")
+        kw["latency_s"] = latency(point["latency"], "latency")
     if "distance" in point:
-        kw["latency_s"] = latency_from_distance(units.parse_distance(point["distance"], "distance"))
+        kw["latency_s"] = latency_of_distance(point["distance"])
     if "max_days" in point:
-        kw["max_duration_s"] = float(point["max_days"]) * units.SECONDS_PER_DAY
+        kw["max_duration_s"] = (
+            days_in(_number(point["max_days"], "max_days"), "max_days") * units.SECONDS_PER_DAY
+        )
     if "compression" in point:
-        kw["compression_ratio"] = float(point["compression"])
+        kw["compression_ratio"] = number_in(
+            _number(point["compression"], "compression"), "compression", 1, MAX_COMPRESSION
+        )
     if "mfu" in point:
-        kw["mfu"] = float(point["mfu"])
+        kw["mfu"] = number_in(_number(point["mfu"], "mfu"), "mfu", 0, 1, lo_open=True)
     if "sites" in point:
         # The most separate sites (nodes) the evader can run: how far the run may spread.
-        kw["max_nodes"] = int(float(point["sites"]))
+        sites = number_in(_number(point["sites"], "sites"), "sites", 1, MAX_NODES)
+        if sites != int(sites):
+            raise InputError("sites", f"must be a whole number, got {point['sites']!r}")
+        kw["max_nodes"] = int(sites)
     return target, regime, Constraints(**kw)
 
 
@@ -83,7 +132,7 @@ def _scenario_at(base: Scenario, point: dict[str, str]) -> Scenario:
             data["latency_s"] = latency_from_distance(units.parse_distance(value, "distance"))
         else:
             data[name] = value
-    return Scenario.from_dict(data)
+    return check_bounds(Scenario.from_dict(data))
 
 
 def estimate_field(e: Estimate, field: str) -> float:
@@ -112,18 +161,20 @@ def sweep_cmd(
         ),
     ] = "target=1e24,3e24,1e25,3e25,1e26",
     y: Annotated[str, typer.Option("--y", help="Second input, same form.")] = "regime=treaty,treaty_hbm",
-    regime: Annotated[str, typer.Option(help="Regime when not swept.")] = "treaty",
+    regime: Annotated[
+        str | None, typer.Option(help="Regime when not swept (default treaty; with --field: the scenario's).")
+    ] = None,
     mode: Annotated[str, typer.Option(help="paper or default.")] = "default",
     search: Annotated[str | None, typer.Option(help="bisect or exact.")] = None,
     metric: Annotated[str | None, typer.Option(help="c_local or c_quality.")] = None,
     out: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             help="CSV (.csv) or Parquet (.parquet, needs pyarrow) file (default: dispersal-output/sweep/sweep.csv)."
         ),
     ] = None,
     plot: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             help="PNG: cost to evade against the first input, one line per second-input value (default: beside --out as sweep.png)."
         ),
@@ -144,21 +195,95 @@ def sweep_cmd(
     scenario: Annotated[
         str, typer.Option(help="With --field: preset name or TOML file of the base scenario.")
     ] = "paper_threat_model",
+    hardware: HardwareOpt = None,
+    nodes: NodesOpt = None,
+    bandwidth: BandwidthOpt = None,
+    latency_: Annotated[
+        str | None, typer.Option("--latency", help="With --field: one-way WAN latency, e.g. 100ms.")
+    ] = None,
+    distance: DistanceOpt = None,
+    days: DaysOpt = None,
+    params: ParamsOpt = None,
+    tokens: TokensOpt = None,
+    algorithm: AlgorithmOpt = None,
+    set_: SetOpt = None,
 ) -> None:
     """Run the planner over a grid of two inputs (default: target FLOP x regime) and plot cost to evade;
     with --field, chart any Estimate figure over two Scenario fields."""
     m = check_mode(mode)
-    out = out if out is not None else default_out("sweep") / "sweep.csv"
-    plot = None if no_plot else (plot if plot is not None else out.with_name("sweep.png"))
+    if search is not None and search not in ("bisect", "exact"):
+        raise InputError("search", f"must be bisect or exact, got {search!r}")
+    if metric is not None and metric not in ("c_local", "c_quality"):
+        raise InputError("metric", f"must be c_local or c_quality, got {metric!r}")
+    out_path = output_file(
+        out if out is not None else default_out("sweep") / "sweep.csv", "out", (".csv", ".parquet")
+    )
+    plot_path = (
+        None
+        if no_plot
+        else output_file(plot if plot is not None else out_path.with_name("sweep.png"), "plot", (".png",))
+    )
+
     if field is not None:
-        _field_sweep(field, scenario, x, y, m, out, plot, json_)
+        if not field.strip():
+            raise InputError("field", "empty; name an Estimate figure, e.g. utilisation")
+        base = build_scenario(
+            scenario,
+            set_ or [],
+            hardware=hardware,
+            nodes=nodes,
+            bandwidth=bandwidth,
+            latency=latency_,
+            distance=distance,
+            days=days,
+            params=params,
+            tokens=tokens,
+            algorithm=algorithm,
+            regime=regime,
+        )
+        _field_sweep(field, base, x, y, m, out_path, plot_path, json_)
         return
-    xn, xv = _parse_axis(x)
-    yn, yv = _parse_axis(y)
+    flags = {
+        "hardware": hardware,
+        "nodes": nodes,
+        "bandwidth": bandwidth,
+        "latency": latency_,
+        "distance": distance,
+        "days": days,
+        "params": params,
+        "tokens": tokens,
+        "algorithm": algorithm,
+        "set": set_,
+    }
+    given = [k for k, v in flags.items() if v]
+    if given:
+        raise InputError(
+            given[0], "is a scenario flag: it applies with --field only (the planner sweep takes --x / --y)"
+        )
+    _sweep_plans(x, y, "treaty" if regime is None else regime, m, search, metric, out_path, plot_path, json_)
+
+
+def _sweep_plans(
+    x: str,
+    y: str,
+    regime: str,
+    m: Mode,
+    search: str | None,
+    metric: str | None,
+    out: Path,
+    plot: Path | None,
+    json_: bool,
+) -> None:
+    """The planner over the grid (every point checked before the first plan)."""
+    xn, xv = _parse_axis(x, "x")
+    yn, yv = _parse_axis(y, "y")
     if xn == yn:
         raise InputError("y", f"must differ from --x ({xn})")
-    if out.suffix not in (".csv", ".parquet"):
-        raise InputError("out", f"must end in .csv or .parquet, got {out.name!r}")
+    from dispersal.model.inputs.catalog import regime as lookup_regime
+
+    lookup_regime(regime, "regime")
+    _check_values("x", xn, xv, lambda p: _apply(p, {"regime": regime}))
+    _check_values("y", yn, yv, lambda p: _apply(p, {"regime": regime}))
     rows: list[dict[str, Any]] = []
     from rich.progress import Progress
 
@@ -187,21 +312,7 @@ def sweep_cmd(
                     }
                 )
                 prog.advance(task)
-    if out.suffix == ".parquet":
-        try:
-            import pyarrow as pa
-            import pyarrow.parquet as pq
-        except ImportError:
-            raise InputError("out", "Parquet needs pyarrow: pip install pyarrow (or write .csv)") from None
-        buf = io.BytesIO()
-        pq.write_table(pa.Table.from_pylist(rows), buf)
-        atomic_write_bytes(out, buf.getvalue())
-    else:
-        sio = io.StringIO()
-        w = csv.DictWriter(sio, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-        atomic_write_text(out, sio.getvalue())
+    _write_rows(rows, out)
     if plot is not None:
         import matplotlib
 
@@ -252,17 +363,17 @@ def _write_rows(rows: list[dict[str, Any]], out: Path) -> None:
 
 
 def _field_sweep(
-    field: str, scenario: str, x: str, y: str, m: Mode, out: Path, plot: Path | None, json_: bool
+    field: str, base: Scenario, x: str, y: str, m: Mode, out: Path, plot: Path | None, json_: bool
 ) -> None:
     """estimate() over a grid of two Scenario fields, charting one Estimate figure."""
-    from dispersal.model.inputs.presets import load_scenario
-
-    base = load_scenario(scenario)
     allowed = (*FIELD_AXIS_ALIASES, *(f.name for f in dataclasses.fields(Scenario)))
-    xn, xv = _parse_axis(x, allowed)
-    yn, yv = _parse_axis(y, allowed)
+    xn, xv = _parse_axis(x, "x", allowed)
+    yn, yv = _parse_axis(y, "y", allowed)
     if xn == yn:
         raise InputError("y", f"must differ from --x ({xn})")
+    _check_values("x", xn, xv, lambda p: _scenario_at(base, p))
+    _check_values("y", yn, yv, lambda p: _scenario_at(base, p))
+    estimate_field(estimate(base, mode=m), field)  # an unknown figure fails before the grid runs
     rows: list[dict[str, Any]] = []
     for a in xv:
         for b in yv:

@@ -8,8 +8,17 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from dispersal.cli._common import guarded, print_json, save_figure
-from dispersal.model.inputs import units
+from dispersal.cli._common import (
+    days_in,
+    flop_target,
+    guarded,
+    latency,
+    link_rates,
+    output_file,
+    print_json,
+    save_figure,
+)
+from dispersal.model import units
 from dispersal.model.inputs.errors import InputError
 
 if TYPE_CHECKING:
@@ -136,38 +145,49 @@ def register(app: typer.Typer) -> None:
         bandwidth: Annotated[
             str, typer.Option(help="WAN bandwidth per node (up = down), e.g. 100Mbps.")
         ] = "100Mbps",
-        latency: Annotated[str, typer.Option(help="One-way WAN latency, e.g. 100ms.")] = "100ms",
+        latency_text: Annotated[
+            str, typer.Option("--latency", help="One-way WAN latency, e.g. 100ms.")
+        ] = "100ms",
         days: Annotated[float, typer.Option(help="Time budget in days.")] = 740.0,
         hardware: Annotated[
             str, typer.Option(help="Comma-separated accelerators to consider (default: the mode's list).")
         ] = "",
-        plot: Annotated[Path | None, typer.Option(help="Write the tornado chart to this PNG.")] = None,
+        plot: Annotated[str | None, typer.Option(help="Write the tornado chart to this PNG.")] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     ) -> None:
         """Tornado: the plan's cost with each uncertain input at its P10 and P90, the others nominal.
 
         Each end is a full re-plan; distributions and sources are in dispersal/data/uncertainty.toml.
         """
-        from dispersal.model.analyses.uncertainty import tornado
-        from dispersal.model.inputs.scenario import Mode
+        from dispersal.model.inputs.catalog import accelerator
+        from dispersal.model.inputs.catalog import regime as lookup_regime
         from dispersal.model.search.planner import Constraints
+        from dispersal.model.inputs.scenario import Mode
+        from dispersal.model.analyses.uncertainty import tornado
 
-        target_flop = units.parse_flop(target, "target")
-        if not (math.isfinite(target_flop) and target_flop > 0):
-            raise InputError("target", f"must be a positive number of FLOP, got {target!r}")
-        if not (math.isfinite(days) and days > 0):
-            raise InputError("days", f"must be > 0 d, got {days}")
+        target_flop = flop_target(target, "target")
+        days_in(days, "days")
         try:
             m = Mode(mode)
         except ValueError:
             raise InputError("mode", f"must be default or paper, got {mode!r}") from None
-        bw = units.parse_bandwidth(bandwidth, "bandwidth")
+        lookup_regime(regime, "regime")
+        up, down = link_rates(bandwidth, "bandwidth")
+        if up != down:
+            raise InputError("bandwidth", f"one rate (up = down) here, got {bandwidth!r}")
+        bw = up
+        names = tuple(h.strip() for h in hardware.split(","))
+        if hardware.strip() and not all(names):
+            raise InputError("hardware", f"empty name in {hardware!r} (comma-separated accelerators)")
+        for name in names if hardware.strip() else ():
+            accelerator(name, "hardware")
+        plot_path = output_file(plot, "plot", (".png",)) if plot is not None else None
         c = Constraints(
             bandwidth_up_bits_per_s=bw,
             bandwidth_down_bits_per_s=bw,
-            latency_s=units.parse_duration(latency, "latency"),
+            latency_s=latency(latency_text, "latency"),
             max_duration_s=days * units.SECONDS_PER_DAY,
-            hardware=tuple(h.strip() for h in hardware.split(",") if h.strip()),
+            hardware=names if hardware.strip() else (),
         )
         if json_out:
             bars = tornado(target_flop, regime_name=regime, constraints=c, mode=m)
@@ -181,10 +201,10 @@ def register(app: typer.Typer) -> None:
                     bar.update(task, completed=done, total=total)
 
                 bars = tornado(target_flop, regime_name=regime, constraints=c, mode=m, progress=tick)
-        if plot is not None and bars:
+        if plot_path is not None and bars:
             _plot(
                 bars,
-                plot,
+                plot_path,
                 f"Cost sensitivity, {target_flop:.3g} FLOP, {regime}, {units.format_bandwidth(bw)}",
             )
         if json_out:
@@ -200,5 +220,5 @@ def register(app: typer.Typer) -> None:
         from dispersal.cli._render import console
 
         console().print(render_tornado_table(bars))
-        if plot is not None:
-            typer.echo(f"wrote {plot}")
+        if plot_path is not None:
+            typer.echo(f"wrote {plot_path}")

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -14,8 +13,9 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from dispersal.cli._common import atomic_write_text, default_out, guarded, print_json
-from dispersal.model.inputs import units
+from dispersal.cli._common import atomic_write_text, default_out, guarded, output_dir, print_json
+from dispersal.model import units
+from dispersal.model.inputs.errors import InputError
 
 if TYPE_CHECKING:
     from dispersal.model.checks.validation import CaseResult, QualityCase
@@ -111,7 +111,7 @@ def build_report(results: list[CaseResult], quality: list[QualityCase], seconds:
         "",
         "## Quality model: DiLoCo / DP loss ratio (Charles et al. 2025 Table 4 and other sets)",
         "",
-        "Fitted = the compute-space fit of `dispersal.model.quality` (default mode); paper = the replica loss "
+        "Fitted = the compute-space fit of `dispersal.model.kernel.quality` (default mode); paper = the replica loss "
         "multiplier M^beta(P) ln H / ln 30 of Rahman 2026. Residual in ratio points (fitted - reported); the "
         "issue's bound for Table 4 is 0.3 points (0.003).",
         "",
@@ -147,7 +147,7 @@ def register(app: typer.Typer) -> None:
             typer.Option("--case", help="Only cases whose id starts with this (repeatable)."),
         ] = None,
         out: Annotated[
-            Path | None,
+            str | None,
             typer.Option(
                 help="Folder for validation.md (default: dispersal-output/validate; the committed report: --out docs)."
             ),
@@ -158,10 +158,13 @@ def register(app: typer.Typer) -> None:
         """Predicted vs reported for every published run and simulator figure, in both modes."""
         from dispersal.model.checks.validation import load_cases, quality_cases, run_case
 
+        folder = None if no_files else output_dir(out if out is not None else default_out("validate"), "out")
+        if case and not all(c.strip() for c in case):
+            raise InputError("case", "empty case id prefix")
         t0 = time.perf_counter()
         chosen = [c for c in load_cases() if not case or any(c["id"].startswith(i) for i in case)]
         if case and not chosen:
-            raise typer.BadParameter(f"no case id starts with {', '.join(case)}", param_hint="--case")
+            raise InputError("case", f"no case id starts with {', '.join(case)}")
         results: list[CaseResult] = []
         with Progress(transient=True, disable=json) as prog:
             task = prog.add_task("validating", total=len(chosen))
@@ -195,9 +198,7 @@ def register(app: typer.Typer) -> None:
                     "yes" if r.within else "NO",
                 )
             Console().print(t)
-        if not no_files:
-            folder = out or default_out("validate")
-            folder.mkdir(parents=True, exist_ok=True)
+        if folder is not None:
             atomic_write_text(folder / "validation.md", build_report(results, quality, seconds))
             if not json:
                 typer.echo(f"wrote {folder / 'validation.md'}")

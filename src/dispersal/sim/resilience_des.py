@@ -1,6 +1,6 @@
 """Discrete-event simulation of a training run under Poisson failures, one algorithm at a time.
 
-It checks `dispersal.model.resilience` by brute force: same assumptions, no algebra. Node failures
+It checks `dispersal.model.analyses.resilience` by brute force: same assumptions, no algebra. Node failures
 anywhere in the fleet are the superposition of per-node exponential clocks, so their times are drawn
 at once as a Poisson process of rate ``nodes * lambda_node`` over the horizon (sorted uniform times),
 and each failure strikes a unit chosen uniformly: an island for ``diloco``/``decoupled``, a node for
@@ -16,7 +16,7 @@ Conventions: checkpoint writes pause compute for C every tau (wall time for the 
 time since the last restart for ddp, non-stalled time for ddp_elastic); work not yet committed when
 the horizon ends counts as done (an edge effect of order one period over the horizon). Random site
 failures are not simulated (the closed form's site factor is approximate; scripted site losses are
-`dispersal.model.resilience.site_loss`).
+`dispersal.model.analyses.resilience.site_loss`).
 """
 
 from __future__ import annotations

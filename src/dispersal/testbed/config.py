@@ -1,7 +1,7 @@
 """One frozen, keyword-only configuration for a testbed run, validated field by field.
 
 Units are in the names (``_s`` seconds, ``_bits_per_s``). Human strings ("100Mbps/100ms") are
-parsed only by :mod:`dispersal.model.units`, in :func:`parse_link`.
+parsed only by :mod:`dispersal.model.inputs.units`, in :func:`parse_link`.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ A lever (``dispersal/data/levers.toml``) changes one or more of:
 - the site link: ``bandwidth_cap_mbps`` per subscriber line; a site may bond up to
   ``max_lines_per_site`` lines at ``line_usd_per_month`` each, which the evader pays for; the
   evader re-plans at the bandwidth it can get.
-- detection parameters (``[lever.detection]``), fed to `dispersal.model.detection`.
+- detection parameters (``[lever.detection]``), fed to `dispersal.model.analyses.detection`.
 
 A bundle of levers takes the strictest rule of each kind (lowest thresholds and caps, largest
 detection parameters: every detection parameter a lever may set strengthens detection as it

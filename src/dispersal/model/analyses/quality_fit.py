@@ -1,8 +1,8 @@
-"""Fit the quality model (`dispersal.model.quality`) to the published points; rerunnable by anyone.
+"""Fit the quality model (`dispersal.model.kernel.quality`) to the published points; rerunnable by anyone.
 
-    python -m dispersal.model.quality_fit            # fit, print residuals, write quality_fit.toml
-    python -m dispersal.model.quality_fit --check    # fit and print; fail if the data file differs
-    python -m dispersal.model.quality_fit --out F    # write somewhere else
+    python -m dispersal.model.analyses.quality_fit            # fit, print residuals, write quality_fit.toml
+    python -m dispersal.model.analyses.quality_fit --check    # fit and print; fail if the data file differs
+    python -m dispersal.model.analyses.quality_fit --out F    # write somewhere else
 
 Method. Each fitted point i gives y_i = ln(L_DiLoCo / L_DP) from one table row. The model is
 `quality.log_loss_ratio` plus one nuisance term for the Streaming DiLoCo rows only,
@@ -221,8 +221,8 @@ def to_toml(
         return "[" + ", ".join(repr(float(x)) for x in xs) + "]"
 
     lines = [
-        "# Written by `python -m dispersal.model.quality_fit` from quality_points.toml: do not edit by hand.",
-        "# values / covariance: the fitted fields of dispersal.model.quality.QualityParams (names, in order);",
+        "# Written by `python -m dispersal.model.analyses.quality_fit` from quality_points.toml: do not edit by hand.",
+        "# values / covariance: the fitted fields of dispersal.model.kernel.quality.QualityParams (names, in order);",
         "# covariance = s^2 (J^T W J)^-1, s^2 = reduced chi-square; kappa_streaming is the Streaming DiLoCo",
         "# nuisance term (reported, not used by g; its covariance rows are left out here).",
         f"names = [{', '.join(repr(f).replace(chr(39), chr(34)) for f in FITTED_FIELDS)}]",
@@ -246,7 +246,7 @@ def to_toml(
 
 def run(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m dispersal.model.quality_fit", description=__doc__.splitlines()[0]
+        prog="python -m dispersal.model.analyses.quality_fit", description=__doc__.splitlines()[0]
     )
     ap.add_argument(
         "--out", type=Path, default=None, help="data file to write (default: the package's quality_fit.toml)"

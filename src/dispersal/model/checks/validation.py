@@ -145,7 +145,7 @@ class QualityCase:
     inner_steps: float
     reported_ratio: float
     fitted_ratio: float
-    """The compute-space fit's r = L_DiLoCo / L_DP (`dispersal.model.quality`), default mode."""
+    """The compute-space fit's r = L_DiLoCo / L_DP (`dispersal.model.kernel.quality`), default mode."""
     paper_ratio: float
     """The paper's replica loss multiplier M^beta(P, H) (Rahman 2026 sec. 4)."""
     source: str

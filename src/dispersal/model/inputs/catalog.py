@@ -51,7 +51,7 @@ class Accelerator:
     """Per-direction host<->chip bandwidth (bytes/s, raw: PCIe Gen4 x16 32e9, Gen5 x16 64e9)."""
     host_source: str = ""
     mfu_bf16: float = 0.0
-    """MFU at BF16/FP16, fraction of `dense_fp16_flop_per_s`, 6P convention (`dispersal.model.flops`)."""
+    """MFU at BF16/FP16, fraction of `dense_fp16_flop_per_s`, 6P convention (`dispersal.model.kernel.flops`)."""
     mfu_fp8: float = 0.0
     """MFU at FP8, fraction of `dense_fp8_flop_per_s` (= mfu_bf16 x fp8_speedup / 2); 0 = no FP8 path."""
     fp8_speedup: float = 0.0

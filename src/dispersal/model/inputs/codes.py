@@ -48,6 +48,19 @@ class Straggler(StrEnum):
     """Backup workers: f' = 1 + 0.3 (f_sync - 1)."""
 
 
+class Trust(StrEnum):
+    """Who runs the sites: one operator (trusted peers) or independent providers (permissionless)."""
+
+    TRUSTED = "trusted"
+    """Every site is the operator's own: updates are averaged as they come (no validation)."""
+    PERMISSIONLESS = "permissionless"
+    """Anyone may join: each update is scored and filtered before it touches the model (Templar's
+    Gauntlet, Covenant-72B), which costs validator nodes, validation time and discarded updates."""
+
+
+TRUST_CODES = {t: i for i, t in enumerate(Trust)}
+
+
 class Quality(IntEnum):
     """Which column of a heuristic quality table to read."""
 

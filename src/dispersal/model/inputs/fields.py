@@ -267,7 +267,7 @@ def markdown_table(fields: Sequence[ScenarioField]) -> str:
     lines = [
         "# Scenario fields",
         "",
-        "Every input of a run, declared once in `src/dispersal/model/scenario.py` (unit, bounds, label,",
+        "Every input of a run, declared once in `src/dispersal/model/inputs/scenario_fields.py` (unit, bounds, label,",
         "help). Validation, parsing of `--set key=value` and scenario files, the CLI's `dispersal fields`",
         "and the web app's inputs all read that declaration. Values are in SI units; text with units",
         '("100Mbps", "40ms", "91B", "80GB") is parsed by the field\'s quantity. Regenerate this page with',

@@ -2,7 +2,7 @@
 
 Three layers are kept apart (spec/model.md): physics (exact arithmetic, not here), published
 fits (a paper and table behind each constant) and heuristics (modelling choices with no published
-law, each labelled and given a range in `dispersal.model.uncertainty`). Every field can be an
+law, each labelled and given a range in `dispersal.model.analyses.uncertainty`). Every field can be an
 array in the vectorised kernel, which is how Monte Carlo and calibration vary them.
 """
 
@@ -88,6 +88,28 @@ class ModelParams:
     (Douillard et al. 2025, Figure 3). Paper mode hides DDP behind the whole step (1) and DiLoCo
     syncs behind none of it (0)."""
 
+    validation_eval_tokens_per_update: float = 65536.0
+    """Permissionless runs (``trust = permissionless``): tokens on which a validator scores each
+    submitted update per round, with one forward pass before and one after applying it (Templar's
+    Gauntlet: loss before minus loss after on the peer's assigned data and on held-out data;
+    Lidin et al. 2026, Covenant-72B, arXiv 2603.08163, sec. 3). The batch size is an assumption:
+    two batches (assigned + held-out) of 16 sequences of 2,048 tokens."""
+    validator_nodes: float = 1.0
+    """Permissionless runs: nodes of the run's own type that only validate (score updates and
+    aggregate), bought or rented on top of the N training nodes. Assumption: one validator, as in
+    Covenant-72B's run (arXiv 2603.08163 sec. 3 describes a validator that scores every
+    submission every round)."""
+    permissionless_discard_fraction: float = 0.25
+    """Permissionless runs: fraction of submitted updates that validation leaves out of the
+    aggregate each round (the top-k rule keeps the best-scoring ones; honest but slow or
+    low-scoring peers are dropped with the attackers). Assumption: Covenant-72B aggregated about 20
+    peers per round (arXiv 2603.08163) and reports no submission count per round; 0.25 is the
+    middle of the plausible range 0-0.5."""
+    robust_quality_factor: float = 0.99
+    """Permissionless runs: quality-adjusted compute of a run whose updates pass a robust rule
+    (norm clipping against the running median of norms) relative to plain averaging, with no
+    attacker: the robustness tax. Measured in dispersal's testbed (docs/testbed.md, "Robust
+    aggregation and attacks": tiny preset, 3 seeds); small models only, an extrapolation at scale."""
     mfu_scale: float = 1.0
     """Multiplier on the catalogue MFU a default-mode scenario uses when it sets none (capped at 1).
     Not a model figure: 1 = the catalogue's sourced value. The sensitivity analysis sets it so an

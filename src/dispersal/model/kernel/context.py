@@ -46,7 +46,9 @@ class Inputs:
         """Input `name` broadcast to the common shape."""
         v = self._cache.get(name)
         if v is None:
-            v = self._cache[name] = np.broadcast_to(as_float(self.x[name]), self.shape)
+            a = as_float(self.x[name])
+            # A full array needs no view (the planner passes every input so): saves a call each.
+            v = self._cache[name] = a if a.shape == self.shape else np.broadcast_to(a, self.shape)
         return v
 
     def k(self, name: str) -> Arr:

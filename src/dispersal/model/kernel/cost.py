@@ -7,6 +7,9 @@ import numpy as np
 
 from dispersal.model.kernel.context import Arr, Inputs
 
+#: The outputs of this stage.
+COST_OUTPUTS = ("hardware_usd", "rental_usd", "energy_kwh", "energy_usd", "cost_usd", "power_per_node_w")
+
 
 def cost(inp: Inputs, N: Arr, run_s: Arr) -> dict[str, Arr]:
     """Hardware, rental and energy cost of N nodes running run_s seconds (US dollars, kWh, W)."""

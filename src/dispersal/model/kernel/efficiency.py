@@ -25,6 +25,18 @@ def straggler_factor(n: npt.ArrayLike, code: npt.ArrayLike, p: ModelParams) -> A
     n_ = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
     c = np.asarray(code)
     lg = np.log2(n_)
+    k = uniform_code(c)
+    if k is not None:
+        # One model for every element (a scenario's, the planner's): compute only that one.
+        if k == STRAGGLER_CODES[Straggler.RELAY]:
+            one = 1.0 + p.straggler_coeff_relay * lg
+        elif k == STRAGGLER_CODES[Straggler.SYNCHRONOUS]:
+            one = 1.0 + p.straggler_coeff_sync * lg
+        elif k == STRAGGLER_CODES[Straggler.THRESHOLD]:
+            one = np.ones_like(lg)
+        else:
+            one = 1.0 + p.backup_worker_fraction * ((1.0 + p.straggler_coeff_sync * lg) - 1.0)
+        return _shaped(one, lg, c)
     relay = 1.0 + p.straggler_coeff_relay * lg
     sync = 1.0 + p.straggler_coeff_sync * lg
     backup = 1.0 + p.backup_worker_fraction * (sync - 1.0)
@@ -38,6 +50,27 @@ def straggler_factor(n: npt.ArrayLike, code: npt.ArrayLike, p: ModelParams) -> A
         default=backup,
     )
     return np.asarray(out, dtype=np.float64)
+
+
+def uniform_code(*codes: npt.NDArray[np.generic]) -> float | None:
+    """The common value when each code array holds one value everywhere (None otherwise, or for NaN)."""
+    if len(codes) == 1 and codes[0].ndim == 0:
+        v = float(codes[0])
+        return None if v != v else v
+    if len(codes) > 1:
+        vals = [uniform_code(c) for c in codes]
+        return None if any(v is None for v in vals) else 0.0
+    c = codes[0]
+    if c.size == 0:
+        return None
+    lo, hi = float(np.min(c)), float(np.max(c))
+    return lo if lo == hi else None
+
+
+def _shaped(out: Arr, *like: npt.NDArray[np.generic]) -> Arr:
+    """`out` broadcast to the shape the full (select-based) computation would have had."""
+    shape = np.broadcast_shapes(*(a.shape for a in like))
+    return out if out.shape == shape else np.asarray(np.broadcast_to(out, shape), dtype=np.float64)
 
 
 def eta_h(params: npt.ArrayLike, h: npt.ArrayLike, p: ModelParams) -> Arr:
@@ -69,6 +102,11 @@ def eta_comp(
     cr = np.asarray(compression_ratio, dtype=np.float64)
     ef = np.asarray(error_feedback).astype(bool)
     q = np.asarray(quality)
+    if uniform_code(ef, q) is not None:
+        # One column for every element: interpolate only it.
+        qk = float(q.flat[0])
+        col = (0 if qk == 0 else 1 if qk == 1 else 2) + (0 if bool(ef.flat[0]) else 3)
+        return _shaped(_interp_log(cr, xs, table[:, 1 + col]), cr, ef, q)
     cols = [_interp_log(cr, xs, table[:, 1 + i]) for i in range(6)]
     with_ef = np.select([q == 0, q == 1], [cols[0], cols[1]], default=cols[2])
     without = np.select([q == 0, q == 1], [cols[3], cols[4]], default=cols[5])
@@ -87,9 +125,13 @@ def eta_act(
     xs = table[:, 0]
     ca = np.asarray(activation_compression, dtype=np.float64)
     qsel = np.asarray(quality)
+    s = np.maximum(np.asarray(stages, dtype=np.float64), 1.0)
+    k = uniform_code(qsel)
+    if k is not None:
+        one = _interp_log(ca, xs, table[:, 2 if k == 0 else 1 if k == 1 else 3])
+        return _shaped(np.asarray(one ** (2.0 * (s - 1.0)), dtype=np.float64), ca, qsel, s)
     expected = _interp_log(ca, xs, table[:, 1])
     optimistic = _interp_log(ca, xs, table[:, 2])
     conservative = _interp_log(ca, xs, table[:, 3])
     q = np.select([qsel == 0, qsel == 1], [optimistic, expected], default=conservative)
-    s = np.maximum(np.asarray(stages, dtype=np.float64), 1.0)
     return np.asarray(q ** (2.0 * (s - 1.0)), dtype=np.float64)

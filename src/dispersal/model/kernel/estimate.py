@@ -211,7 +211,7 @@ def estimate(
     Args:
         scenario: the run (defaults to the paper's threat model, `Scenario()`).
         mode: ``"paper"`` (Rahman 2026's settings exactly) or ``"default"`` (adds energy, extra
-            memory, per-shard PP sync; see `dispersal.model.scenario`).
+            memory, per-shard PP sync; see `dispersal.model.inputs.scenario`).
         params: published fits and heuristics.
 
     Returns:
@@ -269,6 +269,13 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
     if r["offload"]:
         notes.append(
             f"inner optimizer offloaded to host DRAM: +{r['offload_time_s']:.3g} s host-link time per step"
+        )
+    if r["validator_nodes"] > 0:
+        hidden = "hidden under" if r["validation_time_s"] <= r["outer_step_time_s"] * (1 - 1e-9) else "sets"
+        notes.append(
+            f"permissionless: {r['validator_nodes']:.3g} validator node(s) paid on top; scoring a round's updates "
+            f"takes {units.format_duration(r['validation_time_s'])} ({hidden} the round); "
+            f"{1 - r['useful_update_fraction']:.0%} of updates discarded"
         )
     payload_bits = r["payload_bits"]
     up = x["up_bits_per_s"]

@@ -16,7 +16,10 @@ This module is the orchestration; each part lives in its own unit:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+import math
+from collections.abc import Collection, Mapping
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -27,11 +30,12 @@ from dispersal.model.inputs.units import H100E_FLOP_PER_S
 from dispersal.model.kernel import quality
 from dispersal.model.kernel.algorithms import ALGORITHMS, Branch
 from dispersal.model.kernel.context import Arr, Common, Inputs, as_float
-from dispersal.model.kernel.cost import cost
-from dispersal.model.kernel.efficiency import straggler_factor
+from dispersal.model.kernel.cost import COST_OUTPUTS, cost
+from dispersal.model.kernel.efficiency import straggler_factor, uniform_code
 from dispersal.model.kernel.memory import memory, resolve_auto
 from dispersal.model.kernel.quality_stage import quality_stage
-from dispersal.model.kernel.traffic import timeline, traffic
+from dispersal.model.kernel.traffic import TIMELINE_OUTPUTS, TRAFFIC_OUTPUTS, timeline, traffic
+from dispersal.model.kernel.trust import trust_stage
 
 #: Inner-optimizer offload moves bf16 gradients to the host and bf16 weights back every inner step:
 #: 2 bytes per parameter each way (ZeRO-Offload, Ren et al. 2021, arXiv 2101.06840, sec. 4).
@@ -68,6 +72,7 @@ INPUTS: dict[str, str] = {
     "pp_bits_per_s": "pipeline-stage link",
     "pp_latency_s": "pipeline-stage link latency",
     "straggler": "straggler model code (relay, synchronous, threshold, backup)",
+    "trust": "0 trusted peers, 1 permissionless (validators score and filter updates; kernel.trust); optional",
     "local_batch_tokens": "tokens per inner step per worker B",
     "micro_batches": "pipeline micro-batches M_mb",
     "inner_steps": "H; 0 = the smallest compute-bound H (H_min)",
@@ -118,6 +123,7 @@ def evaluate(
     p: ModelParams,
     overrides: Mapping[str, npt.ArrayLike] | None = None,
     quality_params: quality.QualityLike | None = None,
+    outputs: Collection[str] | None = None,
 ) -> dict[str, Arr]:
     """Evaluate the analytic model on arrays of configurations.
 
@@ -127,10 +133,12 @@ def evaluate(
         overrides: arrays replacing scalar fields of `p` (Monte Carlo draws), same names.
         quality_params: the compute-space quality fit (`dispersal.model.kernel.quality`; None = the
             shipped fit); Monte Carlo passes `QualitySamples` that broadcast against the inputs.
+        outputs: the outputs wanted (None: all of `OUTPUTS`); stages none of them needs (cost,
+            traffic, time breakdown) are skipped.
 
     Returns:
-        A dict of float arrays of the common shape; keys listed in `OUTPUTS`. Feasibility flags
-        are 0/1 floats (``fits``, ``time_ok``, ``under_cap``, ``feasible``).
+        A dict of float arrays of the common shape; keys listed in `OUTPUTS` (or `outputs`, in that
+        order). Feasibility flags are 0/1 floats (``fits``, ``time_ok``, ``under_cap``, ``feasible``).
 
     The formulas, by section of spec/model.md (Rahman 2026 unless noted):
       1. C = 6 P_active D; F_eff = F_peak x MFU; T_comp = 6 P_active B / F_eff;
@@ -142,10 +150,70 @@ def evaluate(
       4. eta = eta_H eta_comp eta_act eta_rep; C_local = C_thr eta; C_quality = C_local chi.
       5. chi = min(1, C'(L) / C_thr) with C' the compute-optimal compute at the run's loss.
       7. cost = chips x price x multiplier (+ energy, or rental, outside paper mode).
+
+    Large calls run in chunks of about `CHUNK_CONFIGS` configurations along the first axis: the
+    ~200 temporaries of a chunk stay in cache instead of being fresh pages of memory each (on a 1M
+    sweep page faults were two thirds of the time). Results are the same to rounding (Newton's
+    iteration count in the Chinchilla inversion is per chunk).
     """
     shape = np.broadcast_shapes(*(np.shape(v) for v in x.values()))
+    want = _wanted(outputs)
+    ov = overrides or {}
+    rows = max(1, CHUNK_CONFIGS // max(1, math.prod(shape[1:]))) if shape else 1
     with np.errstate(all="ignore"):
-        return _evaluate(Inputs(x, p, overrides or {}, quality_params, shape))
+        if not shape or rows >= shape[0]:
+            return _evaluate(Inputs(x, p, ov, quality_params, shape), want)
+        out: dict[str, Arr] = {}
+        for a in range(0, shape[0], rows):
+            b = min(a + rows, shape[0])
+            part = _evaluate(
+                Inputs(
+                    _rows(x, shape, a, b),
+                    p,
+                    _rows(ov, shape, a, b),
+                    _quality_rows(quality_params, shape, a, b),
+                    (b - a, *shape[1:]),
+                ),
+                want,
+            )
+            if not out:
+                out = {k: np.empty(shape) for k in part}
+            for k, v in part.items():
+                out[k][a:b] = v
+        return out
+
+
+#: Configurations per chunk of a large call (the cache-sized piece; 8,192 measured best on a 1M sweep).
+CHUNK_CONFIGS = 8192
+
+
+def _rows(d: Mapping[str, npt.ArrayLike], shape: tuple[int, ...], a: int, b: int) -> dict[str, npt.ArrayLike]:
+    """Rows a:b (first axis of the common `shape`) of every array that spans that axis; others as given."""
+    out: dict[str, npt.ArrayLike] = {}
+    for k, v in d.items():
+        arr = np.asarray(v)
+        out[k] = arr[a:b] if arr.ndim == len(shape) and arr.shape[0] == shape[0] else arr
+    return out
+
+
+def _quality_rows(
+    q: quality.QualityLike | None, shape: tuple[int, ...], a: int, b: int
+) -> quality.QualityLike | None:
+    """Rows a:b of Monte Carlo quality draws (fixed parameters as given)."""
+    if not isinstance(q, quality.QualitySamples):
+        return q
+    arrays = {f.name: getattr(q, f.name) for f in dataclasses.fields(q)}
+    rows: dict[str, Any] = _rows({k: v for k, v in arrays.items() if isinstance(v, np.ndarray)}, shape, a, b)
+    return dataclasses.replace(q, **rows)
+
+
+def _wanted(outputs: Collection[str] | None) -> frozenset[str] | None:
+    if outputs is None:
+        return None
+    unknown = sorted(set(outputs) - set(OUTPUTS))
+    if unknown:
+        raise ValueError(f"unknown kernel outputs {unknown}; known: {', '.join(OUTPUTS)}")
+    return frozenset(outputs)
 
 
 def _common(inp: Inputs) -> tuple[Common, Arr]:
@@ -173,6 +241,12 @@ def _common(inp: Inputs) -> tuple[Common, Arr]:
     act = B * hidden * g("activation_bytes_per_value") * 8.0 / g("activation_compression")
     fragments = np.maximum(g("fragments"), 1.0)
     agg = g("aggregation")
+    # One straggler model for every configuration (the usual case): a scalar code, so each straggler
+    # factor computes only that model without checking again.
+    strag: Arr = g("straggler")
+    one_model = uniform_code(strag)
+    if one_model is not None:
+        strag = np.asarray(one_model)
     c = Common(
         inp=inp,
         shape=inp.shape,
@@ -185,7 +259,7 @@ def _common(inp: Inputs) -> tuple[Common, Arr]:
         up=g("up_bits_per_s"),
         down=g("down_bits_per_s"),
         lat=g("latency_s"),
-        strag=g("straggler"),
+        strag=strag,
         h_req=g("inner_steps"),
         F_eff=F_eff,
         T_comp=T_comp,
@@ -201,7 +275,7 @@ def _common(inp: Inputs) -> tuple[Common, Arr]:
         one_fragment=bool(np.all(fragments == 1.0)),
         tau=g("overlap_depth"),
         bwd=g("sync_backward_overlap"),
-        f_N=straggler_factor(N, g("straggler"), p),
+        f_N=straggler_factor(N, strag, p),
         agg=agg,
         agg_codes=frozenset(int(a) for a in np.unique(agg)),
     )
@@ -216,45 +290,74 @@ def _common(inp: Inputs) -> tuple[Common, Arr]:
 
 class _Picker:
     """Reads a `Branch` field for every configuration from the branch of its algorithm (NaN where the
-    code is none of them), computing only the branches present."""
+    code is none of them), computing only the branches present, each field once. (Running a branch
+    only on its own configurations, gathered and scattered back, measured slower on a 1M sweep.)"""
 
     def __init__(self, c: Common, codes: Arr) -> None:
         self.c = c
-        self.masks = {code: codes == code for code in ALGORITHMS}
-        self.branches: dict[int, Branch] = {
-            code: ALGORITHMS[code].branch(c) for code, mask in self.masks.items() if mask.any()
-        }
-        self.only = next((code for code in self.branches if self.masks[code].all()), None)
+        masks = {code: codes == code for code in ALGORITHMS}
+        present = [code for code, m in masks.items() if m.any()]
+        self.branches: dict[int, Branch] = {code: ALGORITHMS[code].branch(c) for code in present}
+        self.masks = [masks[code] for code in present]
+        # Every configuration runs one of the present branches (the usual case): the last needs no mask.
+        covered = np.logical_or.reduce(self.masks) if self.masks else np.zeros(c.shape, dtype=bool)
+        self.complete = bool(covered.all())
         self.defaults: dict[str, Arr] = {"offload_per_step": c.T_ofl, "burst_rate": c.up}
+        self.cache: dict[str, Arr] = {}
 
     def __call__(self, name: str) -> Arr:
-        def val(b: Branch) -> npt.ArrayLike:
-            v = getattr(b, name)
-            return self.defaults[name] if v is None else v
-
-        if self.only is not None:
-            return np.broadcast_to(as_float(val(self.branches[self.only])), self.c.shape)
-        out = np.full(self.c.shape, np.nan)
-        for code, b in self.branches.items():
-            out = np.where(self.masks[code], val(b), out)
-        return out
+        v = self.cache.get(name)
+        if v is None:
+            vals = [getattr(b, name) for b in self.branches.values()]
+            vals = [self.defaults[name] if a is None else a for a in vals]
+            v = self.cache[name] = self._select(vals)
+        return v
 
     def constant(self, values: Mapping[int, float]) -> Arr:
         """A per-algorithm constant for every configuration (NaN for an unknown code)."""
-        out = np.full(self.c.shape, np.nan)
-        for code in self.branches:
-            out = np.where(self.masks[code], values[code], out)
-        return out
+        return self._select([values[code] for code in self.branches])
+
+    def _select(self, vals: list[npt.ArrayLike]) -> Arr:
+        # np.select's semantics (first true mask, else NaN) as nested where; np.choose is slower.
+        # Branches that give the same array (or number) share one mask: one pass fewer each.
+        masks, uniq = list(self.masks), list(vals)
+        i = 0
+        while i < len(uniq):
+            j = i + 1
+            while j < len(uniq):
+                if _same_value(uniq[i], uniq[j]):
+                    masks[i] = masks[i] | masks[j]
+                    del masks[j], uniq[j]
+                else:
+                    j += 1
+            i += 1
+        if self.complete:
+            out = np.broadcast_to(as_float(uniq[-1]), self.c.shape)
+            rest = zip(masks[:-1], uniq[:-1], strict=True)
+        else:
+            out = np.full(self.c.shape, np.nan)
+            rest = zip(masks, uniq, strict=True)
+        for m, v in reversed(list(rest)):
+            out = np.where(m, v, out)
+        return np.asarray(out, dtype=np.float64)
 
 
-def _evaluate(inp: Inputs) -> dict[str, Arr]:
+def _same_value(a: npt.ArrayLike, b: npt.ArrayLike) -> bool:
+    """The same array object, or the same number."""
+    if a is b:
+        return True
+    return isinstance(a, float) and isinstance(b, float) and a == b
+
+
+def _evaluate(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:
     g = inp.g
     c, codes = _common(inp)
     pick = _Picker(c, codes)
     N, B = c.N, c.B
-    cyc = pick("cycle")
     steps_per_cycle = pick("steps_per_cycle")
     replicas = pick("replicas")
+    tr = trust_stage(c, replicas, pick("cycle"))
+    cyc = tr.cycle_s
     h_pen = pick("inner_steps_effective")
     fits_mode = pick("fits") > 0
     enough_workers = pick("enough_workers") > 0
@@ -273,9 +376,20 @@ def _evaluate(inp: Inputs) -> dict[str, Arr]:
     C_thr = 6.0 * c.Pa * D
 
     outer = pick.constant({code: float(u.outer_sync) for code, u in ALGORITHMS.items()}) > 0
+    # Updates that validation discards are compute spent without reaching the model.
+    D_used = D * tr.useful_fraction
     q = quality_stage(
-        inp, D, C_thr, replicas, h_pen, outer & (replicas > 1), pick("eta_act"), c.streaming, c.fragments
+        inp,
+        D_used,
+        6.0 * c.Pa * D_used,
+        replicas,
+        h_pen,
+        outer & (replicas > 1),
+        pick("eta_act"),
+        c.streaming,
+        c.fragments,
     )
+    q["c_quality_flop"] = q["c_quality_flop"] * tr.quality_factor
     C_local = q["c_local_flop"]
 
     node_fp16 = g("node_fp16_flop_per_s")
@@ -285,7 +399,7 @@ def _evaluate(inp: Inputs) -> dict[str, Arr]:
     under_cap = under_flop & under_mem
     feasible = fits_mode & time_ok & under_cap & enough_workers & np.isfinite(C_local)
     mem = c.mem
-    return {
+    r = {
         "feasible": feasible.astype(np.float64),
         "fits": fits_mode.astype(np.float64),
         "time_ok": time_ok.astype(np.float64),
@@ -318,15 +432,23 @@ def _evaluate(inp: Inputs) -> dict[str, Arr]:
         "c_raw_flop": C_thr,
         **q,
         "mfu_global": C_local / (N * g("node_peak_flop_per_s") * run_s),
-        **cost(inp, N, run_s),
-        **traffic(c, pick, cyc),
+        **(cost(inp, N + tr.validator_nodes, run_s) if _needs(want, COST_OUTPUTS) else {}),
+        "validation_time_s": tr.validation_time_s,
+        "validator_nodes": tr.validator_nodes,
+        "useful_update_fraction": tr.useful_fraction,
+        **(traffic(c, pick, cyc) if _needs(want, TRAFFIC_OUTPUTS) else {}),
         "utilisation": steps_per_cycle * pick("compute_per_step") / cyc,
         "max_params_flat": mem.max_params_flat,
         "host_memory_required_bytes_per_node": pick("host_per_node"),
         "offload": mem.use_offload.astype(np.float64),
         "offload_time_s": c.T_ofl,
-        **timeline(c, pick, cyc, n_cycles),
+        **(timeline(c, pick, cyc, n_cycles) if _needs(want, TIMELINE_OUTPUTS) else {}),
     }
+    return r if want is None else {k: r[k] for k in OUTPUTS if k in want}
+
+
+def _needs(want: frozenset[str] | None, stage: tuple[str, ...]) -> bool:
+    return want is None or not want.isdisjoint(stage)
 
 
 OUTPUTS: tuple[str, ...] = (
@@ -394,6 +516,9 @@ OUTPUTS: tuple[str, ...] = (
     "host_memory_required_bytes_per_node",
     "offload",
     "offload_time_s",
+    "validation_time_s",
+    "validator_nodes",
+    "useful_update_fraction",
     "time_compute_s",
     "time_bubble_s",
     "time_pipeline_comm_s",

@@ -2,7 +2,7 @@
 
 g(M, H, P, fragments) is the compute a data-parallel (DP) run needs to reach the DiLoCo run's loss,
 divided by the DiLoCo run's compute. It comes from a fit of the published DiLoCo-vs-DP loss ratios
-(`dispersal/data/quality_points.toml`; fit: ``python -m dispersal.model.quality_fit``) mapped to
+(`dispersal/data/quality_points.toml`; fit: ``python -m dispersal.model.analyses.quality_fit``) mapped to
 compute through the source's own DP loss-vs-compute law:
 
     ln r(M, H, P, F) = u(P) + b(P) S(M) h(H) + delta [F > 1]        r = L_DiLoCo / L_DP

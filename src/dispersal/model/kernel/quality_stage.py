@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dispersal.model.kernel import chinchilla, quality
 from dispersal.model.kernel.context import Arr, BoolArr, Inputs, as_float
@@ -55,24 +56,30 @@ def quality_stage(
     q_eff = np.full(shape, np.nan)
     C_opt = np.full(shape, np.nan)
     C_opt_rep = np.full(shape, np.nan)
+    all_live = bool(live.all())
+    # Where the live results go: everywhere (any shape) or the gathered elements.
+    at: BoolArr | tuple[()] = () if all_live else live
     if live.any():
 
-        def lv(a: Arr) -> Arr:
+        def lv(a: npt.NDArray[Any]) -> Arr:
+            # A scalar broadcasts as it is; every configuration live (a sweep without a window): no gather.
+            if a.ndim == 0 or all_live:
+                return a
             return np.broadcast_to(a, shape)[live]
 
         Ll = chinchilla.loss(lv(Pa), lv(D), lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe))
-        L[live] = Ll
-        C_opt[live] = chinchilla.optimal_compute_for_loss(
+        L[at] = Ll
+        C_opt[at] = chinchilla.optimal_compute_for_loss(
             Ll, lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe), lv(kopt)
         )
-        leg = np.broadcast_to(legacy_q, shape)[live]
+        leg = lv(legacy_q) > 0
         if leg.any():
             beta0 = lv(k("replica_beta_coeff")) * lv(P) ** -lv(k("replica_beta_exponent"))
             beta_rep = beta0 * np.log(np.maximum(lv(h_pen), 1.0)) / np.log(lv(k("replica_reference_h")))
-            dist_live = np.broadcast_to(distributed, shape)[live]
-            Lrep = np.where(dist_live & leg, np.maximum(lv(replicas), 1.0) ** beta_rep, 1.0)
-            L_rep[live] = Lrep
-            C_opt_rep[live] = chinchilla.optimal_compute_for_loss(
+            Lrep = np.where((lv(distributed) > 0) & leg, np.maximum(lv(replicas), 1.0) ** beta_rep, 1.0)
+            # Undefined (NaN) for a configuration with the fitted mapping whatever else is in the call.
+            L_rep[at] = np.where(leg, Lrep, np.nan)
+            C_opt_rep[at] = chinchilla.optimal_compute_for_loss(
                 Ll * Lrep, lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe), lv(kopt)
             )
     gmask = live & distributed & ~legacy_q

@@ -85,12 +85,14 @@ def sync(c: Common, n_params: Arr, n: Arr, f: Arr, bw_up: Arr, bw_down: Arr, lat
     v = n_params * c.wire
     m = np.maximum(n, 1.0)
     dense_bits = c.g("dense_aggregate_bits_per_param")
-    t = up_b = down_b = np.full(c.shape, np.nan)
-    for code in sorted(c.agg_codes):
-        ti, ui, di = TOPOLOGIES.get(code, relay)(v, m, n_params, dense_bits, bw_up, bw_down, latency)
-        if len(c.agg_codes) == 1:
-            t, up_b, down_b = (np.broadcast_to(a, c.shape) for a in (ti, ui, di))
-        else:
+    if len(c.agg_codes) == 1:
+        # One topology for every configuration (the usual case): no selection.
+        (code,) = c.agg_codes
+        t, up_b, down_b = TOPOLOGIES.get(code, relay)(v, m, n_params, dense_bits, bw_up, bw_down, latency)
+    else:
+        t = up_b = down_b = np.full(c.shape, np.nan)
+        for code in sorted(c.agg_codes):
+            ti, ui, di = TOPOLOGIES.get(code, relay)(v, m, n_params, dense_bits, bw_up, bw_down, latency)
             here = c.agg == code
             t, up_b, down_b = np.where(here, ti, t), np.where(here, ui, up_b), np.where(here, di, down_b)
     live_n = n > 1

@@ -10,6 +10,31 @@ import numpy as np
 from dispersal.model.inputs.codes import AGG_PAPER
 from dispersal.model.kernel.context import Arr, Common
 
+#: The outputs of each stage.
+TRAFFIC_OUTPUTS = (
+    "up_bits_per_outer_step",
+    "mean_up_bits_per_s",
+    "peak_up_bits_per_s",
+    "duty_cycle",
+    "bytes_per_day_per_node",
+    "down_bits_per_outer_step",
+    "mean_down_bits_per_s",
+    "link_utilisation_up",
+    "link_utilisation_down",
+    "sync_up_bits",
+    "sync_down_bits",
+)
+TIMELINE_OUTPUTS = (
+    "time_compute_s",
+    "time_bubble_s",
+    "time_pipeline_comm_s",
+    "time_expert_parallel_s",
+    "time_exposed_comm_s",
+    "time_straggler_s",
+    "time_hidden_comm_s",
+    "time_offload_s",
+)
+
 
 def traffic(c: Common, pick: Callable[[str], Arr], cyc: Arr) -> dict[str, Arr]:
     """Paper topology: the mean upload over nodes, one payload each way per sync, as its relay formula

@@ -1,8 +1,8 @@
 """What the planner searches over: the evader's constraints, the node types, and the candidate
 space of spec/model.md sec. 10 with its validity rule and overtraining window.
 
-One implementation, shared by the planner's searches (`dispersal.model.planner`) and the Monte
-Carlo over uncertain parameters (`dispersal.model.uncertainty`):
+One implementation, shared by the planner's searches (`dispersal.model.search.planner`) and the Monte
+Carlo over uncertain parameters (`dispersal.model.analyses.uncertainty`):
 
 - `Constraints`: links, time budget, hardware list, node cap, overtraining window, budget.
 - `hardware_variants`: the node types (accelerator x precision at the most chips a regime allows).
@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from dispersal.model.inputs import units
 from dispersal.model.inputs.catalog import accelerator, accelerators, regime
-from dispersal.model.inputs.codes import ALGO_AUTO, ALGO_HIERARCHICAL, ALGO_PP_DILOCO, Straggler
+from dispersal.model.inputs.codes import ALGO_AUTO, ALGO_HIERARCHICAL, ALGO_PP_DILOCO, Straggler, Trust
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.params import ModelParams
 from dispersal.model.inputs.scenario import (
@@ -149,6 +149,9 @@ class Constraints:
     each node is a separate site (co-located nodes would form one covered cluster)."""
     pp_bandwidth_bits_per_s: float | None = None
     """Pipeline-stage link; None = the WAN, as above."""
+    trust: Trust = Trust.TRUSTED
+    """trusted (one operator's sites) or permissionless (independent providers: validators, validation
+    time and discarded updates are paid for; `dispersal.model.kernel.trust`)."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -176,9 +179,11 @@ class Constraints:
         )
         try:
             object.__setattr__(self, "pricing", Pricing(self.pricing))
+            object.__setattr__(self, "trust", Trust(self.trust))
             Straggler(self.straggler)
         except ValueError as exc:
-            raise InputError("straggler" if "Straggler" in str(exc) else "pricing", str(exc)) from None
+            field = next((f for f in ("straggler", "trust") if f.capitalize() in str(exc)), "pricing")
+            raise InputError(field, str(exc)) from None
         for hw in self.hardware:
             accelerator(hw)
 
@@ -222,7 +227,7 @@ class CandidateSpace:
 
     Slot 0 is the paper's automatic choice (flat if the model fits one node, else PP-group);
     slots 1.. are hierarchical DiLoCo with each group size, only for models that fit one node.
-    The planner's searches and the Monte Carlo (`dispersal.model.uncertainty`) both evaluate it:
+    The planner's searches and the Monte Carlo (`dispersal.model.analyses.uncertainty`) both evaluate it:
     `inputs` builds the kernel inputs of (combo, N) pairs, `validity` is the rule of spec sec. 10
     and `node_window` the overtraining window in N.
     """
@@ -257,6 +262,7 @@ class CandidateSpace:
                 latency_s=c.latency_s,
                 duration_s=c.max_duration_s,
                 straggler=Straggler(c.straggler),
+                trust=c.trust,
                 pricing=c.pricing,
                 regime=regime_name,
                 # Every node is its own site: links between sites are the WAN unless the user says

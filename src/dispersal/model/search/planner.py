@@ -5,8 +5,8 @@ Candidates at (hardware, N, P) follow spec/model.md sec. 10: if the model fits o
 Streaming DiLoCo plus hierarchical DiLoCo for each group size n_g with N >= 2 n_g; otherwise
 PP-group DiLoCo with S stages and G = floor(N / S) >= 2 groups. H = H_min. Candidates outside
 min_overtraining <= OT <= max_overtraining are dropped. The candidate space, its validity rule and
-overtraining window live in `dispersal.model.candidates` (shared with the Monte Carlo), the
-integer bisections in `dispersal.model.bisection`. Everything is evaluated with `kernel.evaluate`
+overtraining window live in `dispersal.model.search.candidates` (shared with the Monte Carlo), the
+integer bisections in `dispersal.model.search.bisection`. Everything is evaluated with `kernel.evaluate`
 on NumPy arrays: one call per bisection step for all hardware at once, and one call per chunk of
 (candidate, N) pairs in the exact search.
 
