@@ -117,3 +117,16 @@ def test_countermeasures_and_uncertainty_tabs() -> None:
     at.button(key="unc_go").click().run(timeout=120)
     assert not at.exception and not at.error
     assert len(at.table) >= 2
+
+
+@pytest.mark.slow
+def test_comparison_charts_draw_after_a_plan() -> None:
+    """Planner -> 'Draw the comparison charts': 15 plans, a cost curve (SVG) and its table, no exception."""
+    at = _app({"mode": "paper", "plan_target": "1e24"})
+    at.button(key="plan_go").click().run(timeout=120)
+    assert not at.exception and not at.error
+    assert any("premium over one datacenter" in m.value for m in at.markdown)
+    at.button(key="cmp_go").click().run(timeout=300)
+    assert not at.exception and not at.error
+    svgs = [m.value for m in at.markdown if "<svg" in m.value and "this scenario" in m.value]
+    assert svgs and "Cost vs bandwidth" in svgs[0]

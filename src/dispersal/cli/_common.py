@@ -82,14 +82,14 @@ def parse_in(
 
 def flop_target(text: str, field: str = "target") -> float:
     """A compute target in FLOP, in (0, MAX_TARGET_FLOP]."""
-    from dispersal.model import units
+    from dispersal.model.inputs import units
 
     return parse_in(units.parse_flop, text, field, 0, MAX_TARGET_FLOP, lo_open=True, unit="FLOP")
 
 
 def link_rates(text: str, field: str = "bandwidth") -> tuple[float, float]:
     """RATE or UP/DOWN in bit/s, each in (0, MAX_BANDWIDTH_BITS_PER_S]."""
-    from dispersal.model import units
+    from dispersal.model.inputs import units
 
     up, down = units.parse_up_down(text, field)
     for v in (up, down):
@@ -99,7 +99,7 @@ def link_rates(text: str, field: str = "bandwidth") -> tuple[float, float]:
 
 def latency(text: str, field: str = "latency") -> float:
     """A one-way latency in seconds, in [0, MAX_LATENCY_S]."""
-    from dispersal.model import units
+    from dispersal.model.inputs import units
 
     return parse_in(units.parse_duration, text, field, 0, MAX_LATENCY_S, unit="s")
 

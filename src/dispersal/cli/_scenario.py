@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from dispersal.cli._common import SET_HELP, field_help, input_file, link_rates, read_toml, show_number
-from dispersal.model import units
+from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
 from dispersal.model.inputs.presets import DEFAULT_SCENARIO, load_scenario_dict, scenario_names
 from dispersal.model.inputs.scenario import FIELD_BY_NAME, Mode, Scenario, latency_from_distance

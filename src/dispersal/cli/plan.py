@@ -26,7 +26,7 @@ from dispersal.cli._common import (
     latency as parse_latency,
 )
 from dispersal.cli._scenario import check_mode
-from dispersal.model import units
+from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
 from dispersal.model.search.planner import Constraints, Plan, plan
 
@@ -287,7 +287,7 @@ def plan_cmd(
         from rich.progress import Progress, TaskID
 
         from dispersal.cli.uncertainty import render_samples_table
-        from dispersal.model import uncertainty
+        from dispersal.model.analyses import uncertainty
 
         with Progress(transient=True, disable=json_) as prog:
             for p, d in zip(plans, dicts, strict=True):

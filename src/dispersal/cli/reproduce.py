@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from dispersal.cli._common import atomic_write_text, default_out, guarded, output_dir, print_json, save_figure
-from dispersal.model import units
+from dispersal.model.inputs import units
 from dispersal.model.checks.reproduction import (
     EXPLAIN_ABOVE,
     Headline,

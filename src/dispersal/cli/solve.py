@@ -29,7 +29,7 @@ from dispersal.cli._scenario import (
     build_scenario,
     check_mode,
 )
-from dispersal.model import units
+from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.search.solve import (
     DEFAULT_TARGET_FLOP,

@@ -42,7 +42,7 @@ from dispersal.cli._scenario import (
     check_mode,
     latency_of_distance,
 )
-from dispersal.model import units
+from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
 from dispersal.model.kernel.estimate import Estimate, estimate
 from dispersal.model.search.planner import Constraints, plan

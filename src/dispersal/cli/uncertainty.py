@@ -18,7 +18,7 @@ from dispersal.cli._common import (
     print_json,
     save_figure,
 )
-from dispersal.model import units
+from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
 
 if TYPE_CHECKING:

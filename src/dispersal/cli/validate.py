@@ -14,7 +14,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from dispersal.cli._common import atomic_write_text, default_out, guarded, output_dir, print_json
-from dispersal.model import units
+from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
 
 if TYPE_CHECKING:
