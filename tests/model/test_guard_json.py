@@ -102,7 +102,7 @@ def test_estimate_out_file_is_strict(tmp_path: Path) -> None:
 
 
 def test_app_json_download_is_strict() -> None:
-    from dispersal.app import logic
+    from dispersal.present import export as logic
     from dispersal.model import Scenario, estimate
 
     d = estimate(Scenario(params=2e12), mode="paper").to_dict()

@@ -35,7 +35,6 @@ from dispersal.model import (
     plan,
     regime,
 )
-from dispersal.model.search.candidates import Constraints
 from dispersal.model.analyses.countermeasures import Convention, evaluate_bundle, parse_bundle, site_bandwidth
 from dispersal.model.analyses.detection import (
     DetectionParams,
@@ -46,6 +45,7 @@ from dispersal.model.analyses.detection import (
     parameter_names,
     traffic_pool,
 )
+from dispersal.model.search.candidates import Constraints
 
 # --- links: asymmetric up / down ---------------------------------------------------------------------
 
@@ -235,8 +235,8 @@ def test_estimate_flags_a_node_over_the_memory_rule() -> None:
 
 def test_kernel_feasibility_includes_the_memory_rule() -> None:
     # Searches (planner, solve, sweeps) read the kernel's flags, not Estimate.reasons.
-    from dispersal.model.kernel.kernel import evaluate
     from dispersal.model.inputs.scenario import kernel_inputs
+    from dispersal.model.kernel.kernel import evaluate
 
     for chips, under in ((10, 0.0), (9, 1.0)):
         s = _links(UP, UP, hardware="h200", chips_per_node=chips, regime="treaty_hbm", num_nodes=2)

@@ -85,10 +85,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Each countermeasure lever and bundle: the evader's cheapest adapted run and P(detect)."""
         from dispersal.calibration import load_calibration
+        from dispersal.model.analyses.countermeasures import (
+            Convention,
+            analyse,
+            default_bundles,
+            levers,
+            parse_bundle,
+        )
+        from dispersal.model.analyses.detection import default_detection_params
         from dispersal.model.inputs import units
         from dispersal.model.inputs.catalog import regime as lookup_regime
-        from dispersal.model.analyses.countermeasures import Convention, analyse, default_bundles, levers, parse_bundle
-        from dispersal.model.analyses.detection import default_detection_params
         from dispersal.model.inputs.errors import InputError
 
         tgt = flop_target(target, "target")

@@ -12,7 +12,6 @@ import typer
 from rich.table import Table
 
 from dispersal.cli._common import atomic_write_text, default_out, guarded, output_dir, print_json, save_figure
-from dispersal.model.inputs import units
 from dispersal.model.checks.reproduction import (
     EXPLAIN_ABOVE,
     Headline,
@@ -21,6 +20,7 @@ from dispersal.model.checks.reproduction import (
     headlines,
     run_rows,
 )
+from dispersal.model.inputs import units
 
 
 def _explain(h: Headline) -> str:

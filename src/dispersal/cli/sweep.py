@@ -44,9 +44,9 @@ from dispersal.cli._scenario import (
 )
 from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.scenario import Mode, Scenario, latency_from_distance
 from dispersal.model.kernel.estimate import Estimate, estimate
 from dispersal.model.search.planner import Constraints, plan
-from dispersal.model.inputs.scenario import Mode, Scenario, latency_from_distance
 
 #: Sweepable inputs and how each value is parsed.
 AXES = ("target", "bandwidth", "latency", "distance", "regime", "max_days", "compression", "mfu", "sites")

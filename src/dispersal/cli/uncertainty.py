@@ -159,11 +159,11 @@ def register(app: typer.Typer) -> None:
 
         Each end is a full re-plan; distributions and sources are in dispersal/data/uncertainty.toml.
         """
+        from dispersal.model.analyses.uncertainty import tornado
         from dispersal.model.inputs.catalog import accelerator
         from dispersal.model.inputs.catalog import regime as lookup_regime
-        from dispersal.model.search.planner import Constraints
         from dispersal.model.inputs.scenario import Mode
-        from dispersal.model.analyses.uncertainty import tornado
+        from dispersal.model.search.planner import Constraints
 
         target_flop = flop_target(target, "target")
         days_in(days, "days")
