@@ -474,6 +474,28 @@ def test_answer_card_equals_plan_json_and_is_accessible(page: Any, server: str) 
         assert res == [], res
 
 
+@pytest.mark.timeout(900)
+def test_countermeasures_list_blocking_levers_first(page: Any, server: str) -> None:
+    """Issue 24: levers that make the run impossible come first ("blocks the run: ..."), then by cost
+    multiple; the chart names them. Paper mode, 1e26 FLOP in 365 days (three levers block; seconds)."""
+    _open(
+        page, server, {**logic.default_ui(), "mode": "paper", "plan_target": "1e26", "duration_days": 365.0}
+    )
+    _tab(page, "Countermeasures")
+    page.get_by_role("button", name="Evaluate countermeasures").click()
+    table = page.get_by_test_id("stTable").filter(has_text="blocks the run").first
+    table.wait_for(timeout=300_000)
+    head = table.locator("thead th").all_inner_texts()
+    col = head.index("effect")
+    effects = [r.locator("td, th").all_inner_texts()[col] for r in table.locator("tbody tr").all()]
+    assert effects[0] == "baseline (no lever)", effects
+    blocked = [e for e in effects if e.startswith("blocks the run: ")]
+    assert len(blocked) >= 1 and effects[1 : 1 + len(blocked)] == blocked, effects
+    chart = page.locator("svg[aria-label*='blocks the run']").first
+    chart.wait_for()
+    _shot(page, "countermeasures_blocking")
+
+
 # Last: its Countermeasures and Monte Carlo runs keep the shared server busy on a loaded machine.
 @pytest.mark.timeout(900)
 def test_error_and_other_views(page: Any, server: str) -> None:
