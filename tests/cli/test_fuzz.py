@@ -24,7 +24,7 @@ from dispersal.cli import app
 runner = CliRunner()
 CASES = all_cases()
 #: Every FAST_STRIDE-th case runs in the fast tier; all of them in the slow tier.
-FAST_STRIDE = 4
+FAST_STRIDE = 6
 _COMMAND = typer.main.get_command(app)
 
 

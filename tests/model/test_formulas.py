@@ -12,19 +12,13 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dispersal.model.inputs.codes import STRAGGLER_CODES, Straggler
 from dispersal.model.inputs.params import DEFAULT_PARAMS as P0
 from dispersal.model.inputs.scenario import Algorithm, Precision, Pricing, Scenario, as_arrays, kernel_inputs
 from dispersal.model.inputs.timelimit import TREATY, UNREGULATED, max_run_length_s
 from dispersal.model.inputs.units import SECONDS_PER_DAY, SECONDS_PER_YEAR
 from dispersal.model.kernel import chinchilla
-from dispersal.model.kernel.efficiency import (
-    STRAGGLER_CODES,
-    Straggler,
-    eta_act,
-    eta_comp,
-    eta_h,
-    straggler_factor,
-)
+from dispersal.model.kernel.efficiency import eta_act, eta_comp, eta_h, straggler_factor
 from dispersal.model.kernel.estimate import Estimate, estimate
 from dispersal.model.kernel.kernel import evaluate
 

@@ -102,8 +102,8 @@ def test_estimate_out_file_is_strict(tmp_path: Path) -> None:
 
 
 def test_app_json_download_is_strict() -> None:
-    from dispersal.present import export as logic
     from dispersal.model import Scenario, estimate
+    from dispersal.present import export as logic
 
     d = estimate(Scenario(params=2e12), mode="paper").to_dict()
     assert math.isinf(d["loss"])

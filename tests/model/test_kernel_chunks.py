@@ -40,7 +40,7 @@ def test_chunked_equals_one_piece(mode: str, monkeypatch: pytest.MonkeyPatch) ->
     n = 300
     x = _configs(mode, n, 1)
     rng = np.random.default_rng(2)
-    ov = {"chinchilla_a": rng.uniform(300, 500, n), "mfu_scale": 1.0}
+    ov: dict[str, np.ndarray | float] = {"chinchilla_a": rng.uniform(300, 500, n), "mfu_scale": 1.0}
     qp = quality.sample_quality_params(rng, n, log_tail_fraction=0.5)
     whole = kernel.evaluate(x, DEFAULT_PARAMS, ov, qp)
     monkeypatch.setattr(kernel, "CHUNK_CONFIGS", 7)

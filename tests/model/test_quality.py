@@ -22,13 +22,15 @@ from dispersal.model.kernel.quality import (
     QualityMapping,
     QualityParams,
     compute_fraction,
+    critical_replicas,
     efficiency,
     extrapolation_flags,
+    inner_optimizer_code,
     log_loss_ratio,
     loss_ratio,
     loss_space_fraction,
     mapping_code,
-    replica_term,
+    penalty_amplitude,
     sample_quality_params,
 )
 
@@ -109,7 +111,7 @@ def test_bounded_and_monotone(m: float, dm: float, h: float, dh: float, n: float
 @settings(max_examples=100, deadline=None)
 @given(m=st.floats(1.0, 1e3), h=st.floats(30.0, 1e4), n=st.floats(1e7, 1e13))
 def test_monotone_for_sampled_parameters(m: float, h: float, n: float) -> None:
-    s = sample_quality_params(np.random.default_rng(7), 64, log_tail_fraction=0.5)
+    s = sample_quality_params(np.random.default_rng(7), 64)
     g1 = compute_fraction(m, h, n, 1, s)
     assert g1.shape == (64,)
     assert np.all((g1 > 0) & (g1 <= 1.1))
@@ -203,35 +205,129 @@ def test_fit_reruns_to_the_packaged_values(tmp_path: Path, capsys: pytest.Captur
     assert new["leave_out_2p4b_max_abs_error_ratio"] < 0.003
 
 
-def test_replica_tail() -> None:
+def test_critical_batch_tail() -> None:
+    q = QualityParams()
+    mx, s_ = q.fit_replicas_max, q.loss_compute_slope
+    # K = lambda M_x / e (P / P0)^kappa, e = a M_x^p / s the elasticity of g at M_x: exact
+    elast = float(penalty_amplitude(100, 1e11)) * mx**q.p / s_
+    k = float(critical_replicas(100, 1e11))
+    assert k == pytest.approx(
+        q.tail_scale * mx / elast * (1e11 / q.pivot_params) ** q.tail_size_exponent, rel=1e-12
+    )
+    g8 = float(compute_fraction(8, 100, 1e11))
+    for m in (9.0, 64.0, 1e4):
+        assert float(compute_fraction(m, 100, 1e11)) == pytest.approx(g8 * (mx + k) / (m + k), rel=1e-12)
+    # continuous at M_x; the useful compute M g(M) rises with every replica and saturates at g(M_x) (M_x + K)
+    assert float(log_loss_ratio(8 * (1 + 1e-12), 100, 1e11)) == pytest.approx(
+        float(log_loss_ratio(8, 100, 1e11))
+    )
+    useful = np.array([m * float(compute_fraction(m, 100, 1e11)) for m in (8, 64, 512, 1e5, 1e9)])
+    assert np.all(np.diff(useful) > 0)
+    assert useful[-1] == pytest.approx(g8 * (mx + k), rel=1e-4)
+    # a larger model has a larger critical replica count (the critical batch grows as the loss falls);
+    # a longer sync interval a smaller one
+    assert float(critical_replicas(100, 1e12)) > k > float(critical_replicas(1000, 1e11))
+
+
+def test_inner_optimizer_and_merge_rule() -> None:
+    q = QualityParams()
+    assert inner_optimizer_code("adamw") == 0 and inner_optimizer_code("muon") == 1
+    with pytest.raises(InputError, match="inner_optimizer"):
+        inner_optimizer_code("sgd")
+    with pytest.raises(InputError, match="inner_optimizer"):
+        log_loss_ratio(4, 30, 1e9, 1, None, 2)
+    # Muon: its own offset at M = 1 and rho times the AdamW penalty (exact)
+    d_ad = float(log_loss_ratio(4, 30, 1e9, 1, None, 0) - log_loss_ratio(1, 30, 1e9, 1, None, 0))
+    d_mu = float(log_loss_ratio(4, 30, 1e9, 1, None, 1) - log_loss_ratio(1, 30, 1e9, 1, None, 1))
+    assert d_mu == pytest.approx(q.muon_penalty_ratio * d_ad, rel=1e-12)
+    off = float(log_loss_ratio(1, 30, 1e9, 1, None, 1) - log_loss_ratio(1, 30, 1e9, 1, None, 0))
+    assert off == pytest.approx(q.muon_offset, rel=1e-12)
+    # Muon's fitted penalty is smaller, so its g falls more slowly in M (MuLoCo)
+    assert float(compute_fraction(64, 30, 1e9, 1, None, 1)) > float(compute_fraction(64, 30, 1e9, 1, None, 0))
+    # a plain mean with the outer lr held at its M_x value loses s omega ln(M / M_x); norm-preserving does not
+    fixed = q.replace(outer_lr_retuned=False)
+    extra = float(log_loss_ratio(128, 30, 1e9, 1, fixed) - log_loss_ratio(128, 30, 1e9, 1))
+    assert extra == pytest.approx(q.loss_compute_slope * 0.5 * math.log(128 / 8), rel=1e-12)
+    assert float(log_loss_ratio(8, 30, 1e9, 1, fixed)) == pytest.approx(float(log_loss_ratio(8, 30, 1e9)))
+    norm = q.replace(outer_lr_retuned=False, merge_rule="norm_preserving")
+    assert float(log_loss_ratio(128, 30, 1e9, 1, norm)) == pytest.approx(float(log_loss_ratio(128, 30, 1e9)))
+    with pytest.raises(InputError, match="merge_rule"):
+        log_loss_ratio(2, 30, 1e9, 1, q.replace(merge_rule="median"))
+
+
+def test_every_large_m_point_named_with_residual() -> None:
+    # every published point beyond M = 8 is in the file with a source and a role, and the fit's
+    # residuals stay at the size of the cross-paper scatter (fit <= 0.01; 3.1B held back <= 0.005)
+    from dispersal.model.analyses.quality_fit import tail_observations, tail_table
+
+    rows = load_points()["large_m"]
+    assert len(rows) == 12 and all(
+        r["replicas"] > 8 and r["source"] and r["role"] in ("fit", "holdout") for r in rows
+    )
+    q = QualityParams()
+    theta2 = np.array([np.log(q.tail_scale), *(getattr(q, f) for f in quality.TAIL_FIELDS[1:])])
+    fit_rows = [r for r in rows if r["role"] == "fit"]
+    _, err = tail_table(tail_observations(fit_rows), theta2, q)
+    assert np.max(np.abs(err)) <= 0.01
+    held = [r for r in rows if r["role"] == "holdout" and r["params"] < 1e10]
+    obs = tail_observations(held)
+    _, err = tail_table(obs, theta2, q)
+    assert np.max(np.abs(err)) <= 0.005, dict(zip(obs.labels, err, strict=True))
+
+
+def test_tail_samples_follow_the_stage2_covariance() -> None:
+    names, mean, cov = quality.tail_covariance()
+    assert names == ("ln_tail_scale", *quality.TAIL_FIELDS[1:])
+    s = sample_quality_params(np.random.default_rng(3), 20000)
+    draws = np.stack([np.log(s.tail_scale), *(getattr(s, n) for n in names[1:])], axis=1)
+    assert np.all(np.abs(draws.mean(axis=0) - mean) < 0.05 * np.sqrt(np.diag(cov)) + 1e-15)
+    assert np.all(s.tail_scale > 0) and np.all(s.muon_penalty_ratio > 0)
+    i = 17
+    assert float(compute_fraction(1024, 100, 1e11, 1, s)[i]) == pytest.approx(
+        float(compute_fraction(1024, 100, 1e11, 1, s.at(i))), rel=1e-12
+    )
+
+
+def test_testbed_stage_recovers_the_form() -> None:
+    # stage 3 fits the form's three constants to a measured M-sweep on M <= 16 and predicts M > 16:
+    # on a curve generated by the form itself it recovers lambda and predicts the held-back M exactly
+    from dispersal.model.analyses.quality_fit import fit_testbed, testbed_form
+
+    q = QualityParams()
+    theta = np.array([math.log(0.97), math.log(0.02), math.log(0.3)])
+    ms = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 256.0])
+    g = np.exp(testbed_form(theta, ms, q.p, q.loss_compute_slope, q.fit_replicas_max))
+    rows = [
+        {
+            "preset": "tiny",
+            "inner_steps": 30,
+            "merge": "mean",
+            "replicas": int(m),
+            "g_mean": float(v),
+            "g_sd": 0.0,
+        }
+        for m, v in zip(ms, g, strict=True)
+    ]
+    out = fit_testbed(rows, q)
+    assert [r["role"] for r in out] == ["fit"] * 5 + ["holdout"] * 3
+    assert out[0]["tail_scale"] == pytest.approx(0.3, rel=1e-4)
+    for r in out:
+        assert r["g_model"] == pytest.approx(r["g_measured"], rel=1e-5)
+    # M g(M) of the fitted form never falls beyond M_x (the saturation the testbed is asked to show)
+    assert np.all(np.diff(ms[3:] * g[3:]) > 0)
+    assert fit_testbed(rows[:4], q) == []  # no point beyond M_x: the tail is not identified
+    # the M = 1 run has nothing to merge: it serves the other merge rule's curve too
+    other = [dict(r, merge="norm_preserving") for r in rows if r["replicas"] > 1]
+    dp = [dict(r, algorithm="dp", merge="dp") for r in rows]  # DP references in the same file are skipped
+    both = fit_testbed(rows + other + dp, q)
+    assert {r["merge"] for r in both} == {"mean", "norm_preserving"} and len(both) == 16
+
+
+def test_replica_term_kept_for_the_calibration() -> None:
+    # the Box-Cox term with a power continuation (used by dispersal.calibration.shape with t = p)
     m = np.array([1.0, 2.0, 8.0, 100.0])
-    # t = p continues the fitted curve exactly; t = 0 is logarithmic beyond M = 8
-    assert replica_term(m, 0.65, 8.0, 0.65) == pytest.approx((m**0.65 - 1) / 0.65, rel=1e-12)
+    assert quality.replica_term(m, 0.65, 8.0, 0.65) == pytest.approx((m**0.65 - 1) / 0.65, rel=1e-12)
     s8 = (8**0.65 - 1) / 0.65
-    assert float(replica_term(100.0, 0.65, 8.0, 0.0)) == pytest.approx(
-        s8 + 8**0.65 * math.log(100 / 8), rel=1e-12
+    assert float(quality.replica_term(100.0, 0.65, 8.0, 0.0)) == pytest.approx(
+        s8 + 8**0.65 * math.log(100 / 8)
     )
-    eps = 1e-7  # continuous slope in ln M at M = 8
-    lo = float(replica_term(8 * math.exp(-eps), 0.65, 8.0, 0.0))
-    hi = float(replica_term(8 * math.exp(eps), 0.65, 8.0, 0.0))
-    assert (hi - lo) / (2 * eps) == pytest.approx(8**0.65, rel=1e-5)
-    log_tail = QualityParams(replica_tail_exponent=0.0)
-    assert float(compute_fraction(8, 100, 1e11, 1, log_tail)) == pytest.approx(
-        float(compute_fraction(8, 100, 1e11))
-    )
-    assert float(compute_fraction(1024, 100, 1e11, 1, log_tail)) > float(compute_fraction(1024, 100, 1e11))
-
-
-def test_sampled_tail_choice() -> None:
-    s = sample_quality_params(np.random.default_rng(3), 4000, log_tail_fraction=0.5)
-    assert s.replica_tail_exponent is not None
-    share = float(np.mean(s.replica_tail_exponent == 0.0))
-    assert 0.45 < share < 0.55
-    g = compute_fraction(1024, 100, 1e11, 1, s)
-    i_log = int(np.flatnonzero(s.replica_tail_exponent == 0.0)[0])
-    i_fit = int(np.flatnonzero(np.isnan(s.replica_tail_exponent))[0])
-    assert g[i_log] == pytest.approx(float(compute_fraction(1024, 100, 1e11, 1, s.at(i_log))), rel=1e-12)
-    assert g[i_fit] == pytest.approx(float(compute_fraction(1024, 100, 1e11, 1, s.at(i_fit))), rel=1e-12)
-    assert s.at(i_log).replica_tail_exponent == 0.0 and s.at(i_fit).replica_tail_exponent is None
-    with pytest.raises(InputError, match="log_tail_fraction"):
-        sample_quality_params(np.random.default_rng(3), 4, log_tail_fraction=1.5)

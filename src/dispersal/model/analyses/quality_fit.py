@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from dispersal._io import atomic_write_text
 from dispersal.model.kernel import quality
-from dispersal.model.kernel.quality import FITTED_FIELDS, QualityParams
+from dispersal.model.kernel.quality import FITTED_FIELDS, TAIL_FIELDS, QualityParams
 
 Arr = npt.NDArray[np.float64]
 ALL = (*FITTED_FIELDS, "kappa_streaming")
@@ -167,6 +167,141 @@ def fit(pts: Points, base: QualityParams | None = None) -> tuple[Arr, Arr, float
     return theta, cov, chi2, dof
 
 
+# --- stage 2: beyond eight replicas and the inner optimizer (issue 21) -------------------------------
+
+
+@dataclass(frozen=True)
+class TailObs:
+    """Stage-2 observations: replica penalties ln(L_K / L_K1) and Muon offsets, with their sd."""
+
+    labels: tuple[str, ...]
+    kind: tuple[str, ...]  # "penalty" or "muon_offset"
+    params: Arr
+    replicas: Arr
+    inner_steps: Arr
+    optimizer: Arr  # 0 AdamW, 1 Muon
+    y: Arr
+    sigma: Arr
+
+
+def _unit(row: dict[str, Any]) -> float:
+    return float(ROUNDING_SD * 10.0 ** -float(row["decimals"]))
+
+
+def tail_observations(rows: list[dict[str, Any]]) -> TailObs:
+    """Penalty rows y = ln(loss / loss_k1) (one paper, one optimizer: its M = 1 offset cancels) and, per
+    size with both optimizers, y = ln(L_K1 / L_DP)_Muon - ln(L_K1 / L_DP)_AdamW (the Muon offset)."""
+    lab, kind, pp, mm, hh, oo, yy, ss = [], [], [], [], [], [], [], []
+    for r in rows:
+        u = _unit(r)
+        opt = quality.inner_optimizer_code(str(r["inner_optimizer"]))
+        lab.append(f"{r['set']} {r['size_label']} {r['inner_optimizer']} M={r['replicas']} vs M=1")
+        kind.append("penalty")
+        pp.append(float(r["params"]))
+        mm.append(float(r["replicas"]))
+        hh.append(float(r["inner_steps"]))
+        oo.append(float(opt))
+        yy.append(math.log(r["loss"] / r["loss_k1"]))
+        ss.append(math.hypot(u / r["loss"], u / r["loss_k1"]))
+    by_size: dict[tuple[str, float], dict[str, dict[str, Any]]] = {}
+    for r in rows:
+        by_size.setdefault((r["set"], float(r["params"])), {})[str(r["inner_optimizer"])] = r
+    for (set_name, size), pair in by_size.items():
+        if {"adamw", "muon"} <= pair.keys():
+            mu, ad = pair["muon"], pair["adamw"]
+            u = _unit(mu)
+            lab.append(f"{set_name} {mu['size_label']} muon offset at M=1")
+            kind.append("muon_offset")
+            pp.append(size)
+            mm.append(1.0)
+            hh.append(float(mu["inner_steps"]))
+            oo.append(1.0)
+            yy.append(math.log(mu["loss_k1"] / mu["loss_dp"]) - math.log(ad["loss_k1"] / ad["loss_dp"]))
+            ss.append(
+                u
+                * math.sqrt(sum(x**-2 for x in (mu["loss_k1"], mu["loss_dp"], ad["loss_k1"], ad["loss_dp"])))
+            )
+    cols = [np.asarray(v, dtype=np.float64) for v in (pp, mm, hh, oo, yy, ss)]
+    return TailObs(tuple(lab), tuple(kind), *cols)
+
+
+TAIL_FIT_NAMES = ("ln_tail_scale", *TAIL_FIELDS[1:])
+"""Stage 2 is fitted in ln(tail_scale) (a positive scale: its Monte Carlo draws stay positive)."""
+
+
+def _tail_params(theta2: Arr, qp: QualityParams) -> QualityParams:
+    vals = {f: float(theta2[i]) for i, f in enumerate(TAIL_FIELDS)}
+    vals["tail_scale"] = math.exp(float(theta2[0]))
+    return qp.replace(**vals)
+
+
+def predict_tail(theta2: Arr, obs: TailObs, qp: QualityParams) -> Arr:
+    """Model values of the stage-2 observations for theta2 in the order of TAIL_FIELDS."""
+    q2 = _tail_params(theta2, qp)
+    opt = obs.optimizer.astype(np.int64)
+    pen = quality.log_loss_ratio(obs.replicas, obs.inner_steps, obs.params, 1.0, q2, opt)
+    pen -= quality.log_loss_ratio(1.0, obs.inner_steps, obs.params, 1.0, q2, opt)
+    off = np.full(obs.y.shape, q2.muon_offset)
+    is_pen = np.array([k == "penalty" for k in obs.kind])
+    return np.asarray(np.where(is_pen, pen, off), dtype=np.float64)
+
+
+def fit_tail(obs: TailObs, qp: QualityParams) -> tuple[Arr, Arr, float, int]:
+    """(theta2, covariance, chi-square, dof): Gauss-Newton from (0, 0, 0, 1), step halving, bounded."""
+    theta = np.array([0.0, 0.0, 0.0, 1.0])
+    w = 1.0 / obs.sigma
+
+    def resid(th: Arr) -> Arr:
+        return np.asarray((obs.y - predict_tail(th, obs, qp)) * w, dtype=np.float64)
+
+    def jac(th: Arr) -> Arr:
+        cols = []
+        for i in range(th.size):
+            step = 1e-6 * max(abs(th[i]), 1e-3)
+            up, dn = th.copy(), th.copy()
+            up[i] += step
+            dn[i] -= step
+            cols.append((resid(up) - resid(dn)) / (2 * step))
+        return np.stack(cols, axis=1)
+
+    chi2 = float(resid(theta) @ resid(theta))
+    for _ in range(100):
+        step = np.linalg.lstsq(jac(theta), -resid(theta), rcond=None)[0]
+        lam = 1.0
+        for _ in range(40):
+            trial = theta + lam * step
+            if trial[3] > 0:
+                c2 = float(resid(trial) @ resid(trial))
+                if c2 <= chi2:
+                    break
+            lam /= 2.0
+        else:
+            break
+        improvement = chi2 - c2
+        theta, chi2 = trial, c2
+        if improvement < 1e-12 * max(chi2, 1.0):
+            break
+    j = jac(theta)
+    dof = max(obs.y.size - theta.size, 1)
+    cov = np.asarray(np.linalg.inv(j.T @ j) * max(chi2 / dof, 1.0), dtype=np.float64)
+    return theta, cov, chi2, dof
+
+
+def tail_table(obs: TailObs, theta2: Arr, qp: QualityParams) -> tuple[list[str], Arr]:
+    """Lines 'observation | published | fitted | residual | Box-Cox continued (0.2)' in ratio units."""
+    pred = predict_tail(theta2, obs, qp)
+    # 0.2 had no inner-optimizer axis: a Muon run got the AdamW penalty
+    amp = quality.penalty_amplitude(obs.inner_steps, obs.params, 0, qp)
+    old = amp * (obs.replicas**qp.p - 1.0) / qp.p  # the 0.2 default: Box-Cox continued beyond M = 8
+    old = np.where(np.array([k == "penalty" for k in obs.kind]), old, pred)
+    pub, mod = np.exp(obs.y), np.exp(pred)
+    lines = [
+        f"{lab:<44} published {a:.4f} fitted {b:.4f} resid {b - a:+.4f}  (0.2 Box-Cox tail {math.exp(o):.4f})"
+        for lab, a, b, o in zip(obs.labels, pub, mod, old, strict=True)
+    ]
+    return lines, mod - pub
+
+
 def _fmt_row(r: dict[str, Any]) -> str:
     p = float(r["params"])
     size = f"{p / 1e9:.3g}B" if p >= 1e9 else f"{p / 1e6:.3g}M"
@@ -212,7 +347,14 @@ def pair_checks(pairs: list[dict[str, Any]], theta: Arr, base: QualityParams) ->
 
 
 def to_toml(
-    theta: Arr, cov: Arr, chi2: float, dof: int, fit_resid: Arr, holdout: dict[str, float], loo: float
+    theta: Arr,
+    cov: Arr,
+    chi2: float,
+    dof: int,
+    fit_resid: Arr,
+    holdout: dict[str, float],
+    loo: float,
+    tail: list[str] | None = None,
 ) -> str:
     """The data file's text (fitted values, covariance, summary)."""
     n = len(FITTED_FIELDS)
@@ -240,8 +382,185 @@ def to_toml(
         "[holdout_max_abs_error_ratio]",
         *[f"{k} = {v:.6f}" for k, v in holdout.items()],
         "",
+        *(tail or []),
     ]
     return "\n".join(lines)
+
+
+def tail_toml(
+    theta2: Arr, cov2: Arr, chi2: float, dof: int, fit_err: Arr, hold_err: dict[str, float]
+) -> list[str]:
+    """The [tail] table: stage-2 values, covariance and residual summary."""
+
+    def arr(xs: Any) -> str:
+        return "[" + ", ".join(repr(float(x)) for x in xs) + "]"
+
+    return [
+        "[tail]",
+        "# stage 2 (issue 21): fitted on the large_m rows with role = fit, stage 1 held at `values`",
+        f"names = [{', '.join(chr(34) + f + chr(34) for f in TAIL_FIT_NAMES)}]",
+        f"values = {arr(theta2)}",
+        "covariance = [",
+        *[f"  {arr(row)}," for row in cov2],
+        "]",
+        f"chi_square = {chi2!r}",
+        f"degrees_of_freedom = {dof}",
+        f"max_abs_residual_ratio_fit = {float(np.max(np.abs(fit_err))):.6f}",
+        *[f"holdout_max_abs_error_ratio_{k} = {v:.6f}" for k, v in hold_err.items()],
+        "",
+    ]
+
+
+# --- stage 3: the testbed's measured M-sweep (issue 21; data from benchmarks/bench_replicas.py) ------
+
+TESTBED_FILE = "testbed_msweep.toml"
+TESTBED_FIT_MAX_REPLICAS = 16.0
+"""The form is fitted to the testbed's curve on M <= 16 (as on the published evidence) and the larger
+M (32-256) are held back."""
+
+
+def testbed_form(theta: Arr, m: Arr, p: float, s: float, m_x: float) -> Arr:
+    """ln g(M) of the model's form with the testbed's own constants theta = (ln g(1), ln a, ln lambda):
+    ln g = ln g(1) - (a / s) S(min(M, M_x)) - ln((max(M, M_x) + K) / (M_x + K)), K = lambda M_x / e,
+    e = a M_x^p / s (stage 1's Box-Cox exponent p; no size or H terms: one preset, one H)."""
+    a, lam = math.exp(float(theta[1])), math.exp(float(theta[2]))
+    k = lam * m_x / (a * m_x**p / s)
+    s_in = (np.minimum(m, m_x) ** p - 1.0) / p
+    out = theta[0] - a * s_in / s - np.log((np.maximum(m, m_x) + k) / (m_x + k))
+    return np.asarray(out, dtype=np.float64)
+
+
+def fit_testbed(rows: list[dict[str, Any]], qp: QualityParams) -> list[dict[str, Any]]:
+    """Per (preset, H, merge) with >= 3 points at M <= 16 (one of them > M_x): the form's three
+    constants fitted to ln g_mean (weights g_mean / max(g_sd, 0.01 g_mean)), and every point's
+    prediction; role "fit" (M <= 16) or "holdout" (M > 16). The M = 1 run (nothing to merge) is
+    shared by every merge rule of its preset and H."""
+    groups: dict[tuple[str, int, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        # DiLoCo rows only (the sweep also ships DP at the same global batch, algorithm = "dp")
+        if r.get("g_mean", 0.0) > 0 and r.get("algorithm", "diloco") == "diloco":
+            groups.setdefault((str(r["preset"]), int(r["inner_steps"]), str(r["merge"])), []).append(r)
+    # one replica has nothing to merge: its run serves every merge rule of the same preset and H
+    single: dict[tuple[str, int], dict[str, Any]] = {}
+    for key, rs in groups.items():
+        for r in rs:
+            if float(r["replicas"]) == 1:
+                single.setdefault((key[0], key[1]), r)
+    for key, rs in groups.items():
+        if not any(float(r["replicas"]) == 1 for r in rs) and (key[0], key[1]) in single:
+            rs.append(single[(key[0], key[1])])
+    out: list[dict[str, Any]] = []
+    p, s, mx = qp.p, qp.loss_compute_slope, qp.fit_replicas_max
+    for (preset, h, merge), rs in sorted(groups.items()):
+        rs = sorted(rs, key=lambda r: float(r["replicas"]))
+        m = np.array([float(r["replicas"]) for r in rs])
+        g = np.array([float(r["g_mean"]) for r in rs])
+        sd = np.maximum(np.array([float(r.get("g_sd", 0.0)) for r in rs]), 0.01 * g) / g
+        fit = m <= TESTBED_FIT_MAX_REPLICAS
+        if fit.sum() < 3 or not np.any(m[fit] > mx):
+            continue
+        theta = np.array([math.log(g[fit][0]), math.log(0.01), math.log(0.1)])
+
+        def resid(th: Arr, fit: npt.NDArray[np.bool_] = fit, m: Arr = m, g: Arr = g, sd: Arr = sd) -> Arr:
+            return np.asarray(
+                (np.log(g[fit]) - testbed_form(th, m[fit], p, s, mx)) / sd[fit], dtype=np.float64
+            )
+
+        chi2 = float(resid(theta) @ resid(theta))
+        for _ in range(200):
+            j = np.stack(
+                [(resid(theta + e * 1e-6) - resid(theta - e * 1e-6)) / 2e-6 for e in np.eye(3)], axis=1
+            )
+            step = np.linalg.lstsq(j, -resid(theta), rcond=None)[0]
+            lam_ = 1.0
+            while lam_ > 1e-6:
+                trial = theta + lam_ * step
+                c2 = float(resid(trial) @ resid(trial))
+                if c2 <= chi2:
+                    break
+                lam_ /= 2.0
+            else:
+                break
+            done = chi2 - c2 < 1e-12 * max(chi2, 1.0)
+            theta, chi2 = trial, c2
+            if done:
+                break
+        pred = np.exp(testbed_form(theta, m, p, s, mx))
+        for r, mm, gg, pp in zip(rs, m, g, pred, strict=True):
+            out.append(
+                {
+                    "preset": preset,
+                    "inner_steps": h,
+                    "merge": merge,
+                    "replicas": int(mm),
+                    "role": "fit" if mm <= TESTBED_FIT_MAX_REPLICAS else "holdout",
+                    "g_measured": float(gg),
+                    "g_sd": float(r.get("g_sd", 0.0)),
+                    "g_model": float(pp),
+                    "tail_scale": math.exp(float(theta[2])),
+                    "amplitude": math.exp(float(theta[1])),
+                }
+            )
+    return out
+
+
+def load_testbed() -> list[dict[str, Any]]:
+    """The [[sweep]] rows of the testbed's M-sweep data file, or [] when it is not (yet) shipped."""
+    f = resources.files("dispersal.data").joinpath(TESTBED_FILE)
+    if not f.is_file():
+        return []
+    rows = tomllib.loads(f.read_text(encoding="utf-8")).get("sweep", [])
+    return [dict(r) for r in rows]
+
+
+def _run_testbed(qp: QualityParams) -> list[str]:
+    """Stage 3: print the testbed fit (fit and held-back rows) and return its [testbed] table lines."""
+    rows = load_testbed()
+    res = fit_testbed(rows, qp)
+    if not res:
+        print("\nstage 3 (testbed M-sweep): no data file " + TESTBED_FILE + " with M > 8 yet")
+        return []
+    print("\nstage 3 (testbed M-sweep; the form fitted on M <= 16, larger M held back):")
+    for r in res:
+        print(
+            f"  {r['preset']:<6} H={r['inner_steps']:<4} {r['merge']:<16} M={r['replicas']:<4} {r['role']:<7} "
+            f"g measured {r['g_measured']:.3f} +- {r['g_sd']:.3f} model {r['g_model']:.3f} "
+            f"(lambda {r['tail_scale']:.3g})"
+        )
+    hold = [abs(r["g_model"] - r["g_measured"]) for r in res if r["role"] == "holdout"]
+    fit_err = [abs(r["g_model"] - r["g_measured"]) for r in res if r["role"] == "fit"]
+    lines = ["[testbed]", "# stage 3: the form fitted per (preset, H, merge) to the testbed's g on M <= 16"]
+    lines.append(f"max_abs_error_g_fit = {max(fit_err):.6f}")
+    if hold:
+        lines.append(f"max_abs_error_g_holdout = {max(hold):.6f}")
+    lines.append("")
+    return lines
+
+
+def _run_tail(data: dict[str, Any], qp: QualityParams) -> tuple[Arr, list[str]]:
+    """Stage 2: fit the large-M rows marked "fit", print every residual (fit and held back)."""
+    rows = data.get("large_m", [])
+    fit_rows = [r for r in rows if r["role"] == "fit"]
+    obs = tail_observations(fit_rows)
+    theta2, cov2, chi2, dof = fit_tail(obs, qp)
+    sd = np.sqrt(np.diag(cov2))
+    print(
+        f"\nstage 2 (beyond M = 8, inner optimizer): {obs.y.size} observations, chi2 {chi2:.1f} on {dof} dof"
+    )
+    for name, v, s_ in zip(TAIL_FIT_NAMES, theta2, sd, strict=True):
+        print(f"  {name:<20} {v:+.6g}  sd {s_:.3g}")
+    lines, fit_err = tail_table(obs, theta2, qp)
+    print("fitted:")
+    print("\n".join(lines))
+    hold_err: dict[str, float] = {}
+    hold = [r for r in rows if r["role"] == "holdout"]
+    if hold:
+        lines, err = tail_table(tail_observations(hold), theta2, qp)
+        print("held back (never fitted):")
+        print("\n".join(lines))
+        for set_name in dict.fromkeys(r["set"] for r in hold):
+            hold_err[set_name] = float(np.max(np.abs(err)))
+    return theta2, tail_toml(theta2, cov2, chi2, dof, fit_err, hold_err)
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -306,12 +625,16 @@ def run(argv: list[str] | None = None) -> int:
     print("\nQualityParams defaults for these values:")
     for name, v in zip(FITTED_FIELDS, theta[: len(FITTED_FIELDS)], strict=True):
         print(f"    {name}: float = {float(v)!r}")
-    text = to_toml(theta, cov, chi2, dof, fit_res, holdout, loo)
+    theta2, tail_lines = _run_tail(data, _params(theta, base))
+    tail_lines += _run_testbed(_params(theta, base))
+    for name, v in zip(TAIL_FIELDS, theta2, strict=True):
+        print(f"    {name}: float = {float(math.exp(v) if name == 'tail_scale' else v)!r}")
+    text = to_toml(theta, cov, chi2, dof, fit_res, holdout, loo, tail_lines)
     if args.check:
         current = quality.load_fit()
         same = np.allclose(
             np.asarray(current["values"], dtype=float), theta[: len(FITTED_FIELDS)], rtol=1e-6, atol=1e-12
-        )
+        ) and np.allclose(np.asarray(current["tail"]["values"], dtype=float), theta2, rtol=1e-6, atol=1e-12)
         print(
             "\ncheck:", "packaged quality_fit.toml matches" if same else "packaged quality_fit.toml DIFFERS"
         )

@@ -611,11 +611,9 @@ class _Search:
             # The quality fit's parameter draws and the mapping (compute-space fit or its loss-space
             # bound) per draw; paper-mode inputs keep the paper's form (-1).
             x["quality_mapping"] = np.where(x["quality_mapping"] >= 0, d["quality_mapping"][draw], -1.0)
-            tail = d["q_tail"][draw]
             qp = quality.QualitySamples(
                 base=quality.QualityParams(),
-                replica_tail_exponent=tail,
-                **{f: d[f"q_{f}"][draw] for f in quality.FITTED_FIELDS},
+                **{f: d[f"q_{f}"][draw] for f in quality.SAMPLED_FIELDS},
             )
         x["compression_quality"] = d["compression_quality"][draw]
         x["activation_quality"] = d["activation_quality"][draw]
@@ -715,11 +713,12 @@ def _draw_arrays(
 # results
 # ---------------------------------------------------------------------------------------------------
 #: Share of Monte Carlo draws that use the quality fit's conservative loss-space mapping instead of
-#: the compute-space one (issue 12): no evidence at frontier scale favours either, so half each.
-QUALITY_LOSS_MAPPING_SHARE = 0.5
-#: Share of draws that continue the replica penalty beyond M = 8 with a logarithmic tail instead of
-#: the fitted curve (docs/quality.md: no published data beyond M = 8; half each).
-QUALITY_LOG_TAIL_SHARE = 0.5
+#: the compute-space one. Issue 21: 0. Both mappings turn the same fitted r into compute; where a
+#: paper prints DiLoCo and DP losses (35M-15B) they agree to within the fit's scatter, and they part
+#: only at plan scale through the irreducible term of a different fit, which no DiLoCo measurement
+#: tests. A bound is a worst case, not a probability: `plan --quality-mapping loss` shows it
+#: (docs/quality.md, "Beyond eight replicas"). The tail beyond M = 8 is sampled from its fit instead.
+QUALITY_LOSS_MAPPING_SHARE = 0.0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -923,12 +922,10 @@ def plan_samples(
         # whose draws all equal the nominal plan). Draw 0 is the nominal fit
         # (compute mapping, fitted values, the fitted tail).
         rng_q = np.random.default_rng([seed, 12])
-        qs = quality.sample_quality_params(rng_q, samples, log_tail_fraction=QUALITY_LOG_TAIL_SHARE)
+        qs = quality.sample_quality_params(rng_q, samples)
         nominal_q = quality.QualityParams()
-        for f in quality.FITTED_FIELDS:
+        for f in quality.SAMPLED_FIELDS:
             arrays[f"q_{f}"] = np.concatenate([[float(getattr(nominal_q, f))], getattr(qs, f)])
-        tail = qs.replica_tail_exponent if qs.replica_tail_exponent is not None else np.full(samples, np.nan)
-        arrays["q_tail"] = np.concatenate([[np.nan], tail])
         arrays["quality_mapping"] = np.concatenate(
             [[0.0], (rng_q.random(samples) < QUALITY_LOSS_MAPPING_SHARE).astype(np.float64)]
         )
@@ -999,6 +996,8 @@ def plan_samples(
         # How much of the spread is the quality-mapping choice: the cost percentiles of each half.
         qm = arrays["quality_mapping"][1:]
         for code, name in ((0.0, "compute"), (1.0, "loss")):
+            if not np.any(qm == code):
+                continue  # no draw used this mapping (QUALITY_LOSS_MAPPING_SHARE = 0): no row
             v = out["cost_usd"][feasible & (qm == code)]
             q3 = np.percentile(v, [10, 50, 90]) if v.size else np.full(3, math.nan)
             pct[f"cost_usd_{name}_mapping"] = (float(q3[0]), float(q3[1]), float(q3[2]))

@@ -420,6 +420,7 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         "sync_backward_overlap": params.ddp_overlap_fraction if overlap_on else 0.0,
         "ddp_overlap_fraction": params.ddp_overlap_fraction if overlap_on else 1.0,
         "quality_mapping": {"compute": 0, "loss": 1}[s.quality_mapping] if "quality" in on else -1,
+        "inner_optimizer": {"adamw": 0, "muon": 1}[s.inner_optimizer],
     }
     return x
 

@@ -376,6 +376,14 @@ class ScenarioFields:
         "always uses the paper's form.",
         choices=lambda: ("compute", "loss"),
     )
+    inner_optimizer: str = spec(
+        "adamw",
+        label="Inner optimizer",
+        help="Default mode's fitted quality model: the replicas' inner optimizer (adamw = DiLoCo; muon = "
+        "MuLoCo, Therien et al. 2025, whose replica penalty is about half AdamW's). g is relative to DP "
+        "with the same optimizer. Paper mode ignores it.",
+        choices=lambda: ("adamw", "muon"),
+    )
     split_links: bool | None = spec(
         None,
         label="Separate side links",

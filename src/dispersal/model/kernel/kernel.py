@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dispersal.model.inputs.codes import ALGO_PP_DILOCO, STRAGGLER_CODES, Straggler
+from dispersal.model.inputs.codes import STRAGGLER_CODES, Straggler
 from dispersal.model.inputs.params import ModelParams
 from dispersal.model.inputs.units import H100E_FLOP_PER_S
 from dispersal.model.kernel import quality
@@ -115,6 +115,8 @@ INPUTS: dict[str, str] = {
     "ddp_overlap_fraction": "fraction of a step that can hide the DDP all-reduce (paper 1: the whole step)",
     "quality_mapping": "replica/H penalty: -1 paper (loss multiplier M^beta, eta_H), 0 fitted compute-space "
     "multiplier g (dispersal.model.kernel.quality), 1 its loss-space conservative bound",
+    "inner_optimizer": "inner optimizer of the replicas for the fitted quality model: 0 AdamW, 1 Muon "
+    "(ignored by the paper's form)",
 }
 
 
@@ -227,8 +229,10 @@ def _common(inp: Inputs) -> tuple[Common, Arr]:
     hidden = p.hidden_size_coeff * np.sqrt(P)
     mem = memory(inp, P, B, Mmb, N, hidden)
     codes = resolve_auto(inp, g("algorithm"), mem)
-    # A pipeline keeps its inner optimizer in accelerator memory.
-    mem.use_offload = mem.use_offload & (codes != ALGO_PP_DILOCO)
+    # An algorithm may keep its inner optimizer in accelerator memory (a pipeline does).
+    for unit in ALGORITHMS.values():
+        if not unit.offload:
+            mem.use_offload = mem.use_offload & (codes != unit.code)
     # Offloading costs host-link time every inner step: bf16 gradients down and bf16 weights up,
     # 2 bytes/param each way, each chip moving its 1/chips share (ZeRO-Offload, Ren et al. 2021,
     # arXiv 2101.06840 sec. 4); counted as not overlapped with compute (conservative).

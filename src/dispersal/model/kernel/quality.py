@@ -2,15 +2,19 @@
 
 g(M, H, P, fragments) is the compute a data-parallel (DP) run needs to reach the DiLoCo run's loss,
 divided by the DiLoCo run's compute. It comes from a fit of the published DiLoCo-vs-DP loss ratios
-(`dispersal/data/quality_points.toml`; fit: ``python -m dispersal.model.analyses.quality_fit``) mapped to
-compute through the source's own DP loss-vs-compute law:
+(`dispersal/data/quality_points.toml`; fit: ``python -m dispersal.model.analyses.quality_fit``)
+mapped to compute through the source's own DP loss-vs-compute law:
 
-    ln r(M, H, P, F) = u(P) + b(P) S(M) h(H) + delta [F > 1]        r = L_DiLoCo / L_DP
+    ln r(M, H, P, F) = u(P) + b(P) S(M) h(H) + delta [F > 1]        r = L_DiLoCo / L_DP, M <= 8
       u(P) = u0 + u1 clip(ln(P / P0), ln(P_lo / P0), ln(P_hi / P0))  (DiLoCo M = 1 vs DP: outer momentum)
       b(P) = b0 (P / P0)^-kb                                         (replica-penalty amplitude)
       S(M) = (M^p - 1) / p                                           (0 at M = 1; Box-Cox in M)
       h(H) = 1 + q ln(max(H, H_lo) / 30)                             (1 at Charles et al.'s H = 30)
     g = min(g_max, r^(-1 / s)),  s = 0.0953 / 2
+    g(M) = g(8) (8 + K) / (M + K)  for M > 8: the critical-batch tail (issue 21, `critical_replicas`)
+
+The inner optimizer (AdamW / Muon, MuLoCo) scales b and adds an M = 1 offset; the merge rule and the
+outer learning rate's retuning enter beyond M = 8 (`QualityParams`).
 
 s is Charles et al. 2025 Table 7: L_DP(N) = 18.129 N^-0.0953 at D = 20 N, so C = 120 N^2 and
 L_DP ~ C^-s. g > 1 where DiLoCo beats DP (M = 1-2 at larger sizes, Charles et al. Table 4).
@@ -24,7 +28,6 @@ Pure NumPy; every function broadcasts its array arguments and never loops in Pyt
 from __future__ import annotations
 
 import dataclasses
-import math
 import tomllib
 from dataclasses import dataclass
 from enum import StrEnum
@@ -83,6 +86,14 @@ class QualityLike(Protocol):
     def q(self) -> npt.ArrayLike: ...
     @property
     def delta(self) -> npt.ArrayLike: ...
+    @property
+    def tail_scale(self) -> npt.ArrayLike: ...
+    @property
+    def tail_size_exponent(self) -> npt.ArrayLike: ...
+    @property
+    def muon_offset(self) -> npt.ArrayLike: ...
+    @property
+    def muon_penalty_ratio(self) -> npt.ArrayLike: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,13 +131,38 @@ class QualityParams:
     fit_params_max: float = 2.4e9
     """Largest fitted model, parameters (Charles et al. Table 4)."""
     fit_replicas_max: float = 8.0
-    """Largest fitted M (Charles et al. Table 4), replicas: beyond it S(M) continues with
-    `replica_tail_exponent`."""
-    replica_tail_exponent: float | None = None
-    """t for M > fit_replicas_max: S(M) = S(M_x) + M_x^p ((M / M_x)^t - 1) / t (same slope in ln M at
-    M_x). None = p, i.e. the fitted curve continued unchanged; 0 = logarithmic tail (the shape of
-    Charles et al.'s joint law L ~ M^0.0116, Table 10). No published data beyond M = 8 decide
-    between them; the choice dominates g at M >> 8 (docs/quality.md)."""
+    """M_x, replicas: the largest M of Charles et al. Table 4. Up to M_x the fitted Box-Cox S(M)
+    holds; beyond it the critical-batch tail (`tail_scale`)."""
+    tail_scale: float = 0.058108968668625194
+    """lambda, dimensionless: the critical replica count K = lambda M_x / e, e = a M_x^p / s the fitted
+    curve's elasticity |d ln g / d ln M| at M_x (a = b(P) rho h(H)). Beyond M_x, g(M) = g(M_x)
+    (M_x + K) / (M + K): the averaged pseudo-gradient is a batch M times one replica's, and past the
+    critical batch (McCandlish et al. 2018, arXiv 1812.06162, sec. 2.2: E = E_min (1 + B / B_noise))
+    extra replicas add examples but little progress, so M g(M) (useful compute in site equivalents)
+    rises to g(M_x) (M_x + K) and saturates instead of collapsing. Fitted on MuLoCo's K = 16 rows
+    (quality_points.toml, [[large_m]])."""
+    tail_size_exponent: float = 0.3474281389055408
+    """kappa, dimensionless: K carries an extra (P / P0)^kappa beyond the 1 / a(P) it inherits from
+    the fitted amplitude (the critical batch in replicas may grow faster or slower with size than the
+    M <= 8 penalty shrinks). Fitted on MuLoCo's 150M-1.76B rows; 3.1B and 15B held back."""
+    muon_offset: float = 0.005858438935764515
+    """ln r at M = 1 of a Muon inner optimizer vs Muon DP, minus the same for AdamW (dimensionless):
+    MuLoCo (Therien et al. 2025, arXiv 2505.23725v2, scaling-study table) K = 1 rows. Fitted."""
+    muon_penalty_ratio: float = 0.24410586461075331
+    """rho, dimensionless: the replica-penalty amplitude of Muon inner steps over AdamW's (MuLoCo K = 16
+    vs K = 1, each against its own optimizer). Fitted; < 1 = Muon's pseudo-gradients average better."""
+    merge_rule: str = "mean"
+    """How the outer step merges the M pseudo-gradients: 'mean' (DiLoCo) or 'norm_preserving'
+    (Decoupled DiLoCo, arXiv 2604.21428: average direction, keep the mean norm)."""
+    outer_lr_retuned: bool = True
+    """True: the outer learning rate is retuned for each M (Charles et al.'s protocol, which the fit
+    reflects). False: held at its M_x value; with the 'mean' merge the step of nearly orthogonal
+    updates then shrinks as (M_x / M)^omega (`orthogonal_norm_exponent`)."""
+    orthogonal_norm_exponent: float = 0.5
+    """omega: the norm of a plain mean of M nearly orthogonal updates of equal norm falls as M^-1/2
+    (Decoupled DiLoCo, arXiv 2604.21428, sec. on merging; geometry, not fitted). Applied as a loss of
+    progress s omega ln(M / M_x) in ln r beyond M_x only for merge 'mean' without retuning
+    (assumption: progress per outer step proportional to its length)."""
     inner_steps_floor: float = 30.0
     """H below this is held at H = 30, steps: no tabulated data below 30 (Charles et al. Figure 9
     shows H = 5-30 comparable and H = 1 worst, plotted only)."""
@@ -137,6 +173,33 @@ class QualityParams:
 
 
 FITTED_FIELDS = ("u0", "u1", "b0", "kb", "p", "q", "delta")
+"""Stage 1 of the fit (M <= 8: Charles et al. Table 4, Streaming DiLoCo Tables 5-6)."""
+TAIL_FIELDS = ("tail_scale", "tail_size_exponent", "muon_offset", "muon_penalty_ratio")
+"""Stage 2 (M = 16 and the inner optimizer: MuLoCo), fitted with stage 1 held at its values."""
+SAMPLED_FIELDS = FITTED_FIELDS + TAIL_FIELDS
+"""Every field the Monte Carlo draws (`QualitySamples` carries each as an array)."""
+
+
+class InnerOptimizer(StrEnum):
+    """The inner optimizer of every replica (g is relative to DP with the same optimizer)."""
+
+    ADAMW = "adamw"
+    MUON = "muon"
+
+
+INNER_OPTIMIZER_CODES: dict[InnerOptimizer, int] = {InnerOptimizer.ADAMW: 0, InnerOptimizer.MUON: 1}
+
+
+def inner_optimizer_code(name: str, field: str = "inner_optimizer") -> int:
+    """'adamw' -> 0, 'muon' -> 1; anything else is a one-line InputError naming `field`."""
+    try:
+        return INNER_OPTIMIZER_CODES[InnerOptimizer(name)]
+    except ValueError:
+        allowed = ", ".join(o.value for o in InnerOptimizer)
+        raise InputError(field, f"must be one of {allowed}, got {name!r}") from None
+
+
+MERGE_RULES = ("mean", "norm_preserving")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -153,17 +216,15 @@ class QualitySamples:
     p: Arr
     q: Arr
     delta: Arr
+    tail_scale: Arr
+    tail_size_exponent: Arr
+    muon_offset: Arr
+    muon_penalty_ratio: Arr
     base: QualityParams
-    replica_tail_exponent: Arr | None = None
-    """Per-draw tail exponent t (NaN = p, the fitted curve continued); None = base's choice."""
 
     def at(self, i: int) -> QualityParams:
         """Draw i as a plain `QualityParams`."""
-        out = self.base.replace(**{f: float(getattr(self, f)[i]) for f in FITTED_FIELDS})
-        if self.replica_tail_exponent is not None:
-            t = float(self.replica_tail_exponent[i])
-            out = out.replace(replica_tail_exponent=None if math.isnan(t) else t)
-        return out
+        return self.base.replace(**{f: float(getattr(self, f)[i]) for f in SAMPLED_FIELDS})
 
 
 def _arr(x: npt.ArrayLike) -> Arr:
@@ -185,10 +246,17 @@ def _fixed(q: QualityLike) -> QualityParams:
     raise TypeError(f"expected QualityParams or QualitySamples, got {type(q).__name__}")
 
 
+def _check_params(fx: QualityParams) -> None:
+    if fx.merge_rule not in MERGE_RULES:
+        raise InputError("merge_rule", f"must be one of {', '.join(MERGE_RULES)}, got {fx.merge_rule!r}")
+
+
 def replica_term(replicas: npt.ArrayLike, p: npt.ArrayLike, m_x: float, t: npt.ArrayLike) -> Arr:
     """S(M) = (M^p - 1) / p up to M_x, then S(M_x) + M_x^p ((M / M_x)^t - 1) / t (t = 0: ln(M / M_x)).
 
-    Continuous with a continuous slope in ln M; increasing in M for p > 0; t = p is one curve."""
+    The Box-Cox replica term with a power continuation (0.2's tail; t = p is one curve). The quality
+    model itself continues beyond M_x with the critical-batch tail (`critical_replicas`); this stays
+    for the testbed calibration's shape fit (dispersal.calibration.shape), which uses t = p."""
     m, pp, tt = _arr(replicas), _arr(p), _arr(t)
     inner = (np.minimum(m, m_x) ** pp - 1.0) / pp
     lr = np.log(np.maximum(m, m_x) / m_x)
@@ -197,18 +265,66 @@ def replica_term(replicas: npt.ArrayLike, p: npt.ArrayLike, m_x: float, t: npt.A
     return np.asarray(inner + m_x**pp * tail, dtype=np.float64)
 
 
+def penalty_amplitude(
+    inner_steps: npt.ArrayLike,
+    params: npt.ArrayLike,
+    inner_optimizer: npt.ArrayLike = 0,
+    q: QualityLike | None = None,
+) -> Arr:
+    """a(P, H, opt) = b0 (P / P0)^-kb rho(opt) h(H): ln r per unit S(M) (dimensionless); rho = 1 for
+    AdamW (code 0), `muon_penalty_ratio` for Muon (code 1); h(H) = 1 + q ln(max(H, 30) / 30)."""
+    qq = QualityParams() if q is None else q
+    fx = _fixed(qq)
+    h, n, opt = _arr(inner_steps), _arr(params), np.asarray(inner_optimizer)
+    x = np.log(n / fx.pivot_params)
+    rho = np.where(opt == INNER_OPTIMIZER_CODES[InnerOptimizer.MUON], _arr(qq.muon_penalty_ratio), 1.0)
+    h_fac = 1.0 + _arr(qq.q) * np.log(np.maximum(h, fx.inner_steps_floor) / 30.0)
+    return np.asarray(_arr(qq.b0) * np.exp(-_arr(qq.kb) * x) * rho * h_fac, dtype=np.float64)
+
+
+def critical_replicas(
+    inner_steps: npt.ArrayLike,
+    params: npt.ArrayLike,
+    inner_optimizer: npt.ArrayLike = 0,
+    q: QualityLike | None = None,
+) -> Arr:
+    """K, replicas: the critical replica count of the tail, K = lambda M_x / e (P / P0)^kappa, with
+    e = a(P, H, opt) M_x^p / s the fitted curve's elasticity |d ln g / d ln M| at M_x.
+
+    McCandlish et al. 2018 (arXiv 1812.06162, sec. 2.2): a run of fixed steps at batch B reaches the
+    progress DP reaches with compute B_noise / (B + B_noise) of it; with the M replicas' averaged
+    pseudo-gradient as a batch M times one replica's, K = B_noise / (one replica's batch) and beyond
+    M_x g(M) = g(M_x) (M_x + K) / (M + K): the useful compute M g(M) rises with every replica and
+    saturates at g(M_x) (M_x + K) site equivalents. K grows with P (~ P^(kb + kappa): the critical
+    batch grows as the loss falls) and falls with H and with the replica penalty."""
+    qq = QualityParams() if q is None else q
+    fx = _fixed(qq)
+    amp = penalty_amplitude(inner_steps, params, inner_optimizer, qq)
+    mx = fx.fit_replicas_max
+    k = _arr(qq.tail_scale) * fx.loss_compute_slope * mx ** (1.0 - _arr(qq.p)) / amp  # lambda M_x / e
+    k = k * (_arr(params) / fx.pivot_params) ** _arr(qq.tail_size_exponent)
+    return np.asarray(k, dtype=np.float64)
+
+
 def log_loss_ratio(
     replicas: npt.ArrayLike,
     inner_steps: npt.ArrayLike,
     params: npt.ArrayLike,
     fragments: npt.ArrayLike = 1.0,
     q: QualityLike | None = None,
+    inner_optimizer: npt.ArrayLike = 0,
 ) -> Arr:
-    """ln r = ln(L_DiLoCo / L_DP) predicted for M replicas, H inner steps, P parameters and F
-    streaming fragments (1 = whole-model sync). M >= 1, H >= 1, P > 0, F >= 1; M = 1 is DiLoCo
-    with one replica (Lookahead-like), not plain DP."""
+    """ln r = ln(L_DiLoCo / L_DP) predicted for M replicas, H inner steps, P parameters, F streaming
+    fragments (1 = whole-model sync) and the inner optimizer (0 AdamW, 1 Muon; DP uses the same one).
+    M >= 1, H >= 1, P > 0, F >= 1; M = 1 is DiLoCo with one replica (Lookahead-like), not plain DP.
+
+        ln r = u(P) + u_mu [Muon] + a(P, H, opt) S(min(M, M_x)) + delta [F > 1]
+             + s ln((max(M, M_x) + K) / (M_x + K))           critical-batch tail (`critical_replicas`)
+             + s omega ln(max(M, M_x) / M_x) [mean merge, outer lr not retuned]
+    """
     qq = QualityParams() if q is None else q
     fx = _fixed(qq)
+    _check_params(fx)
     m, h, n, f = _arr(replicas), _arr(inner_steps), _arr(params), _arr(fragments)
     _check("replicas", m, 1.0)
     _check("inner_steps", h, 1.0)
@@ -216,21 +332,21 @@ def log_loss_ratio(
     bad = ~(np.isfinite(n) & (n > 0))
     if np.any(bad):
         raise InputError("params", f"must be finite and > 0 parameters, got {float(n[bad].flat[0]):g}")
+    opt = np.asarray(inner_optimizer)
+    if opt.size and not np.all(np.isin(opt, list(INNER_OPTIMIZER_CODES.values()))):
+        raise InputError("inner_optimizer", "codes must be 0 (adamw) or 1 (muon)")
     x = np.log(n / fx.pivot_params)
     xc = np.clip(x, np.log(fx.fit_params_min / fx.pivot_params), np.log(fx.fit_params_max / fx.pivot_params))
-    p = _arr(qq.p)
-    if isinstance(qq, QualitySamples) and qq.replica_tail_exponent is not None:
-        t: npt.ArrayLike = np.where(np.isnan(qq.replica_tail_exponent), p, qq.replica_tail_exponent)
-    else:
-        t = p if fx.replica_tail_exponent is None else fx.replica_tail_exponent
-    s_m = replica_term(m, p, fx.fit_replicas_max, t)
-    h_fac = 1.0 + _arr(qq.q) * np.log(np.maximum(h, fx.inner_steps_floor) / 30.0)
-    out = (
-        _arr(qq.u0)
-        + _arr(qq.u1) * xc
-        + _arr(qq.b0) * np.exp(-_arr(qq.kb) * x) * s_m * h_fac
-        + _arr(qq.delta) * (f > 1.0)
-    )
+    p, mx, s = _arr(qq.p), fx.fit_replicas_max, fx.loss_compute_slope
+    amp = penalty_amplitude(h, n, opt, qq)
+    is_mu = opt == INNER_OPTIMIZER_CODES[InnerOptimizer.MUON]
+    s_in = (np.minimum(m, mx) ** p - 1.0) / p
+    k = critical_replicas(h, n, opt, qq)
+    tail = s * np.log((np.maximum(m, mx) + k) / (mx + k))
+    out = _arr(qq.u0) + _arr(qq.u1) * xc + np.where(is_mu, _arr(qq.muon_offset), 0.0) + amp * s_in
+    out = out + _arr(qq.delta) * (f > 1.0) + tail
+    if fx.merge_rule == "mean" and not fx.outer_lr_retuned:
+        out = out + s * fx.orthogonal_norm_exponent * np.log(np.maximum(m, mx) / mx)
     return np.asarray(out, dtype=np.float64)
 
 
@@ -240,9 +356,11 @@ def loss_ratio(
     params: npt.ArrayLike,
     fragments: npt.ArrayLike = 1.0,
     q: QualityLike | None = None,
+    inner_optimizer: npt.ArrayLike = 0,
 ) -> Arr:
     """r = L_DiLoCo / L_DP (the quantity the published tables print); see `log_loss_ratio`."""
-    return np.asarray(np.exp(log_loss_ratio(replicas, inner_steps, params, fragments, q)), dtype=np.float64)
+    lr = log_loss_ratio(replicas, inner_steps, params, fragments, q, inner_optimizer)
+    return np.asarray(np.exp(lr), dtype=np.float64)
 
 
 def compute_fraction(
@@ -251,13 +369,16 @@ def compute_fraction(
     params: npt.ArrayLike,
     fragments: npt.ArrayLike = 1.0,
     q: QualityLike | None = None,
+    inner_optimizer: npt.ArrayLike = 0,
 ) -> Arr:
     """g in (0, g_max]: DP-equivalent compute / DiLoCo compute, g = min(g_max, r^(-1/s)).
 
-    Non-increasing in M (M >= 1) and in H (H >= inner_steps_floor) for b0 > 0, q >= 0, p > 0."""
+    Non-increasing in M (M >= 1) and in H (H >= inner_steps_floor) for b0 > 0, q >= 0, p > 0; beyond
+    M_x, M g(M) rises and saturates at g(M_x) K (`critical_replicas`) for the retuned or
+    norm-preserving merge."""
     qq = QualityParams() if q is None else q
     s = _fixed(qq).loss_compute_slope
-    g = np.exp(-log_loss_ratio(replicas, inner_steps, params, fragments, qq) / s)
+    g = np.exp(-log_loss_ratio(replicas, inner_steps, params, fragments, qq, inner_optimizer) / s)
     # floor at the smallest normal float so g stays > 0 where exp underflows (ln r > ~34)
     return np.asarray(np.clip(g, np.finfo(np.float64).tiny, _fixed(qq).g_max), dtype=np.float64)
 
@@ -298,18 +419,19 @@ def efficiency(
     beta: npt.ArrayLike,
     tokens_per_param: npt.ArrayLike,
     q: QualityLike | None = None,
+    inner_optimizer: npt.ArrayLike = 0,
 ) -> Arr:
     """The quality efficiency factor, selected per element by `mapping` (MAPPING_CODES: 0 compute,
     1 loss; an array lets the Monte Carlo sample the mapping). Replaces eta_H x eta_rep (g carries
-    the H effect). `loss_nats` is the run's Chinchilla loss L(N, D), used only by the loss mapping."""
+    the H effect); `inner_optimizer` 0 AdamW, 1 Muon. `loss_nats` is the run's Chinchilla loss L(N, D), used only by the loss mapping."""
     code = np.asarray(mapping)
     if code.size and not np.all(np.isin(code, list(MAPPING_CODES.values()))):
         raise InputError("quality_mapping", "codes must be 0 (compute) or 1 (loss)")
-    g = compute_fraction(replicas, inner_steps, params, fragments, q)
+    g = compute_fraction(replicas, inner_steps, params, fragments, q, inner_optimizer)
     is_loss = code == MAPPING_CODES[QualityMapping.LOSS]
     if not np.any(is_loss):  # the Chinchilla inversions are the costly part; skip them when unused
         return np.asarray(np.broadcast_to(g, np.broadcast_shapes(g.shape, code.shape)), dtype=np.float64)
-    r = loss_ratio(replicas, inner_steps, params, fragments, q)
+    r = loss_ratio(replicas, inner_steps, params, fragments, q, inner_optimizer)
     ls = loss_space_fraction(loss_nats, r, e, a, b, alpha, beta, tokens_per_param)
     return np.asarray(np.where(is_loss, ls, g), dtype=np.float64)
 
@@ -380,7 +502,7 @@ def load_fit() -> dict[str, Any]:
 
 
 def fitted_covariance() -> tuple[tuple[str, ...], Arr, Arr]:
-    """(names, mean, covariance) of the fitted fields from `quality_fit.toml`."""
+    """(names, mean, covariance) of the stage-1 fitted fields from `quality_fit.toml`."""
     fit = load_fit()
     names = tuple(str(n) for n in fit["names"])
     mean = _arr(fit["values"])
@@ -388,34 +510,36 @@ def fitted_covariance() -> tuple[tuple[str, ...], Arr, Arr]:
     return names, mean, cov
 
 
+def tail_covariance() -> tuple[tuple[str, ...], Arr, Arr]:
+    """(names, mean, covariance) of the stage-2 fields (`TAIL_FIELDS`) from `quality_fit.toml`:
+    conditional on the stage-1 values; s^2 (J^T W J)^-1 with the reduced chi-square of stage 2. The
+    first name is ln_tail_scale (the fit's variable for tail_scale)."""
+    fit = load_fit()["tail"]
+    return tuple(str(n) for n in fit["names"]), _arr(fit["values"]), _arr(fit["covariance"])
+
+
 def sample_quality_params(
     rng: np.random.Generator,
     n: int,
     base: QualityParams | None = None,
-    log_tail_fraction: float | None = None,
 ) -> QualitySamples:
-    """n draws of the fitted fields from the fit's Gaussian approximation N(theta_hat, Sigma)
-    (Sigma = s^2 (J^T W J)^-1, s^2 the reduced chi-square; `quality_fit.toml`). Draws are
-    truncated to the model's valid region (b0 > 0, p >= 0.05, q >= 0) so g stays monotone.
-
-    log_tail_fraction: if given, that share of the draws (Bernoulli) uses the logarithmic
-    replica tail (t = 0) beyond M = 8 and the rest the fitted curve (t = p), so the spread shows the
-    tail choice; None keeps `base.replica_tail_exponent` for every draw."""
+    """n draws of the fitted fields from the fit's Gaussian approximations: stage 1 N(theta_1, Sigma_1)
+    and, independently, stage 2 N(theta_2, Sigma_2) (`quality_fit.toml`; Sigma = s^2 (J^T W J)^-1, s^2
+    the reduced chi-square). Draws are truncated to the model's valid region (b0 > 0, p >= 0.05,
+    q >= 0, muon_penalty_ratio > 0; tail_scale is drawn as ln(tail_scale)) so g stays monotone in M
+    and H."""
     if n < 1:
         raise InputError("samples", f"must be >= 1, got {n}")
-    if log_tail_fraction is not None and not 0.0 <= log_tail_fraction <= 1.0:
-        raise InputError("log_tail_fraction", f"must be in [0, 1], got {log_tail_fraction:g}")
-    names, mean, cov = fitted_covariance()
-    draws = rng.multivariate_normal(mean, cov, size=n, method="cholesky")
-    cols = {name: draws[:, i] for i, name in enumerate(names)}
+    cols: dict[str, Arr] = {}
+    for names, mean, cov in (fitted_covariance(), tail_covariance()):
+        draws = rng.multivariate_normal(mean, cov, size=n, method="cholesky")
+        cols.update({name: draws[:, i] for i, name in enumerate(names)})
     cols["b0"] = np.maximum(cols["b0"], 1e-6)
     cols["p"] = np.maximum(cols["p"], 0.05)
     cols["q"] = np.maximum(cols["q"], 0.0)
-    tail = None
-    if log_tail_fraction is not None:
-        tail = np.where(rng.random(n) < log_tail_fraction, 0.0, np.nan)
+    cols["tail_scale"] = np.exp(cols.pop("ln_tail_scale"))  # stage 2 is fitted in ln(tail_scale)
+    cols["muon_penalty_ratio"] = np.maximum(cols["muon_penalty_ratio"], 1e-3)
     return QualitySamples(
         base=base or QualityParams(),
-        replica_tail_exponent=tail,
-        **{f: np.asarray(cols[f], dtype=np.float64) for f in FITTED_FIELDS},
+        **{f: np.asarray(cols[f], dtype=np.float64) for f in SAMPLED_FIELDS},
     )

@@ -135,10 +135,13 @@ def _fitted_penalty(
     qp: quality.QualityLike | None = inp.quality_params
     if isinstance(qp, quality.QualitySamples):
         # Per-configuration draws of the fit (Monte Carlo): keep the same elements as the inputs.
-        tail = qp.replica_tail_exponent
-        fields: dict[str, Any] = {f: gl(as_float(getattr(qp, f))) for f in quality.FITTED_FIELDS}
-        fields["replica_tail_exponent"] = None if tail is None else gl(as_float(tail))
+        fields: dict[str, Any] = {f: gl(as_float(getattr(qp, f))) for f in quality.SAMPLED_FIELDS}
         qp = dataclasses.replace(qp, **fields)
+    opt_q = (
+        gl(g("inner_optimizer")).astype(np.int64)
+        if inp.has("inner_optimizer")
+        else np.zeros_like(m_q, dtype=np.int64)
+    )
     P = g("params")
     q_eff[gmask] = quality.efficiency(
         np.maximum(gl(qmap), 0.0).astype(np.int64),
@@ -154,5 +157,6 @@ def _fitted_penalty(
         gl(k("chinchilla_beta")),
         gl(k("tokens_per_param_optimal")),
         qp,
+        opt_q,
     )
-    L_rep[gmask] = quality.loss_ratio(m_q, h_q, gl(P), frag_q, qp)
+    L_rep[gmask] = quality.loss_ratio(m_q, h_q, gl(P), frag_q, qp, opt_q)

@@ -152,6 +152,10 @@ class Constraints:
     trust: Trust = Trust.TRUSTED
     """trusted (one operator's sites) or permissionless (independent providers: validators, validation
     time and discarded updates are paid for; `dispersal.model.kernel.trust`)."""
+    quality_mapping: str = "compute"
+    """Default mode's quality mapping (Scenario.quality_mapping): compute, or the loss-space bound."""
+    inner_optimizer: str = "adamw"
+    """The replicas' inner optimizer for the fitted quality model (Scenario.inner_optimizer)."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -186,6 +190,16 @@ class Constraints:
             raise InputError(field, str(exc)) from None
         for hw in self.hardware:
             accelerator(hw)
+        require(
+            self.quality_mapping in ("compute", "loss"),
+            "quality_mapping",
+            f"must be compute or loss, got {self.quality_mapping!r}",
+        )
+        require(
+            self.inner_optimizer in ("adamw", "muon"),
+            "inner_optimizer",
+            f"must be adamw or muon, got {self.inner_optimizer!r}",
+        )
 
     def replace(self, **changes: Any) -> Constraints:
         """A validated copy with some fields changed."""
@@ -276,6 +290,8 @@ class CandidateSpace:
                 # together, unless the user gave separate links.
                 split_links=c.regional_bandwidth_bits_per_s is not None
                 or c.pp_bandwidth_bits_per_s is not None,
+                quality_mapping=c.quality_mapping,
+                inner_optimizer=c.inner_optimizer,
             )
             for v in variants
         ]

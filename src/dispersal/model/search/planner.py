@@ -200,6 +200,24 @@ def _best_at(space: CandidateSpace, n_per_hw: Arr, metric: Metric) -> Arr:
     return np.asarray(np.maximum.reduceat(m, space.hw_start), dtype=np.float64)
 
 
+def reachable_by_nodes(
+    space: CandidateSpace, node_counts: Sequence[float] | Arr, metric: Metric = Metric.C_QUALITY
+) -> Arr:
+    """The best metric (FLOP) reachable with at most N nodes of each hardware: shape (len(N), n_hw).
+
+    The monotone floor of issue 21: with N sites an operator may leave sites idle, so the best
+    reachable with N sites is max over N' <= N (of `node_counts`) of best(N'), the highest metric
+    among valid candidates at N' nodes (-inf where none is valid). Non-decreasing in N by
+    construction. The cheapest-plan searches need no change for it: the smallest N whose floor
+    meets a target is the smallest N whose own best does (the exact search walks every N), and
+    idle sites only add cost. `node_counts` must be ascending."""
+    ns = np.asarray(node_counts, dtype=np.float64)
+    if ns.ndim != 1 or ns.size == 0 or np.any(np.diff(ns) < 0) or ns[0] < 1:
+        raise InputError("node_counts", "must be a non-empty ascending list of node counts >= 1")
+    best = np.stack([_best_at(space, np.full(space.n_hw, n), metric) for n in ns])
+    return np.asarray(np.maximum.accumulate(best, axis=0), dtype=np.float64)
+
+
 def _final_at(space: CandidateSpace, hw: int, n: int, target: float, metric: Metric) -> int | None:
     """final(N, target): among valid candidates meeting the target, the highest C_quality (if none,
     the highest metric). Returns a combo index or None. Flat precedes hierarchical on ties."""

@@ -83,6 +83,8 @@ class AlgorithmUnit:
     runs: Callable[[Common], BoolArr] | None = None
     """Where it can run; elsewhere it falls back to `fallback` (None: everywhere)."""
     fallback: int | None = None
+    offload: bool = True
+    """Whether the inner optimizer may be offloaded to host DRAM (not in a pipeline)."""
     notes: Callable[[str, str, Mapping[str, float], int], list[str]] | None = None
     """Estimate notes: (asked name, resolved name, scalar outputs, group size) -> lines."""
 

@@ -84,4 +84,6 @@ def notes(asked: str, resolved: str, r: Mapping[str, float], group_size: int) ->
     return out
 
 
-UNIT = AlgorithmUnit(code=ALGO_PP_DILOCO, name="pp_diloco", outer_sync=True, branch=branch, notes=notes)
+UNIT = AlgorithmUnit(
+    code=ALGO_PP_DILOCO, name="pp_diloco", outer_sync=True, branch=branch, offload=False, notes=notes
+)
