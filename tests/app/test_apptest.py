@@ -117,3 +117,36 @@ def test_countermeasures_and_uncertainty_tabs() -> None:
     at.button(key="unc_go").click().run(timeout=120)
     assert not at.exception and not at.error
     assert len(at.table) >= 2
+
+
+@pytest.mark.slow
+def test_comparison_charts_draw_after_a_plan() -> None:
+    """Planner -> 'Draw the comparison charts': 15 plans, a cost curve (SVG) and its table, no exception."""
+    at = _app({"mode": "paper", "plan_target": "1e24"})
+    at.button(key="plan_go").click().run(timeout=120)
+    assert not at.exception and not at.error
+    assert any("premium over one datacenter" in m.value for m in at.markdown)
+    at.button(key="cmp_go").click().run(timeout=300)
+    assert not at.exception and not at.error
+    svgs = [m.value for m in at.markdown if "<svg" in m.value and "this scenario" in m.value]
+    assert svgs and "Cost vs bandwidth" in svgs[0]
+
+
+@pytest.mark.slow
+def test_countermeasures_list_blocking_levers_first() -> None:
+    """Paper mode, 1e26 FLOP in 365 days: the levers that leave no plan come right after the baseline,
+    saying why, then the rest by cost multiple; the progress bar is gone when the run ends."""
+    at = _app({"mode": "paper", "plan_target": "1e26", "duration_days": "365"})
+    at.button(key="cm_go").click().run(timeout=300)
+    assert not at.exception and not at.error
+    table = next(t for t in at.table if "effect" in t.value.columns)
+    effects = list(table.value["effect"])
+    assert effects[0] == "baseline (no lever)"
+    blocked = [e for e in effects if e.startswith("blocks the run: ")]
+    assert blocked and effects[1 : 1 + len(blocked)] == blocked
+    multiples = [float(m) for m in table.value["cost multiple"][1 + len(blocked) :]]
+    assert multiples == sorted(multiples, reverse=True)
+    assert any(
+        f"{len(blocked)} of {len(effects) - 1} levers and bundles block the run" in c.value
+        for c in at.caption
+    )

@@ -448,6 +448,54 @@ def test_axe_no_contrast_or_label_violations(page: Any, server: str) -> None:
     assert found == [], found
 
 
+@pytest.mark.timeout(900)
+def test_answer_card_equals_plan_json_and_is_accessible(page: Any, server: str) -> None:
+    """Issue 24: the Planner's answer card shows `dispersal plan --json`'s cost and premium over one
+    datacenter, says P(reach) was not sampled until the Monte Carlo runs, and passes axe's checks."""
+    with _cli_json("plan", "--target", "1e24", "--mode", "paper") as cli:
+        _open(page, server, {**logic.default_ui(), "mode": "paper", "plan_target": "1e24"})
+        (p,) = cli()
+    _plan_in_app(page)
+    card = page.get_by_test_id("stMarkdownContainer").filter(has_text="Cite this:").first
+    text = card.inner_text()
+    assert f"cost: {units.format_money(p['cost_usd'])}" in text, text
+    assert f"premium over one datacenter: {p['cost_premium']:.2f}x the cost of one datacenter" in text, text
+    assert "P(reach): not sampled" in text, text
+    assert "Cite this: dispersal" in text and "paper mode, metric c_local, bisect search" in text, text
+    _shot(page, "planner_answer_card")
+    src = _axe_source()
+    if src is not None:
+        page.add_script_tag(content=src)
+        res = page.evaluate(
+            "async (rules) => { const r = await axe.run(document, {runOnly: {type: 'rule', values: rules}});"
+            " return r.violations.map(v => [v.id, v.nodes.length, v.nodes.map(n => n.html.slice(0, 120) + ' | ' + n.failureSummary)]); }",
+            list(A11Y_RULES),
+        )
+        assert res == [], res
+
+
+@pytest.mark.timeout(900)
+def test_countermeasures_list_blocking_levers_first(page: Any, server: str) -> None:
+    """Issue 24: levers that make the run impossible come first ("blocks the run: ..."), then by cost
+    multiple; the chart names them. Paper mode, 1e26 FLOP in 365 days (three levers block; seconds)."""
+    _open(
+        page, server, {**logic.default_ui(), "mode": "paper", "plan_target": "1e26", "duration_days": 365.0}
+    )
+    _tab(page, "Countermeasures")
+    page.get_by_role("button", name="Evaluate countermeasures").click()
+    table = page.get_by_test_id("stTable").filter(has_text="blocks the run").first
+    table.wait_for(timeout=300_000)
+    head = table.locator("thead th").all_inner_texts()
+    col = head.index("effect")
+    effects = [r.locator("td, th").all_inner_texts()[col] for r in table.locator("tbody tr").all()]
+    assert effects[0] == "baseline (no lever)", effects
+    blocked = [e for e in effects if e.startswith("blocks the run: ")]
+    assert len(blocked) >= 1 and effects[1 : 1 + len(blocked)] == blocked, effects
+    chart = page.locator("svg[aria-label*='blocks the run']").first
+    chart.wait_for()
+    _shot(page, "countermeasures_blocking")
+
+
 # Last: its Countermeasures and Monte Carlo runs keep the shared server busy on a loaded machine.
 @pytest.mark.timeout(900)
 def test_error_and_other_views(page: Any, server: str) -> None:

@@ -24,8 +24,9 @@ import streamlit as st
 from dispersal.app import logic, views
 from dispersal.model.inputs.scenario import Scenario
 from dispersal.model.kernel.estimate import estimate
-from dispersal.present import answer, export, figures, provenance, rows
+from dispersal.present import answer, export, figures, provenance
 from dispersal.present import formats as F
+from dispersal.present import rows as present_rows
 
 #: The sidebar: logic.LAYOUT's sections, then every other Scenario field (derived from its declaration).
 SIDEBAR_GROUPS: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
@@ -248,21 +249,21 @@ def _estimate_tab(est: dict[str, Any], ui: dict[str, Any]) -> None:
     left, right = st.columns(2)
     with left:
         st.subheader("Summary")
-        _table(rows.summary_rows(est))
+        _table(present_rows.summary_rows(est))
     with right:
         st.subheader("Efficiency: C_raw to C_local to C_quality")
         show_figure("waterfall", est)
-        _table(rows.efficiency_rows(est))
+        _table(present_rows.efficiency_rows(est))
     left, right = st.columns(2)
     with left:
         st.subheader("Time breakdown")
         show_figure("breakdown", est)
-        _table(rows.breakdown_rows(est))
+        _table(present_rows.breakdown_rows(est))
     with right:
         st.subheader("Cost")
-        _table(rows.cost_rows(est))
+        _table(present_rows.cost_rows(est))
         st.subheader("WAN traffic per node")
-        _table(rows.traffic_rows(est))
+        _table(present_rows.traffic_rows(est))
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -285,7 +286,7 @@ def _sweeps(args: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
         rows = []
         for x, a in views.sweep_points(args, axis):
             try:
-                rows.append(rows.sweep_row(x, _plan(a)))
+                rows.append(present_rows.sweep_row(x, _plan(a)))
             except ValueError as exc:
                 rows.append({"x": x, "cost_usd": None, "label": logic.one_line(exc)})
         out[axis] = rows
@@ -352,7 +353,7 @@ def _planner_tab(ui: dict[str, Any], built: logic.Built) -> None:
         )
         show_figure("plan", p)
         st.subheader("Best plan per hardware (runners-up)")
-        _table(rows.plan_rows(p))
+        _table(present_rows.plan_rows(p))
     if p.get("failures"):
         with st.expander("Hardware that cannot reach the target"):
             _table([{"hardware": k, "why": v} for k, v in p["failures"].items()])

@@ -93,6 +93,8 @@ def plan_args(ui: Mapping[str, Any], sd: Mapping[str, Any]) -> dict[str, Any]:
         "search": None if ui["plan_search"] == "auto" else ui["plan_search"],
         "links": "split" if split else "one",
         "constraints": constraints,
+        # The answer card's premium over one datacenter: plan the centralized baseline too.
+        "baseline": True,
     }
 
 
@@ -110,7 +112,7 @@ def run_plan(args: Mapping[str, Any]) -> dict[str, Any]:
         metric=args["metric"],
         objective=args["objective"],
         search=args["search"],
-        baseline=True,
+        baseline=bool(args.get("baseline", False)),
     ).to_dict() | {"constraints": dict(args["constraints"])}
 
 
@@ -163,6 +165,8 @@ def sweep_points(args: Mapping[str, Any], axis: str) -> list[tuple[float, dict[s
     """
     from dispersal.model.inputs.scenario import latency_from_distance
 
+    # The charts need each point's cost only: no centralized baseline per point.
+    args = {**args, "baseline": False}
     out = []
     if axis == "bandwidth":
         for mbps in SWEEP_BANDWIDTH_MBPS:

@@ -42,9 +42,10 @@ class AnswerCard:
         )
 
     def markdown(self) -> str:
-        """Markdown: bold headline, a bullet per line, the citation as a quote (the app)."""
+        """Markdown: bold headline, a bullet per line, the citation last (the app). Plain paragraphs only:
+        Streamlit draws a quote in a grey below the 4.5:1 contrast the app keeps."""
         bullets = "\n".join(f"- **{k}**: {v}" for k, v in self.lines)
-        return f"**{self.headline}**\n\n{bullets}\n\n> Cite this: {self.cite}"
+        return f"**{self.headline}**\n\n{bullets}\n\n**Cite this:** {self.cite}"
 
     def html(self) -> str:
         """An HTML block for the report (escaped)."""
