@@ -288,11 +288,16 @@ def diloco_goodput(spec: ResilienceSpec) -> float:
         return factor
     p_round, r = spec.round_time_h, spec.restart_time_h
     log_work = math.log(p_round) - _log_expm1(lam * p_round)  # E[P floor(X/P)] = P / (e^(lam P) - 1)
-    q = math.exp(-lam * p_round)
-    mean_u = 1 / lam - p_round * q / (1 - q)  # E[X mod P]
+    x = lam * p_round
+    q = math.exp(-x)
+    # E[X mod P] = 1/lam - P q / (1 - q) = P (1/x - 1/(e^x - 1)); the series for small x keeps the
+    # two near-equal terms from cancelling (a rarer failure must never read as a higher goodput).
+    inv_gap = 0.5 - x / 12.0 + x**3 / 720.0 if x < 1e-3 else 1.0 / x - 1.0 / math.expm1(x)
+    mean_u = p_round * inv_gap
     r_mod = r % p_round
-    # g = (-(U + R)) mod P with U = X mod P; it wraps past a second boundary when U >= P - (R mod P).
-    p_wrap = (math.exp(-lam * (p_round - r_mod)) - q) / (1 - q)
+    # g = (-(U + R)) mod P with U = X mod P; it wraps past a second boundary when U >= P - (R mod P):
+    # P(wrap) = (e^(-lam (P - R mod P)) - q) / (1 - q) = q (e^(lam R mod P) - 1) / (1 - q).
+    p_wrap = q * math.expm1(lam * r_mod) / -math.expm1(-x)
     mean_gap = p_round - r_mod - mean_u + p_round * p_wrap
     # E[cycle] = 1/lam + R + E[g] + P (e^(lam R) - 1), summed in log space.
     a = math.log(1 / lam + r + mean_gap)
