@@ -321,6 +321,21 @@ def app_cases() -> Iterator[Case]:
     )
 
 
+def frontier_cases() -> Iterator[Case]:
+    yield from _flag_cases(
+        ["frontier", "--target", "1e24", "--premium", "2", "--samples", "0"],
+        {
+            # a comma separates targets here ("1,5" is two targets), so that case is not bad input
+            "--target": tuple(t for t in BAD_TARGETS if t != "1,5"),
+            "--premium": ("nan", "inf", "-1", "0", "0.5", "", "abc", "1e400"),
+            "--regime": BAD_ENUM,
+            "--mode": BAD_ENUM,
+            "--samples": ("-1", "abc", "99999999999999999999999", ""),
+            "--seed": ("-1", "abc", "99999999999999999999999", ""),
+        },
+    )
+
+
 GROUPS = {
     "estimate": estimate_cases,
     "plan": plan_cases,
@@ -335,6 +350,7 @@ GROUPS = {
     "report": report_cases,
     "calibrate": calibrate_cases,
     "app": app_cases,
+    "frontier": frontier_cases,
 }
 
 

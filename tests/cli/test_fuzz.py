@@ -119,6 +119,7 @@ def set_tripwires(monkeypatch: pytest.MonkeyPatch) -> None:
     import dispersal.cli.serve as serve
     import dispersal.cli.sweep as sweep
     import dispersal.model.analyses.countermeasures as countermeasures
+    import dispersal.model.analyses.frontier as frontier
     import dispersal.model.analyses.uncertainty as uncertainty
     import dispersal.model.checks.validation as validation
 
@@ -130,6 +131,8 @@ def set_tripwires(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(uncertainty, "tornado", _trip)
     monkeypatch.setattr(countermeasures, "analyse", _trip)
     monkeypatch.setattr(sweep, "plan", _trip)
+    monkeypatch.setattr(frontier, "_limit", _trip)
+    monkeypatch.setattr(frontier, "_p_reach", _trip)
 
 
 def check(r: Result, token: str) -> list[str]:

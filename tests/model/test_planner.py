@@ -13,7 +13,7 @@ from dispersal.model.inputs.catalog import accelerator, regime
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Mode, max_chips_under
 from dispersal.model.kernel.estimate import estimate
-from dispersal.model.search import planner
+from dispersal.model.search import planner, why_not
 from dispersal.model.search.bisection import (
     Arr,
     BoolArr,
@@ -174,7 +174,7 @@ def test_infeasible_reason_ranks_hardware_by_best_reachable_over_n() -> None:
     best = [float(s.split("at most about ")[1].split(" FLOP")[0]) for s in closest]
     assert best == sorted(best, reverse=True)
     space = make_space(Mode.DEFAULT, c, "treaty", DEFAULT_PARAMS)
-    reach = planner._reachable(space, list(range(space.n_hw)), Metric.C_QUALITY)
+    reach = why_not.reachable(space, list(range(space.n_hw)), Metric.C_QUALITY)
     for h, (value, at) in reach.items():
         # Interior peak: the value there beats the value at the node cap ...
         at_cap = planner._best_at(space, np.maximum(space.n_cap, 1.0), Metric.C_QUALITY)[h]
@@ -330,7 +330,7 @@ def _lockstep_exact(
 
     def meets_at(ci: IntArr, n: Arr) -> BoolArr:
         rr = space.run(ci, n)
-        return np.asarray((rr["valid"] > 0) & (planner._metric(rr, metric) >= target))
+        return np.asarray((rr["valid"] > 0) & (why_not.metric_of(rr, metric) >= target))
 
     active = a <= hi
     while active.any():

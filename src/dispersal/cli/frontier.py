@@ -6,23 +6,32 @@ from typing import Annotated, Any
 
 import typer
 
-from dispersal.cli._common import guarded, print_json
+from dispersal.cli._common import MAX_SAMPLES, MAX_SEED, flop_target, guarded, number_in, print_json
 from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
 
 _EPILOG = "Method and JSON schema: docs/frontier.md."
 
 
-def _floats(values: list[str] | None, field: str, default: tuple[float, ...]) -> tuple[float, ...]:
+def _targets(values: list[str] | None, default: tuple[float, ...]) -> tuple[float, ...]:
+    """Compute targets (repeatable or comma lists), each in (0, MAX_TARGET_FLOP] FLOP."""
+    if not values:
+        return default
+    return tuple(flop_target(part.strip()) for v in values for part in v.split(","))
+
+
+def _premiums(values: list[str] | None, default: tuple[float, ...]) -> tuple[float, ...]:
+    """Premiums over one datacenter (repeatable or comma lists), each in [1, 1e6] (x)."""
     if not values:
         return default
     out = []
     for v in values:
         for part in v.split(","):
             try:
-                out.append(float(part))
+                x = float(part)
             except ValueError:
-                raise InputError(field, f"cannot parse {part!r} as a number") from None
+                raise InputError("premium", f"cannot parse {part!r} as a number") from None
+            out.append(number_in(x, "premium", 1.0, 1e6, unit="x"))
     return tuple(out)
 
 
@@ -91,9 +100,11 @@ def register(app: typer.Typer) -> None:
         premium over one datacenter, with the constraint that binds."""
         from dispersal.model.analyses.frontier import DEFAULT_PREMIUMS, DEFAULT_TARGETS_FLOP, frontier
 
+        number_in(samples, "samples", 0, MAX_SAMPLES)
+        number_in(seed, "seed", 0, MAX_SEED)
         f = frontier(
-            targets_flop=_floats(target, "target", DEFAULT_TARGETS_FLOP),
-            premiums=_floats(premium, "premium", DEFAULT_PREMIUMS),
+            targets_flop=_targets(target, DEFAULT_TARGETS_FLOP),
+            premiums=_premiums(premium, DEFAULT_PREMIUMS),
             regime_name=regime,
             mode=mode,
             samples=samples,

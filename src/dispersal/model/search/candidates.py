@@ -27,7 +27,14 @@ import numpy.typing as npt
 
 from dispersal.model.inputs import units
 from dispersal.model.inputs.catalog import Accelerator, Regime, accelerator, accelerators, regime, regimes
-from dispersal.model.inputs.codes import ALGO_AUTO, ALGO_HIERARCHICAL, ALGO_PP_DILOCO, Straggler, Trust
+from dispersal.model.inputs.codes import (
+    ALGO_AUTO,
+    ALGO_DDP,
+    ALGO_HIERARCHICAL,
+    ALGO_PP_DILOCO,
+    Straggler,
+    Trust,
+)
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.params import ModelParams
 from dispersal.model.inputs.scenario import (
@@ -156,6 +163,10 @@ class Constraints:
     """Default mode's quality mapping (Scenario.quality_mapping): compute, or the loss-space bound."""
     inner_optimizer: str = "adamw"
     """The replicas' inner optimizer for the fitted quality model (Scenario.inner_optimizer)."""
+    data_parallel: bool = False
+    """Also search synchronous data parallelism (every step's gradients all-reduced, no replica
+    penalty) for models that fit one node. The default-mode centralized baseline sets it: one
+    datacenter trains synchronously."""
     chips_per_node: int | None = None
     """Fix the node size (capped at the regime's cap); None = the exact search tries every size of
     `node_sizes`, the bisection the regime's cap (the paper's)."""
@@ -348,11 +359,13 @@ class CandidateSpace:
         ]
         rows = [kernel_inputs(s, mode, p) for s in self.base_scenarios]
         self.hw_inputs = {k: np.asarray([float(r[k]) for r in rows]) for k in rows[0]}
+        ddp = [ALGO_DDP] if c.data_parallel else []
         self.slot_mode = np.asarray(
-            [ALGO_AUTO] + [ALGO_HIERARCHICAL] * len(self.group_sizes), dtype=np.float64
+            [ALGO_AUTO] + [ALGO_HIERARCHICAL] * len(self.group_sizes) + ddp, dtype=np.float64
         )
-        self.slot_group = np.asarray([8, *self.group_sizes], dtype=np.float64)
-        self.n_hw, self.n_p, self.n_slot = len(variants), len(self.params_grid), 1 + len(self.group_sizes)
+        self.slot_group = np.asarray([8, *self.group_sizes] + [8] * len(ddp), dtype=np.float64)
+        self.slot_hier = self.slot_mode == ALGO_HIERARCHICAL
+        self.n_hw, self.n_p, self.n_slot = len(variants), len(self.params_grid), len(self.slot_mode)
         hw_l, p_l, s_l = [], [], []
         for h, r in enumerate(rows):
             for i, P in enumerate(self.params_grid):
@@ -448,7 +461,7 @@ class CandidateSpace:
             (r["feasible"] > 0)
             & (ot >= c.min_overtraining * (1 - 1e-9))
             & (ot <= c.max_overtraining * (1 + 1e-9))
-            & np.where(sl > 0, (n_ >= 2 * group) & ~is_pp, True)
+            & np.where(self.slot_hier[sl], (n_ >= 2 * group) & ~is_pp, True)
             & np.where(is_pp, r["groups"] >= 2, True)
             & (r["cost_usd"] <= c.max_cost_usd),
             dtype=bool,
@@ -458,7 +471,7 @@ class CandidateSpace:
         """The node count at which `node_window` reads each combo's overtraining ratio per worker:
         2 x group size for hierarchical slots (their smallest valid N), 64 otherwise."""
         sl = self.combo_slot[combo]
-        return np.asarray(np.where(sl > 0, 2.0 * self.slot_group[sl], 64.0), dtype=np.float64)
+        return np.asarray(np.where(self.slot_hier[sl], 2.0 * self.slot_group[sl], 64.0), dtype=np.float64)
 
     def node_window(
         self, ref: Mapping[str, Arr], combo: npt.NDArray[np.int64], n_ref: Arr, *, slack: float | None = None
@@ -493,7 +506,9 @@ class CandidateSpace:
             w_lo = np.floor(c.min_overtraining / opw * (1 - slack))
             w_hi = np.ceil(c.max_overtraining / opw * (1 + slack))
         n_lo = np.where(stages > 1, w_lo * stages, w_lo)
-        n_lo = np.maximum(n_lo, np.where(sl > 0, 2.0 * group, np.where(stages > 1, 2.0 * stages, 1.0)))
+        n_lo = np.maximum(
+            n_lo, np.where(self.slot_hier[sl], 2.0 * group, np.where(stages > 1, 2.0 * stages, 1.0))
+        )
         n_hi = np.where(stages > 1, w_hi * stages + stages - 1, w_hi)
         return (
             np.asarray(usable, dtype=bool),

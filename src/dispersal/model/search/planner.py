@@ -46,21 +46,25 @@ from dispersal.model.search.candidates import (
     make_space,
 )
 from dispersal.model.search.plan_result import Metric, Objective, Plan, PlanOption, Search
+from dispersal.model.search.why_not import (
+    WHY_NOT_GRID_POINTS,
+    best_over,
+    binding_reason,
+    metric_of,
+    reachable,
+    why_not,
+)
 
 Arr = npt.NDArray[np.float64]
 IntArr = npt.NDArray[np.int64]
 BoolArr = npt.NDArray[np.bool_]
 
 
-def _metric(r: dict[str, Arr], metric: Metric) -> Arr:
-    return r["c_local_flop"] if metric is Metric.C_LOCAL else r["c_quality_flop"]
-
-
 def _best_at(space: CandidateSpace, n_per_hw: Arr, metric: Metric) -> Arr:
     """best(N) for every hardware at its own N: the highest metric among valid candidates."""
     combos = np.arange(len(space.combo_hw))
     r = space.run(combos, np.asarray(n_per_hw, dtype=np.float64)[space.combo_hw])
-    m = np.where(r["valid"] > 0, _metric(r, metric), -np.inf)
+    m = np.where(r["valid"] > 0, metric_of(r, metric), -np.inf)
     return np.asarray(np.maximum.reduceat(m, space.hw_start), dtype=np.float64)
 
 
@@ -90,7 +94,7 @@ def _final_at(space: CandidateSpace, hw: int, n: int, target: float, metric: Met
     valid = r["valid"] > 0
     if not valid.any():
         return None
-    m = _metric(r, metric)
+    m = metric_of(r, metric)
     meets = valid & (m >= target)
     score = np.where(meets, r["c_quality_flop"], -np.inf) if meets.any() else np.where(valid, m, -np.inf)
     return int(combos[int(np.argmax(score))])
@@ -177,7 +181,7 @@ def _exact(
         """(piece signature, meets the target) of candidates sel at node counts n."""
         rr = space.run(idx[sel], n)
         sig = np.asarray(rr["inner_steps"] * 1e6 + rr["regional_rounds"], dtype=np.float64)
-        return sig, np.asarray((rr["valid"] > 0) & (_metric(rr, metric) >= target))
+        return sig, np.asarray((rr["valid"] > 0) & (metric_of(rr, metric) >= target))
 
     first = first_in_pieces(lo_all[idx], hi_all[idx], probe, group=hw_of, budget=EXACT_POINTS_PER_CALL)
     result: dict[int, int] = {}
@@ -415,7 +419,7 @@ def _make_plan(
         for h in range(space.n_hw)
         if h not in found and (space.variants[h].name, space.variants[h].precision.value) not in best_of
     ]
-    # best(N) at the most nodes allowed: one kernel call. The grid over N (_reachable) costs ~30x
+    # best(N) at the most nodes allowed: one kernel call. The grid over N (`why_not.reachable`) costs ~30x
     # that and is only needed to rank the closest hardware when nothing meets the target.
     top = _best_at(space, np.maximum(space.n_cap, 1.0), met) if unmet else np.zeros(0)
     for h in range(space.n_hw):
@@ -423,7 +427,7 @@ def _make_plan(
         if (v.name, v.precision.value) in best_of:
             continue
         if h not in found:
-            failures[label], closeness[label] = _why_not(space, h, (float(top[h]), int(space.n_cap[h])), met)
+            failures[label], closeness[label] = why_not(space, h, (float(top[h]), int(space.n_cap[h])), met)
         elif h in short:
             closeness[label] = short[h]
             failures[label] = f"best reachable {met.value} {short[h]:.3g} FLOP < target"
@@ -432,10 +436,10 @@ def _make_plan(
     options = sorted(best_of.values(), key=key)
     reasons: tuple[str, ...] = ()
     if not options:
-        for h, r in _reachable(space, unmet, met).items():
+        for h, r in reachable(space, unmet, met).items():
             label = _label(space, h)
-            failures[label], closeness[label] = _why_not(space, h, r, met, over_n=True)
-        reasons = (_binding_reason(failures, closeness, target_flop, met, space.c),)
+            failures[label], closeness[label] = why_not(space, h, r, met, over_n=True)
+        reasons = (binding_reason(failures, closeness, target_flop, met, space.c),)
     return Plan(
         target_flop=float(target_flop),
         metric=met.value,
@@ -469,7 +473,7 @@ def _screen(space: CandidateSpace, target: float, met: Metric) -> list[int]:
         h: np.unique(np.round(np.geomspace(1.0, float(cap[h]), WHY_NOT_GRID_POINTS))).astype(np.float64)
         for h in range(space.n_hw)
     }
-    reach = _best_over(space, grid, met)
+    reach = best_over(space, grid, met)
     return [h for h, (best, _) in reach.items() if best >= target * (1 - SCREEN_MARGIN)]
 
 
@@ -480,106 +484,6 @@ def _label(space: CandidateSpace, h: int) -> str:
 
 def _metric_value(o: PlanOption, met: Metric) -> float:
     return o.c_local_flop if met is Metric.C_LOCAL else o.c_quality_flop
-
-
-# Node counts at which an infeasible hardware's best reachable metric is looked for: with a
-# penalty that falls with the replica count, C_quality need not peak at the most nodes allowed.
-WHY_NOT_GRID_POINTS = 33
-
-
-def _best_over(space: CandidateSpace, grids: dict[int, Arr], met: Metric) -> dict[int, tuple[float, int]]:
-    """{hw: (highest metric among valid candidates over N in grids[hw], at that N)}: one kernel call.
-
-    Ties go to the most nodes; -inf where no candidate is valid at any N of the grid.
-    """
-    combos, ns, owner = [], [], []
-    for h, grid in grids.items():
-        cs = space.combos_of(h)
-        combos.append(np.repeat(cs, len(grid)))
-        ns.append(np.tile(grid, len(cs)))
-        owner.append(np.full(len(cs) * len(grid), h))
-    c, n, o = np.concatenate(combos), np.concatenate(ns), np.concatenate(owner)
-    r = space.run(c, n)
-    m = np.where(r["valid"] > 0, _metric(r, met), -np.inf)
-    out: dict[int, tuple[float, int]] = {}
-    for h in grids:
-        sel = np.flatnonzero(o == h)
-        vals, at = m[sel], n[sel]
-        best = float(vals.max())
-        out[h] = (best, int(at[vals == best].max()))
-    return out
-
-
-def _reachable(space: CandidateSpace, hws: list[int], met: Metric) -> dict[int, tuple[float, int]]:
-    """{hw: (best reachable metric in FLOP, at N nodes)} for the given hardware, in two kernel calls.
-
-    With a replica penalty that falls with N, the metric need not peak at the most nodes allowed, so
-    best = max over N of the highest metric among valid candidates, found on a geometric grid of
-    [1, n_cap] (WHY_NOT_GRID_POINTS points) and then on a second such grid between the coarse
-    maximum's neighbours. A grid search, so a lower bound on the maximum: within 0.5% of a 3,000-point
-    scan for every node type on the default-mode 1e25 / 548-day case.
-    """
-    if not hws:
-        return {}
-    cap = np.maximum(space.n_cap, 1.0)
-    k = WHY_NOT_GRID_POINTS
-    coarse: dict[int, Arr] = {
-        h: np.unique(np.round(np.geomspace(1.0, float(cap[h]), k))).astype(np.float64) for h in hws
-    }
-    first = _best_over(space, coarse, met)
-    fine: dict[int, Arr] = {}
-    for h in hws:
-        g = coarse[h]
-        i = int(np.searchsorted(g, first[h][1]))
-        lo, hi = g[max(i - 1, 0)], g[min(i + 1, len(g) - 1)]
-        fine[h] = np.unique(np.round(np.geomspace(float(lo), float(hi), k))).astype(np.float64)
-    second = _best_over(space, fine, met)
-    return {h: max(first[h], second[h]) for h in hws}
-
-
-def _why_not(
-    space: CandidateSpace, h: int, reach: tuple[float, int], met: Metric, over_n: bool = False
-) -> tuple[str, float]:
-    """Why hardware `h` cannot meet the target, and its best reachable metric (FLOP; -inf if none).
-
-    reach = (best metric, at N nodes); over_n: whether it is the maximum over a grid of N
-    (_reachable) rather than the value at the most nodes allowed.
-    """
-    best, at = reach
-    n = int(space.n_cap[h])
-    if n < 1:
-        return "the budget does not buy one node", -math.inf
-    if not math.isfinite(best):
-        return (
-            f"no configuration satisfies the constraints at {'up to ' if over_n else ''}{n:,} nodes "
-            "(memory or overtraining window)",
-            -math.inf,
-        )
-    if at == n:
-        return f"at most {best:.3g} FLOP {met.value} with {n:,} nodes in the time budget", best
-    # A grid maximum: within ~0.5% of a dense scan on the default 548-day 1e25 case.
-    return (
-        f"at most about {best:.3g} FLOP {met.value} (near {at:,} of up to {n:,} nodes) in the time budget",
-        best,
-    )
-
-
-def _binding_reason(
-    failures: dict[str, str], closeness: dict[str, float], target: float, met: Metric, c: Constraints
-) -> str:
-    """One line: what binds, and the three hardware entries that come closest to the target."""
-    days = c.max_duration_s / units.SECONDS_PER_DAY
-    link = units.format_bandwidth(min(c.bandwidth_up_bits_per_s, c.bandwidth_down_bits_per_s))
-    binds = (
-        f"the budget ({units.format_money(c.max_cost_usd)}) binds"
-        if math.isfinite(c.max_cost_usd)
-        else f"the time budget ({days:.4g} days) and the {link} links bind at {c.max_nodes:,} nodes"
-    )
-    # Stable sort: entries with equal (or no) reachable metric keep catalogue order.
-    ranked = sorted(failures, key=lambda k: -closeness.get(k, -math.inf))
-    return f"no hardware reaches {target:.3g} FLOP {met.value}: {binds}; closest: " + "; ".join(
-        f"{k}: {failures[k]}" for k in ranked[:3]
-    )
 
 
 def _option(space: CandidateSpace, h: int, n: int, combo: int, m: Mode) -> PlanOption:
@@ -678,10 +582,12 @@ def centralized_baseline(
     search: Search | str | None = None,
     params: ModelParams = DEFAULT_PARAMS,
 ) -> Plan:
-    """The same target trained in one cluster: no covered-cluster rule (8-chip servers, fixed), datacenter
+    """The same target trained in one cluster: no covered-cluster rule (paper: 8-chip servers; default mode:
+    one building, any node size the exact search tries, synchronous data parallelism allowed), datacenter
     interconnect (1000 Gbps, 0.1 ms), no pseudo-gradient compression, same time budget and hardware
-    list. The evader's cost premium, plan(...).best.cost_usd / this plan's cost, is
+    list; in default mode synchronous data parallelism is searched too. The evader's cost premium, plan(...).best.cost_usd / this plan's cost, is
     `plan(..., baseline=True).cost_premium`."""
+    default = Mode(mode) is Mode.DEFAULT
     c = (constraints or Constraints()).replace(
         bandwidth_up_bits_per_s=DATACENTER_BITS_PER_S,
         bandwidth_down_bits_per_s=DATACENTER_BITS_PER_S,
@@ -689,7 +595,11 @@ def centralized_baseline(
         compression_ratio=1.0,
         regional_bandwidth_bits_per_s=None,
         pp_bandwidth_bits_per_s=None,
-        chips_per_node=CENTRALIZED_CHIPS_PER_NODE,
+        # Paper mode: the paper's 8-chip servers. Default mode: one building is one cluster on one
+        # fabric, so a "node" may be the whole building (any size the exact search tries, no rule),
+        # and it may train synchronously (no replica penalty).
+        chips_per_node=None if default else CENTRALIZED_CHIPS_PER_NODE,
+        data_parallel=default,
     )
     return plan(
         target_flop, regime_name="none", constraints=c, mode=mode, metric=metric, search=search, params=params
