@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from dispersal._io import atomic_write_text
-from dispersal.model.quality import loss_ratio
+from dispersal.model.kernel.quality import loss_ratio
 from dispersal.testbed.replicas import ReplicaConfig, run_replicas
 from dispersal.testbed.replicas_sweep import (
     BaselineLaw,

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from dispersal.model.errors import InputError
+from dispersal.model.inputs.errors import InputError
 
 KINDS = ("scale", "sign_flip", "noise", "nan", "huge", "stale", "copy", "lazy")
 DEFAULT_VALUE: dict[str, float | None] = {

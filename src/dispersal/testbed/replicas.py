@@ -31,7 +31,7 @@ from torch import Tensor
 from torch.func import functional_call, grad_and_value, vmap
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from dispersal.model.errors import require
+from dispersal.model.inputs.errors import require
 from dispersal.testbed.attacks import Attacker, parse_attack
 from dispersal.testbed.config import MODEL_PRESETS, TestbedConfig
 from dispersal.testbed.data import open_datasets

@@ -43,7 +43,7 @@ from typing import Protocol
 import torch
 from torch import Tensor
 
-from dispersal.model.errors import InputError
+from dispersal.model.inputs.errors import InputError
 
 Score = Callable[[Tensor], float]
 
