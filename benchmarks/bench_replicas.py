@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from dispersal._io import atomic_write_text
+from dispersal.model.kernel.quality import loss_ratio
 from dispersal.testbed.replicas import ReplicaConfig, run_replicas
 from dispersal.testbed.replicas_sweep import (
     BaselineLaw,
@@ -134,6 +135,14 @@ def _run(a: argparse.Namespace) -> None:
         print(json.dumps(row), flush=True)
 
 
+def _params(model: str) -> int:
+    from dispersal.testbed.config import MODEL_PRESETS
+    from dispersal.testbed.gpt import param_count
+
+    p = MODEL_PRESETS[model]
+    return param_count(p["n_layer"], p["n_embd"], p["block_size"])
+
+
 def _summarize(a: argparse.Namespace) -> None:
     raw = ROOT / "runs" / "replicas" / f"{a.model}_raw.jsonl"
     rows = [json.loads(ln) for ln in raw.read_text().splitlines()]
@@ -176,6 +185,9 @@ def _summarize(a: argparse.Namespace) -> None:
             "g_sd": g_sd,
             "g_in_baseline_range": all(inside for _, inside in gs),
         }
+        if alg == "diloco":
+            # The analytic model's r at this M, H and parameter count (far outside its 35M-2.4B fit).
+            row["model_loss_ratio"] = float(loss_ratio(m, h, _params(a.model)))
         paired = [r for r in rs if (r["seed"], m) in dp]
         if alg == "diloco" and m > 1 and paired:
             ratios = [r["final_val_loss"] / dp[(r["seed"], m)] for r in paired]
@@ -191,9 +203,9 @@ def _summarize(a: argparse.Namespace) -> None:
     _write_toml(a, out, base_rows)
     _plot(a, out)
     print(
-        "| preset | H | M | merge | tokens | val loss (mean +- sd) | g vs 1 replica | L / L_DP(M) | g vs DP(M) |"
+        "| preset | H | M | merge | tokens | val loss (mean +- sd) | g vs 1 replica | L / L_DP(M) | g vs DP(M) | model r |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for o in out:
         flag = "" if o["g_in_baseline_range"] else " (extrap.)"
         rdp = f"{o['ratio_vs_dp_mean']:.4f} +- {o['ratio_vs_dp_sd']:.4f}" if "ratio_vs_dp_mean" in o else ""
@@ -201,7 +213,8 @@ def _summarize(a: argparse.Namespace) -> None:
         h_s = o["inner_steps"] if o["algorithm"] == "diloco" else "-"
         print(
             f"| {o['preset']} | {h_s} | {o['replicas']} | {o['merge']} | {o['tokens']:,} | "
-            f"{o['val_loss_mean']:.3f} +- {o['val_loss_sd']:.3f} | {o['g_mean']:.3f} +- {o['g_sd']:.3f}{flag} | {rdp} | {gdp_s} |"
+            f"{o['val_loss_mean']:.3f} +- {o['val_loss_sd']:.3f} | {o['g_mean']:.3f} +- {o['g_sd']:.3f}{flag} | {rdp} | {gdp_s} "
+            f"| {o.get('model_loss_ratio', float('nan')):.3f} |"
         )
 
 
@@ -220,7 +233,8 @@ def _write_toml(a: argparse.Namespace, sweep: list[dict[str, Any]], base: list[d
         "# (dispersal.testbed.replicas), fixed token budget per preset, byte tokenizer, the standard library corpus.\n"
         "# g = (tokens the single-replica AdamW baseline needs to reach the run's validation loss) / (the run's tokens);\n"
         "# the baseline law is measured per seed ([[baseline]]); g_in_baseline_range false = extrapolated.\n"
-        f"# Produced by: python benchmarks/bench_replicas.py --model {a.model} --seeds ... ; then --summarize\n"
+        f"# Produced by: python benchmarks/bench_replicas.py --model {a.model} --seeds {' '.join(map(str, a.seeds))}"
+        f" (defaults: --replica-steps 1024 --batch-size 1 --inner-steps 2 8), then the same with --summarize\n"
         f"# Machine: {platform.machine()} CPU, torch {torch.__version__}, 1 thread per run, shared 2-core host.\n\n"
     )
     atomic_write_text(
@@ -238,33 +252,51 @@ def _plot(a: argparse.Namespace, sweep: list[dict[str, Any]]) -> None:
     import matplotlib.pyplot as plt
 
     rows = tomllib.loads(TOML.read_text())["sweep"]
-    fig, ax = plt.subplots(figsize=(7, 4.2))
+    fig, (ax, bx) = plt.subplots(1, 2, figsize=(11, 4.2))
     styles = {"mean": "-o", "norm_preserving": "--s", "dp": ":^"}
     for preset, h, merge in sorted({(r["preset"], r["inner_steps"], r["merge"]) for r in rows}):
-        pts = sorted(
-            (r["replicas"], r["g_mean"], r["g_sd"])
-            for r in rows
-            if (r["preset"], r["inner_steps"], r["merge"]) == (preset, h, merge)
-        )
-        ones = [
-            (1, p[1], p[2])
-            for p in sorted(
-                (r["replicas"], r["g_mean"], r["g_sd"])
+        sel = [r for r in rows if (r["preset"], r["inner_steps"], r["merge"]) == (preset, h, merge)]
+        if merge == "norm_preserving":  # M = 1 is the same run for both merges
+            sel += [
+                r
                 for r in rows
                 if (r["preset"], r["inner_steps"], r["merge"], r["replicas"]) == (preset, h, "mean", 1)
-            )
-        ]
-        if merge != "mean":
-            pts = ones + pts
+            ]
+        pts = sorted((r["replicas"], r["g_mean"], r["g_sd"]) for r in sel)
+        if merge == "dp":
+            pts = [(1, 1.0, 0.0), *pts]  # plain AdamW at the budget: g = 1 by construction
+        label = f"{preset} " + ("DP, global batch M" if merge == "dp" else f"DiLoCo H={h} {merge}")
         ms, gs, sds = zip(*pts, strict=True)
-        ax.errorbar(ms, gs, yerr=sds, fmt=styles.get(merge, "-"), capsize=3, label=f"{preset} H={h} {merge}")
-    ax.set_xscale("log", base=2)
+        ax.errorbar(ms, gs, yerr=sds, fmt=styles.get(merge, "-"), capsize=3, label=label)
+        rat = sorted(
+            (r["replicas"], r["ratio_vs_dp_mean"], r["ratio_vs_dp_sd"])
+            for r in sel
+            if "ratio_vs_dp_mean" in r
+        )
+        if rat:
+            ms, qs, sds = zip(*rat, strict=True)
+            bx.errorbar(ms, qs, yerr=sds, fmt=styles.get(merge, "-"), capsize=3, label=label)
+    model = sorted(
+        {
+            (r["replicas"], r["model_loss_ratio"])
+            for r in rows
+            if r.get("model_loss_ratio") and r["replicas"] > 1
+        }
+    )
+    if model:
+        ms, qs = zip(*model, strict=True)
+        bx.plot(ms, qs, "k-", lw=0.8, label="analytic model r (P far below its fit)")
+    for x in (ax, bx):
+        x.set_xscale("log", base=2)
+        x.set_xlabel("replicas M (fixed total tokens)")
+        x.legend(fontsize=7)
     ax.set_yscale("log")
     ax.axhline(1.0, color="gray", lw=0.8)
-    ax.set_xlabel("replicas M (fixed total tokens)")
-    ax.set_ylabel("g = baseline compute to reach loss / run compute")
-    ax.set_title("Testbed M-sweep: quality factor g(M, H), mean +- sd over seeds")
-    ax.legend(fontsize=7)
+    ax.set_ylabel("g vs 1-replica AdamW")
+    bx.axhline(1.0, color="gray", lw=0.8)
+    bx.set_ylim(0.6, 1.6)
+    bx.set_ylabel("L_DiLoCo / L_DP(global batch M), equal tokens")
+    fig.suptitle("Testbed M-sweep (mean +- sd over seeds)")
     fig.tight_layout()
     fig.savefig(PNG, dpi=110)
 

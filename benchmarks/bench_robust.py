@@ -132,19 +132,19 @@ def _summarize(a: argparse.Namespace) -> None:
     for model, m in sorted({(r["model"], r["workers"]) for r in rows}):
         sub = [r for r in rows if (r["model"], r["workers"]) == (model, m) and r["attackers"] <= 1]
         kinds = [k for k in ["none", *KINDS] if any(r["attack"] == k for r in sub)]
-        seeds = sorted({r["seed"] for r in sub})
         print(
-            f"\n**{model}, {m} workers** (final validation loss / clean plain-mean loss, mean over seeds {seeds}; "
+            f"\n**{model}, {m} workers** (final validation loss / clean plain-mean loss, mean over the seeds listed per row; "
             f"bold: > 1.05):\n"
         )
-        print("| attack | " + " | ".join(rules) + " |")
-        print("|---|" + "---|" * len(rules))
+        print("| attack | " + " | ".join(rules) + " | seeds |")
+        print("|---|" + "---|" * (len(rules) + 1))
         for kind in kinds:
             cells = []
             for rule in rules:
                 vals = [ratio(r) for r in sub if r["attack"] == kind and r["rule"] == rule]
                 cells.append(_fmt(sum(vals) / len(vals)) if vals else "")
-            print(f"| {kind} | " + " | ".join(cells) + " |")
+            n = sorted({r["seed"] for r in sub if r["attack"] == kind})
+            print(f"| {kind} | " + " | ".join(cells) + f" | {', '.join(map(str, n))} |")
         taxes = []
         for rule in rules:
             rs = [r for r in sub if r["attack"] == "none" and r["rule"] == rule]

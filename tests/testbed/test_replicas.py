@@ -141,3 +141,20 @@ def test_matches_multiprocess_workers(tmp_path: Path) -> None:
     for a, b in zip(ours, mp, strict=True):
         assert a == pytest.approx(b, rel=1e-4)
     assert summary["final_val_loss"] == pytest.approx(res.final_val_loss, rel=1e-4)
+
+
+def test_committed_msweep_data_is_complete() -> None:
+    """The measured file covers M = 1 ... 256, both merge rules, several H, >= 3 seeds per row."""
+    import tomllib
+
+    from dispersal.data import __file__ as data_init
+
+    data = tomllib.loads((Path(data_init).parent / "testbed_msweep.toml").read_text())
+    rows = [r for r in data["sweep"] if r["preset"] == "tiny"]
+    diloco = [r for r in rows if r["algorithm"] == "diloco"]
+    assert {r["replicas"] for r in diloco} >= {1, 4, 16, 64, 256}
+    assert {r["merge"] for r in diloco} == {"mean", "norm_preserving"}
+    assert len({r["inner_steps"] for r in diloco}) >= 2
+    assert len({r["tokens"] for r in rows}) == 1  # a fixed token budget
+    for r in rows:
+        assert len(r["seeds"]) >= 3 and r["g_mean"] > 0 and r["val_loss_sd"] >= 0
