@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,7 +99,9 @@ def test_one_formatter(text: str, want: str) -> None:
     assert text == want
 
 
-def _outcome(lever: str, multiple: float, feasible: bool = True, reasons: tuple[str, ...] = ()) -> dict:
+def _outcome(
+    lever: str, multiple: float, feasible: bool = True, reasons: tuple[str, ...] = ()
+) -> dict[str, Any]:
     return {
         "lever": lever,
         "feasible": feasible,
@@ -220,7 +223,7 @@ def test_answer_card_equals_plan_json_in_the_app_cli_and_report() -> None:
 
 
 def test_answer_card_of_an_infeasible_plan_gives_the_reason() -> None:
-    d = {
+    d: dict[str, Any] = {
         "feasible": False,
         "target_flop": 1e27,
         "metric": "c_quality",

@@ -43,6 +43,7 @@ def test_frontier_cells_follow_the_planner_and_lead_with_p_reach() -> None:
         i = GRID.index(lim.least_bandwidth_bits_per_s)
         c = SMALL.replace(bandwidth_up_bits_per_s=GRID[i], bandwidth_down_bits_per_s=GRID[i])
         p = planner.plan(lim.target_flop, constraints=c, mode="paper").best
+        assert lim.budget_usd is not None
         assert p is not None and p.cost_usd <= lim.budget_usd * (1 + 1e-12)
         assert lim.sites == p.nodes and lim.chips_per_site == p.chips_per_node
         assert lim.most_sites_seen is not None and lim.most_sites_seen >= lim.sites

@@ -297,7 +297,7 @@ def test_testbed_stage_recovers_the_form() -> None:
     theta = np.array([math.log(0.97), math.log(0.02), math.log(0.3)])
     ms = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 256.0])
     g = np.exp(testbed_form(theta, ms, q.p, q.loss_compute_slope, q.fit_replicas_max))
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "preset": "tiny",
             "inner_steps": 30,

@@ -128,7 +128,7 @@ def _frame(index: int, values: Tensor, gen: int = 1, round_index: int = 0) -> by
     # numpy declares ndarray.__buffer__ (PEP 688) only for Python >= 3.12; it is a buffer on 3.11 too.
     h[H_CRC], h[H_INDEX] = zlib.crc32(payload.numpy()), index  # type: ignore[arg-type]
     ctx = frame_context(gen, round_index, 0, f"w{index}")
-    return cast(bytes, seal_frame(h, payload, SECRET, ctx).numpy().tobytes())
+    return seal_frame(h, payload, SECRET, ctx).numpy().tobytes()
 
 
 def _sync_all(

@@ -55,7 +55,7 @@ def _frame(index: int, values: Any, *, secret: bytes = SECRET, round_index: int 
     payload = values.float().contiguous().view(torch.uint8)
     h = torch.zeros(HEADER_LEN, dtype=torch.float64)
     # numpy declares ndarray.__buffer__ (PEP 688) only for Python >= 3.12; it is a buffer on 3.11 too.
-    h[H_CRC], h[H_INDEX] = zlib.crc32(payload.numpy()), index  # type: ignore[arg-type]
+    h[H_CRC], h[H_INDEX] = zlib.crc32(payload.numpy()), index
     for k, v in fields.items():
         h[int(k[1:])] = v
     return seal_frame(h, payload, secret, frame_context(1, round_index, 0, f"w{index}"))
