@@ -221,6 +221,7 @@ def test_optional_module_missing_is_none() -> None:
     assert views.optional_module("no_such_module_here") is None
 
 
+@pytest.mark.slow
 def test_countermeasures_and_uncertainty_views() -> None:
     if views.optional_module("countermeasures") is None or views.optional_module("uncertainty") is None:
         pytest.skip("countermeasures / uncertainty modules not in this version")

@@ -164,6 +164,7 @@ def test_infeasible_target_gives_binding_reason() -> None:
     assert p.to_dict()["feasible"] is False
 
 
+@pytest.mark.slow
 def test_infeasible_reason_ranks_hardware_by_best_reachable_over_n() -> None:
     """The 'closest' list is ordered by each node type's best C_quality over N, found where it
     peaks (the compute-space replica penalty makes it fall again at many nodes), not at max_nodes."""
@@ -398,6 +399,7 @@ def test_bisection_rejects_unbounded_intervals() -> None:
     assert first_true([np.inf], [np.inf], lambda sel, n: n > 0)[0] == np.inf
 
 
+@pytest.mark.slow
 def test_budget_caps_the_node_count_and_binds() -> None:
     """max_cost_usd caps each node type's node count; a budget below the cheapest plan is the binding reason,
     and the time objective finds a shorter run that fits a larger budget."""

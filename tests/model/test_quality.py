@@ -194,6 +194,7 @@ def test_defaults_equal_fit_file() -> None:
     assert [getattr(q, n) for n in names] == pytest.approx(list(mean), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_fit_reruns_to_the_packaged_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "fit.toml"
     assert run(["--out", str(out)]) == 0

@@ -237,6 +237,7 @@ def test_mean_interval_by_hand() -> None:
         mean_interval([1.0])
 
 
+@pytest.mark.slow
 @settings(max_examples=50, deadline=None)
 @given(st.lists(st.floats(0.5, 2.0), min_size=2, max_size=8), st.floats(0.5, 0.99))
 def test_mean_interval_invariants(values: list[float], confidence: float) -> None:

@@ -59,6 +59,7 @@ def test_cpu_device_and_backends() -> None:
         resolve_device("tpu")
 
 
+@pytest.mark.slow
 @no_cuda
 def test_cuda_without_a_gpu_is_a_one_line_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"^device: cuda requested"):
@@ -116,6 +117,7 @@ def test_bf16_autocast_on_cpu() -> None:
         _model("int8")
 
 
+@pytest.mark.slow
 def test_bf16_training_lowers_the_loss() -> None:
     model = _model("bf16")
     opt = configure_adamw(model, 1e-2, 0.0)
