@@ -50,31 +50,31 @@ def render(f: Any) -> Any:
         title=f"Where dispersal stops ({f.mode} mode, {f.metric}, regime {f.regime}); P(reach) at 100 Mbps: {reach}",
         caption="least bandwidth: lowest grid point within the premium (the limit lies above the next lower point)",
     )
-    for col in (
-        "target",
-        "premium",
-        "budget",
-        "least Mbps/site",
-        "binds",
-        "sites",
-        "node",
-        "kW/site",
-        "distance",
-    ):
-        t.add_column(col)
+    for col in ("target", "premium", "budget", "least Mbps/site", "sites", "node", "kW/site", "binds"):
+        t.add_column(col, overflow="fold")
+    reasons: list[str] = []
     for lim in f.limits:
+        text = lim.binds.split("; closest:")[0]
+        if text not in reasons:
+            reasons.append(text)
         t.add_row(
             f"{lim.target_flop:.0e}",
             f"{lim.premium:g}x",
             units.format_money(lim.budget_usd) if lim.budget_usd is not None else "-",
             _fmt_bw(lim.least_bandwidth_bits_per_s),
-            lim.binds.split("; closest:")[0],
             f"{lim.sites:,}" if lim.sites is not None else "-",
             lim.hardware or "-",
             f"{lim.power_per_site_kw:.1f}" if lim.power_per_site_kw is not None else "-",
-            "20,000 km" if lim.longest_distance_m else lim.distance_binds,
+            f"[{reasons.index(text) + 1}]",
         )
-    return t
+    from rich.console import Group
+    from rich.text import Text
+
+    lines = [f"[{i}] {r}" for i, r in enumerate(reasons, 1)]
+    distance = {lim.distance_binds for lim in f.limits if lim.distance_binds and lim.sites is not None}
+    lines += [f"distance: {d}" for d in sorted(distance)]
+    lines += [f"note: {n}" for n in f.notes]
+    return Group(t, Text("\n".join(lines)))
 
 
 def register(app: typer.Typer) -> None:

@@ -205,7 +205,8 @@ def frontier(
         samples=samples,
         notes=(
             "limits are read on the bandwidth grid: the true least bandwidth lies in the bracket",
-            "premium = plan cost / one datacenter's cost (8-chip servers, 1000 Gbps; planner.centralized_baseline)",
+            "premium = plan cost / one datacenter's cost (planner.centralized_baseline: no rule, 1000 Gbps; "
+            "paper mode 8-chip servers, default mode one building of any size, synchronous training allowed)",
         ),
     )
 
