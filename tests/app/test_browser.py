@@ -164,8 +164,11 @@ def test_changing_bandwidth_changes_training_time(page: Any, server: str) -> Non
     before = _metric(page, "Training time")
     _set_number(page, "WAN upload (Mbps)", "2000")
     _set_number(page, "WAN download (Mbps)", "2000")
+    # Wait for the training-time metric itself: under load another metric can change first.
     page.wait_for_function(
-        "(b) => [...document.querySelectorAll('[data-testid=stMetricValue]')].some(e => e.innerText.trim() !== b)",
+        "(b) => [...document.querySelectorAll('[data-testid=stMetric]')]"
+        ".some(m => m.innerText.includes('Training time')"
+        " && m.querySelector('[data-testid=stMetricValue]').innerText.trim() !== b)",
         arg=before,
         timeout=STEP_MS,
     )
