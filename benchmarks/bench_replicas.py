@@ -42,6 +42,11 @@ from dispersal.testbed.replicas_sweep import (
 ROOT = Path(__file__).resolve().parents[1]
 TOML = ROOT / "src" / "dispersal" / "data" / "testbed_msweep.toml"
 PNG = ROOT / "docs" / "testbed_msweep.png"
+COMMANDS = {
+    "tiny": "--model tiny --seeds 0 1 2   (defaults: --replica-steps 1024 --batch-size 1 --inner-steps 2 8)",
+    "small": "--model small --seeds 0 1 2 --replicas 1 4 16 64 --inner-steps 8",
+}
+"""The runs behind the committed TOML (the GPU presets: benchmarks/gpu_replicas.py)."""
 
 
 def _key(d: dict[str, Any]) -> str:
@@ -233,9 +238,9 @@ def _write_toml(a: argparse.Namespace, sweep: list[dict[str, Any]], base: list[d
         "# (dispersal.testbed.replicas), fixed token budget per preset, byte tokenizer, the standard library corpus.\n"
         "# g = (tokens the single-replica AdamW baseline needs to reach the run's validation loss) / (the run's tokens);\n"
         "# the baseline law is measured per seed ([[baseline]]); g_in_baseline_range false = extrapolated.\n"
-        f"# Produced by: python benchmarks/bench_replicas.py --model {a.model} --seeds {' '.join(map(str, a.seeds))}"
-        f" (defaults: --replica-steps 1024 --batch-size 1 --inner-steps 2 8), then the same with --summarize\n"
-        f"# Machine: {platform.machine()} CPU, torch {torch.__version__}, 1 thread per run, shared 2-core host.\n\n"
+        "# Produced by (per preset; then the same command with --summarize):\n"
+        + "".join(f"#   python benchmarks/bench_replicas.py {cmd}\n" for cmd in COMMANDS.values())
+        + f"# Machine: {platform.machine()} CPU, torch {torch.__version__}, 1 thread per run, shared 2-core host.\n\n"
     )
     atomic_write_text(
         TOML,

@@ -133,7 +133,7 @@ def update_lists(draw: st.DrawFn, *, honest_only: bool = False) -> list[torch.Te
     ]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(update_lists(), st.sampled_from(RULES))
 def test_every_rule_output_finite(ups: list[torch.Tensor], name: str) -> None:
     agg, verdicts = make_aggregator(name)(ups, score=_score_minus_norm)
@@ -147,7 +147,7 @@ def test_every_rule_output_finite(ups: list[torch.Tensor], name: str) -> None:
             assert v.reason  # rejected -> a reason
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(update_lists(honest_only=True), st.sampled_from(["median", "trimmed_mean"]))
 def test_median_and_trimmed_within_coordinate_range(ups: list[torch.Tensor], name: str) -> None:
     agg, _ = make_aggregator(name)(ups)
@@ -157,7 +157,7 @@ def test_median_and_trimmed_within_coordinate_range(ups: list[torch.Tensor], nam
     assert bool((agg >= lo - tol).all() and (agg <= hi + tol).all())
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(update_lists(honest_only=True), st.floats(1.0, 10.0))
 def test_clip_never_increases_a_norm(ups: list[torch.Tensor], factor: float) -> None:
     _, verdicts = make_aggregator("clip", factor=factor)(ups)
@@ -166,7 +166,7 @@ def test_clip_never_increases_a_norm(ups: list[torch.Tensor], factor: float) -> 
         assert v.weight * k <= 1.0 + 1e-9  # the effective scale applied to each update is <= 1
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(st.lists(finite, min_size=1, max_size=6), st.integers(1, 7))
 def test_mean_of_equal_updates_is_that_update(values: list[float], m: int) -> None:
     u = torch.tensor(values, dtype=torch.float32)
