@@ -107,9 +107,10 @@ class ModelParams:
     middle of the plausible range 0-0.5."""
     robust_quality_factor: float = 0.99
     """Permissionless runs: quality-adjusted compute of a run whose updates pass a robust rule
-    (norm clipping against the running median of norms) relative to plain averaging, with no
-    attacker: the robustness tax. Measured in dispersal's testbed (docs/testbed.md, "Robust
-    aggregation and attacks": tiny preset, 3 seeds); small models only, an extrapolation at scale."""
+    relative to plain averaging, with no attacker: the robustness tax. Assumption informed by the
+    testbed (docs/testbed.md, "Robust aggregation and attacks": the untrusted default, a coordinate-wise
+    trimmed mean, ends 0.2-0.6% above plain averaging's final loss on the tiny and small presets,
+    3 seeds); the conversion of that loss gap to compute is not measured, and small models only."""
     mfu_scale: float = 1.0
     """Multiplier on the catalogue MFU a default-mode scenario uses when it sets none (capped at 1).
     Not a model figure: 1 = the catalogue's sourced value. The sensitivity analysis sets it so an
