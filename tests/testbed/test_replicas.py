@@ -103,12 +103,14 @@ def test_stacked_steps_equal_per_replica_torch_reference(tmp_path: Path) -> None
                 opt.step()
                 opt.zero_grad(set_to_none=True)
         deltas = [global_flat - flat_params(m) for m in models]
-        assert torch.allclose(eng._flat_replicas(), torch.stack([flat_params(m) for m in models]), atol=2e-6)
+        # float32 reduction order differs between the stacked and per-model paths (and with the thread
+        # count): ~2e-6 after a few AdamW steps; a wrong lr, clip or merge moves weights by ~1e-3.
+        assert torch.allclose(eng._flat_replicas(), torch.stack([flat_params(m) for m in models]), atol=1e-5)
         eng.outer_step(r, 2 * r)
         outer.step(global_flat, torch.stack(deltas).mean(0))
         for m in models:
             set_flat_params(m, global_flat)
-        assert torch.allclose(eng.global_flat, global_flat, atol=2e-6)
+        assert torch.allclose(eng.global_flat, global_flat, atol=1e-5)
 
 
 @pytest.mark.slow
