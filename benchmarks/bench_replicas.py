@@ -44,7 +44,8 @@ TOML = ROOT / "src" / "dispersal" / "data" / "testbed_msweep.toml"
 PNG = ROOT / "docs" / "testbed_msweep.png"
 COMMANDS = {
     "tiny": "--model tiny --seeds 0 1 2   (defaults: --replica-steps 1024 --batch-size 1 --inner-steps 2 8)",
-    "small": "--model small --seeds 0 1 2 --replicas 1 4 16 64 --inner-steps 8",
+    "small": "--model small --seeds 0 1 2 --replicas 1 4 16 64 --inner-steps 8"
+    " --baseline-budgets 0.015625 0.0625 0.125 0.25 0.5 1.0",
 }
 """The runs behind the committed TOML (the GPU presets: benchmarks/gpu_replicas.py)."""
 
