@@ -44,7 +44,8 @@ TOML = ROOT / "src" / "dispersal" / "data" / "testbed_msweep.toml"
 PNG = ROOT / "docs" / "testbed_msweep.png"
 COMMANDS = {
     "tiny": "--model tiny --seeds 0 1 2   (defaults: --replica-steps 1024 --batch-size 1 --inner-steps 2 8)",
-    "small": "--model small --seeds 0 1 2 --replicas 1 4 16 64 --inner-steps 8",
+    "small": "--model small --seeds 0 1 2 --replicas 1 4 16 64 --inner-steps 8"
+    " --baseline-budgets 0.015625 0.0625 0.125 0.25 0.5 1.0",
 }
 """The runs behind the committed TOML (the GPU presets: benchmarks/gpu_replicas.py)."""
 
@@ -281,16 +282,23 @@ def _plot(a: argparse.Namespace, sweep: list[dict[str, Any]]) -> None:
         if rat:
             ms, qs, sds = zip(*rat, strict=True)
             bx.errorbar(ms, qs, yerr=sds, fmt=styles.get(merge, "-"), capsize=3, label=label)
-    model = sorted(
-        {
-            (r["replicas"], r["model_loss_ratio"])
-            for r in rows
-            if r.get("model_loss_ratio") and r["replicas"] > 1
-        }
-    )
-    if model:
-        ms, qs = zip(*model, strict=True)
-        bx.plot(ms, qs, "k-", lw=0.8, label="analytic model r (P far below its fit)")
+    for preset in sorted({r["preset"] for r in rows}):
+        model = sorted(
+            {
+                (r["replicas"], r["model_loss_ratio"])
+                for r in rows
+                if r["preset"] == preset and r.get("model_loss_ratio") and r["replicas"] > 1
+            }
+        )
+        if model:
+            ms, qs = zip(*model, strict=True)
+            bx.plot(
+                ms,
+                qs,
+                "k-" if preset == "tiny" else "k--",
+                lw=0.8,
+                label=f"analytic model r, {preset} (P far below its fit)",
+            )
     for x in (ax, bx):
         x.set_xscale("log", base=2)
         x.set_xlabel("replicas M (fixed total tokens)")
