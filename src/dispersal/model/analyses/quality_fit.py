@@ -430,6 +430,12 @@ def testbed_form(theta: Arr, m: Arr, p: float, s: float, m_x: float) -> Arr:
     return np.asarray(out, dtype=np.float64)
 
 
+#: Bounds on the testbed fit's (ln g(1), ln a, ln lambda): wide enough for any measured curve, finite so
+#: an unidentified tail (no penalty beyond M_x) cannot overflow.
+TESTBED_THETA_LO = np.array([-50.0, -30.0, -30.0])
+TESTBED_THETA_HI = np.array([5.0, 10.0, 30.0])
+
+
 def fit_testbed(rows: list[dict[str, Any]], qp: QualityParams) -> list[dict[str, Any]]:
     """Per (preset, H, merge) with >= 3 points at M <= 16 (one of them > M_x): the form's three
     constants fitted to ln g_mean (weights g_mean / max(g_sd, 0.01 g_mean)), and every point's
@@ -474,7 +480,9 @@ def fit_testbed(rows: list[dict[str, Any]], qp: QualityParams) -> list[dict[str,
             step = np.linalg.lstsq(j, -resid(theta), rcond=None)[0]
             lam_ = 1.0
             while lam_ > 1e-6:
-                trial = theta + lam_ * step
+                # ln a and ln lambda kept finite: a group whose curve shows no tail penalty sends
+                # lambda (K) to infinity; at the bound the form is flat beyond M_x, which is that answer.
+                trial = np.clip(theta + lam_ * step, TESTBED_THETA_LO, TESTBED_THETA_HI)
                 c2 = float(resid(trial) @ resid(trial))
                 if c2 <= chi2:
                     break
