@@ -130,6 +130,24 @@ PAPER_PARAM_GRID_B: tuple[float, ...] = (
 PAPER_GROUP_SIZES: tuple[int, ...] = (4, 8, 10, 12, 14, 16, 18, 20, 24, 32)
 
 
+#: Kernel outputs the searches and the validity rule read (`CandidateSpace.run`).
+SEARCH_OUTPUTS: tuple[str, ...] = (
+    "feasible",
+    "fits",
+    "under_cap",
+    "algorithm_resolved",
+    "groups",
+    "pipeline_stages",
+    "inner_steps",
+    "regional_rounds",
+    "eta",
+    "overtraining_ratio",
+    "c_local_flop",
+    "c_quality_flop",
+    "cost_usd",
+)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Constraints:
     """What the evader must live with. SI units."""
@@ -435,10 +453,15 @@ class CandidateSpace:
         x["max_overtraining"] = np.asarray(self.c.max_overtraining)
         return x
 
-    def run(self, combo: npt.NDArray[np.int64], n: npt.ArrayLike) -> dict[str, Arr]:
-        """Evaluate combos at node counts n (same shape or scalar) and add the validity mask of sec. 10."""
+    def run(
+        self, combo: npt.NDArray[np.int64], n: npt.ArrayLike, *, every_output: bool = False
+    ) -> dict[str, Arr]:
+        """Evaluate combos at node counts n (same shape or scalar) and add the validity mask of sec. 10.
+
+        The searches read only `SEARCH_OUTPUTS` (the kernel then skips the traffic and time-breakdown
+        stages); `every_output` returns all of them (a plan's reported option)."""
         x = self.with_window(self.inputs(combo, n))
-        r = evaluate(x, self.p)
+        r = evaluate(x, self.p, outputs=None if every_output else SEARCH_OUTPUTS)
         self.evaluations += int(np.size(r["eta"]))
         r["valid"] = self.validity(r, combo, x["num_nodes"]).astype(np.float64)
         return r

@@ -488,7 +488,7 @@ def _metric_value(o: PlanOption, met: Metric) -> float:
 
 def _option(space: CandidateSpace, h: int, n: int, combo: int, m: Mode) -> PlanOption:
     pi, slot = int(space.combo_p[combo]), int(space.combo_slot[combo])
-    r = space.run(np.asarray([combo]), float(n))
+    r = space.run(np.asarray([combo]), float(n), every_output=True)
     v = {k: float(np.asarray(val).reshape(-1)[0]) for k, val in r.items()}
     algo_code = int(v["algorithm_resolved"])
     algo = SCENARIO_ALGORITHM[algo_code]
