@@ -24,6 +24,7 @@ from dispersal.cli._scenario import (
     build_scenario,
     check_mode,
     parse_sets,
+    scenario_flags,
 )
 from dispersal.model.kernel.estimate import estimate
 
@@ -60,20 +61,7 @@ def estimate_cmd(
     Exit status: 0 computed (feasible or not), 2 bad input.
     """
     m = check_mode(mode)
-    s = build_scenario(
-        scenario,
-        set_ or [],
-        hardware=hardware,
-        nodes=nodes,
-        bandwidth=bandwidth,
-        latency=latency,
-        distance=distance,
-        days=days,
-        params=params,
-        tokens=tokens,
-        algorithm=algorithm,
-        regime=regime,
-    )
+    s = build_scenario(scenario, set_ or [], **scenario_flags(**locals()))
     out_path = output_file(out, "out") if out is not None else None
     if calibration is not None:
         from dispersal.calibration import load_calibration

@@ -23,6 +23,7 @@ from dispersal.cli._scenario import (
     TokensOpt,
     build_scenario,
     check_mode,
+    scenario_flags,
 )
 
 
@@ -56,20 +57,7 @@ def report_cmd(
     Exit status: 0 written (feasible or not), 2 bad input.
     """
     m = check_mode(mode)
-    s = build_scenario(
-        scenario,
-        set_ or [],
-        hardware=hardware,
-        nodes=nodes,
-        bandwidth=bandwidth,
-        latency=latency,
-        distance=distance,
-        days=days,
-        params=params,
-        tokens=tokens,
-        algorithm=algorithm,
-        regime=regime,
-    )
+    s = build_scenario(scenario, set_ or [], **scenario_flags(**locals()))
     path = output_file(
         out if out is not None else default_out("report") / f"{Path(scenario).stem}.html", "out"
     )

@@ -28,6 +28,7 @@ from dispersal.cli._scenario import (
     TokensOpt,
     build_scenario,
     check_mode,
+    scenario_flags,
 )
 from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError, require
@@ -220,20 +221,7 @@ def solve_cmd(
     variable = resolve_variable(for_).name
     name, value = parse_where(where)
     lo, hi = parse_range(variable, range_)
-    s = build_scenario(
-        scenario,
-        set_ or [],
-        hardware=hardware,
-        nodes=nodes,
-        bandwidth=bandwidth,
-        latency=latency,
-        distance=distance,
-        days=days,
-        params=params,
-        tokens=tokens,
-        algorithm=algorithm,
-        regime=regime,
-    )
+    s = build_scenario(scenario, set_ or [], **scenario_flags(**locals()))
     extra: dict[str, Any] = {}
     if resolve_output(name).key == "premium":
         extra["target_flop"] = flop_target(target, "target")
