@@ -64,11 +64,12 @@ class ReplicaConfig:
     model: str = "tiny"
     batch_size: int = 0
     """Sequences per replica per step; 0 = the preset's."""
-    inner_lr: float = 1e-3
-    warmup_steps: int = 20
-    weight_decay: float = 0.1
-    outer_lr: float = 0.7
-    outer_momentum: float = 0.9
+    # The optimizer defaults are the worker processes' own (one declaration, in TestbedConfig).
+    inner_lr: float = TestbedConfig.inner_lr
+    warmup_steps: int = TestbedConfig.warmup_steps
+    weight_decay: float = TestbedConfig.weight_decay
+    outer_lr: float = TestbedConfig.outer_lr
+    outer_momentum: float = TestbedConfig.outer_momentum
     merge: str = "mean"
     merge_params: tuple[tuple[str, float], ...] = ()
     attacks: tuple[str, ...] = ()
