@@ -16,7 +16,7 @@ from dispersal.model.inputs.scenario import Algorithm, Precision, Scenario, kern
 from dispersal.model.kernel.estimate import Estimate, estimate
 from dispersal.model.kernel.kernel import evaluate
 
-ALGORITHMS = ("auto", "ddp", "diloco", "streaming", "hierarchical", "pp_diloco")
+ALGORITHMS = ("auto", "ddp", "diloco", "streaming", "hierarchical", "pp_diloco", "decoupled")
 
 
 def _random_scenarios(rng: np.random.Generator, n: int) -> list[Scenario]:
@@ -44,6 +44,9 @@ def _random_scenarios(rng: np.random.Generator, n: int) -> list[Scenario]:
                 tokens=None if rng.random() < 0.7 else float(10 ** rng.uniform(10, 13)),
                 regime=str(rng.choice(["treaty", "treaty_hbm", "none"])),
                 mfu=float(rng.uniform(0.2, 0.6)),
+                quorum_fraction=float(rng.uniform(0.05, 1.0)),
+                syncer=str(rng.choice(["relay", "site"])),
+                merge_rule=str(rng.choice(["mean", "norm_preserving"])),
             )
         )
     return out

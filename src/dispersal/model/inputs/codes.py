@@ -14,12 +14,15 @@ from dispersal.model.inputs.errors import InputError
 
 #: Algorithm codes (the kernel input ``algorithm``). AUTO is resolved by the kernel's memory stage.
 ALGO_DDP, ALGO_DILOCO, ALGO_HIERARCHICAL, ALGO_PP_DILOCO, ALGO_AUTO = 0, 1, 2, 3, 4
+#: Decoupled DiLoCo (Google DeepMind, arXiv 2604.21428): asynchronous learner islands and a syncer.
+ALGO_DECOUPLED = 5
 #: Kernel name of each concrete algorithm code (``Estimate.algorithm``, plan rows).
 ALGORITHM_NAMES: dict[int, str] = {
     ALGO_DDP: "ddp",
     ALGO_DILOCO: "diloco",
     ALGO_HIERARCHICAL: "hierarchical",
     ALGO_PP_DILOCO: "pp_diloco",
+    ALGO_DECOUPLED: "decoupled",
 }
 
 #: Aggregation topology codes (the kernel input ``aggregation``); one function each in

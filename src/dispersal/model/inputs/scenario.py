@@ -38,6 +38,7 @@ from dispersal.model.inputs.codes import (
     TRUST_CODES,
     quality_code,
 )
+from dispersal.model.inputs.decoupled import MERGE_RULE_CODES
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.fields import ScenarioField, scenario_fields
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
@@ -311,7 +312,8 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
     streaming = s.overlap_communication
     if s.algorithm is Algorithm.DILOCO:
         streaming = False
-    elif s.algorithm is Algorithm.STREAMING:
+    elif s.algorithm in (Algorithm.STREAMING, Algorithm.DECOUPLED):
+        # Decoupled DiLoCo's learners never block on a sync: always overlapped.
         streaming = True
     on = frozenset() if paper else params.correction_set()
     if paper:
@@ -421,6 +423,9 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         "ddp_overlap_fraction": params.ddp_overlap_fraction if overlap_on else 1.0,
         "quality_mapping": {"compute": 0, "loss": 1}[s.quality_mapping] if "quality" in on else -1,
         "inner_optimizer": {"adamw": 0, "muon": 1}[s.inner_optimizer],
+        "quorum_fraction": s.quorum_fraction,
+        "merge_rule": MERGE_RULE_CODES[s.merge_rule],
+        "syncer_at_site": s.syncer == "site",
     }
     return x
 

@@ -13,11 +13,18 @@ from dispersal.model.inputs.codes import (
     AGGREGATION_CODES,
     ALGO_AUTO,
     ALGO_DDP,
+    ALGO_DECOUPLED,
     ALGO_DILOCO,
     ALGO_HIERARCHICAL,
     ALGO_PP_DILOCO,
     Straggler,
     Trust,
+)
+from dispersal.model.inputs.decoupled import (
+    DEFAULT_MERGE_RULE,
+    DEFAULT_QUORUM_FRACTION,
+    MERGE_RULE_CODES,
+    SYNCER_PLACEMENTS,
 )
 from dispersal.model.inputs.fields import spec
 
@@ -49,6 +56,9 @@ class Algorithm(StrEnum):
     """Regional groups on faster links inside a slower global WAN."""
     PP_DILOCO = "pp_diloco"
     """Pipeline-parallel groups (over the WAN when sites are apart), DiLoCo across groups."""
+    DECOUPLED = "decoupled"
+    """Decoupled DiLoCo (Google DeepMind, arXiv 2604.21428): learner islands on their own clocks, a
+    syncer that merges on a quorum; a failure stops one island only."""
 
 
 #: The kernel's algorithm code of each scenario algorithm (``streaming`` is flat DiLoCo overlapped).
@@ -59,6 +69,7 @@ ALGORITHM_CODE: dict[Algorithm, int] = {
     Algorithm.HIERARCHICAL: ALGO_HIERARCHICAL,
     Algorithm.PP_DILOCO: ALGO_PP_DILOCO,
     Algorithm.AUTO: ALGO_AUTO,
+    Algorithm.DECOUPLED: ALGO_DECOUPLED,
 }
 #: The scenario algorithm that runs a resolved kernel code (a plan's scenario): flat DiLoCo as
 #: Streaming DiLoCo, the planner's choice.
@@ -67,6 +78,7 @@ SCENARIO_ALGORITHM: dict[int, Algorithm] = {
     ALGO_DILOCO: Algorithm.STREAMING,
     ALGO_HIERARCHICAL: Algorithm.HIERARCHICAL,
     ALGO_PP_DILOCO: Algorithm.PP_DILOCO,
+    ALGO_DECOUPLED: Algorithm.DECOUPLED,
 }
 
 
@@ -594,4 +606,30 @@ class ScenarioFields:
         choices=lambda: tuple(regimes()),
         lookup=regime,
         glossary="covered cluster",
+    )
+    quorum_fraction: float = spec(
+        DEFAULT_QUORUM_FRACTION,
+        label="Decoupled: syncer quorum",
+        help="Decoupled DiLoCo: fraction of the learners the syncer waits for before it merges (ceil(q M) "
+        "learners). Default 0.5, an assumption (the paper varies the minimum quorum from 1 to M). Other "
+        "algorithms ignore it.",
+        lo=0,
+        lo_open=True,
+        hi=1,
+    )
+    merge_rule: str = spec(
+        DEFAULT_MERGE_RULE,
+        label="Decoupled: merge rule",
+        help="Decoupled DiLoCo: how the syncer merges learner updates: norm_preserving (the paper's: average "
+        "directions, keep the mean norm) or mean. Matters to the quality model only where the outer "
+        "learning rate is not retuned per M. Other algorithms merge by mean.",
+        choices=lambda: tuple(MERGE_RULE_CODES),
+    )
+    syncer: str = spec(
+        "relay",
+        label="Decoupled: syncer placement",
+        help="Decoupled DiLoCo: where the syncer sits: relay (a separate coordinator, the paper's CPU-only "
+        "syncer, whose own link is not the bottleneck) or site (at one learner's site, whose link then "
+        "carries every other learner's payload).",
+        choices=lambda: SYNCER_PLACEMENTS,
     )

@@ -44,7 +44,7 @@ OFFLOAD_TRANSFER_BYTES_PER_PARAM = 2.0
 #: Every input `evaluate` reads, with its unit. `inputs.scenario.kernel_inputs` produces exactly these.
 INPUTS: dict[str, str] = {
     "algorithm": "algorithm code (inputs.codes: 0 ddp, 1 flat DiLoCo, 2 hierarchical, 3 PP-group DiLoCo, "
-    "4 auto: flat if it fits, else PP)",
+    "4 auto: flat if it fits, else PP, 5 Decoupled DiLoCo)",
     "streaming": "bool: overlap communication with compute",
     "num_nodes": "count N",
     "chips_per_node": "count",
@@ -117,6 +117,9 @@ INPUTS: dict[str, str] = {
     "multiplier g (dispersal.model.kernel.quality), 1 its loss-space conservative bound",
     "inner_optimizer": "inner optimizer of the replicas for the fitted quality model: 0 AdamW, 1 Muon "
     "(ignored by the paper's form)",
+    "quorum_fraction": "decoupled: fraction of the learners the syncer waits for, (0, 1]; optional",
+    "merge_rule": "decoupled: the syncer's merge, 0 mean, 1 norm-preserving; optional",
+    "syncer_at_site": "bool, decoupled: the syncer sits at one learner's site (else a relay); optional",
 }
 
 
@@ -392,6 +395,7 @@ def _evaluate(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:
         pick("eta_act"),
         c.streaming,
         c.fragments,
+        pick("merge_rule"),
     )
     q["c_quality_flop"] = q["c_quality_flop"] * tr.quality_factor
     C_local = q["c_local_flop"]
@@ -426,6 +430,7 @@ def _evaluate(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:
         "inner_steps": pick("inner_steps"),
         "regional_rounds": pick("regional_rounds"),
         "inner_steps_effective": h_pen,
+        "staleness_outer_steps": pick("staleness"),
         "outer_step_time_s": cyc,
         "num_outer_steps": n_cycles,
         "payload_bits": pick("payload_bits"),
@@ -478,6 +483,7 @@ OUTPUTS: tuple[str, ...] = (
     "inner_steps",
     "regional_rounds",
     "inner_steps_effective",
+    "staleness_outer_steps",
     "outer_step_time_s",
     "num_outer_steps",
     "payload_bits",

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dispersal.model.inputs.decoupled import MERGE_RULE_CODES
 from dispersal.model.kernel import chinchilla, quality
 from dispersal.model.kernel.context import Arr, BoolArr, Inputs, as_float
 from dispersal.model.kernel.efficiency import eta_comp, eta_h
@@ -25,10 +26,12 @@ def quality_stage(
     e_a: Arr,
     streaming: BoolArr,
     fragments: Arr,
+    merge: Arr | None = None,
 ) -> dict[str, Arr]:
     """eta = eta_H eta_comp eta_act eta_rep; C_local = C_thr eta; C_quality = C_local chi with
     chi = min(1, C'(L) / C_thr), C' the compute-optimal compute at the run's loss (Besiroglu et al.
-    2024 fit). Returns the kernel outputs of this stage by name."""
+    2024 fit). `merge`: each configuration's outer merge (`inputs.decoupled.MERGE_RULE_CODES`; -1 or
+    None: the quality parameters' rule). Returns the kernel outputs of this stage by name."""
     g, k, shape, p = inp.g, inp.k, inp.shape, inp.p
     P, Pa = g("params"), g("active_params")
     # Quality mapping: < 0 the paper's (eta_H x a replica loss multiplier on the whole Chinchilla
@@ -85,6 +88,8 @@ def quality_stage(
     gmask = live & distributed & ~legacy_q
     if gmask.any():
         _fitted_penalty(inp, gmask, qmap, replicas, h_pen, streaming, fragments, L, q_eff, L_rep)
+        if merge is not None:
+            _merge_penalty(inp, gmask, merge, qmap, replicas, h_pen, streaming, fragments, L, q_eff, L_rep)
     e_r = np.where(distributed, np.where(legacy_q, np.minimum(1.0, C_opt_rep / C_opt), q_eff), 1.0)
     e_r = np.where(live, e_r, np.nan)
     chi = np.minimum(1.0, C_opt / C_thr)
@@ -123,8 +128,10 @@ def _fitted_penalty(
     L: Arr,
     q_eff: Arr,
     L_rep: Arr,
+    qp_override: quality.QualityLike | None = None,
 ) -> None:
-    """Fill q_eff and L_rep where `gmask`: the fitted quality multiplier (`kernel.quality`)."""
+    """Fill q_eff and L_rep where `gmask`: the fitted quality multiplier (`kernel.quality`), with the
+    quality parameters `qp_override` instead of the call's where given."""
     g, k, shape = inp.g, inp.k, inp.shape
 
     def gl(a: Arr) -> Arr:
@@ -132,7 +139,7 @@ def _fitted_penalty(
 
     frag_q = np.maximum(gl(np.where(streaming, fragments, 1.0)), 1.0)
     m_q, h_q = np.maximum(gl(replicas), 1.0), np.maximum(gl(h_pen), 1.0)
-    qp: quality.QualityLike | None = inp.quality_params
+    qp: quality.QualityLike | None = inp.quality_params if qp_override is None else qp_override
     if isinstance(qp, quality.QualitySamples):
         # Per-configuration draws of the fit (Monte Carlo): keep the same elements as the inputs.
         fields: dict[str, Any] = {f: gl(as_float(getattr(qp, f))) for f in quality.SAMPLED_FIELDS}
@@ -160,3 +167,35 @@ def _fitted_penalty(
         opt_q,
     )
     L_rep[gmask] = quality.loss_ratio(m_q, h_q, gl(P), frag_q, qp, opt_q)
+
+
+def _merge_penalty(
+    inp: Inputs,
+    gmask: BoolArr,
+    merge: Arr,
+    qmap: Arr,
+    replicas: Arr,
+    h_pen: Arr,
+    streaming: BoolArr,
+    fragments: Arr,
+    L: Arr,
+    q_eff: Arr,
+    L_rep: Arr,
+) -> None:
+    """Where a configuration's merge (decoupled's `merge_rule`) differs from the quality parameters'
+    own, redo `_fitted_penalty` there with that rule. The rule matters only when the outer learning
+    rate is not retuned per M (`QualityParams.outer_lr_retuned`), so nothing is redone otherwise."""
+    qp = inp.quality_params if inp.quality_params is not None else quality.QualityParams()
+    base = qp.base if isinstance(qp, quality.QualitySamples) else qp
+    if not isinstance(base, quality.QualityParams) or base.outer_lr_retuned:
+        return
+    codes = np.broadcast_to(np.asarray(merge, dtype=np.float64), inp.shape)
+    for rule, code in MERGE_RULE_CODES.items():
+        here = gmask & (codes == code)
+        if rule == base.merge_rule or not here.any():
+            continue
+        swapped = dataclasses.replace(base, merge_rule=rule)
+        other: quality.QualityLike = (
+            dataclasses.replace(qp, base=swapped) if isinstance(qp, quality.QualitySamples) else swapped
+        )
+        _fitted_penalty(inp, here, qmap, replicas, h_pen, streaming, fragments, L, q_eff, L_rep, other)

@@ -67,6 +67,11 @@ class Branch:
     regional_rounds: Val = 1.0
     burst_rate: Val | None = None
     """Bits/s of a traffic burst (None: the WAN upload rate)."""
+    staleness: Val = 0.0
+    """Outer steps between a worker's delivery and the merged state reaching it (decoupled)."""
+    merge_rule: Val = -1.0
+    """The outer merge the quality model applies (`inputs.decoupled.MERGE_RULE_CODES`); -1: the
+    quality parameters' own rule (DiLoCo's mean by default)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
