@@ -351,7 +351,22 @@ GROUPS = {
     "calibrate": calibrate_cases,
     "app": app_cases,
     "frontier": frontier_cases,
+    "decoupled": lambda: decoupled_cases(),
 }
+
+
+def decoupled_cases() -> Iterator[Case]:
+    """Decoupled DiLoCo's scenario fields and `plan --algorithms`."""
+    for pair, token in (
+        ("quorum_fraction=0", "quorum_fraction"),
+        ("quorum_fraction=1.5", "quorum_fraction"),
+        ("quorum_fraction=abc", "quorum_fraction"),
+        ("merge_rule=median", "merge_rule"),
+        ("syncer=moon", "syncer"),
+    ):
+        yield ["estimate", "--set", "algorithm=decoupled", "--set", pair], token
+    for v in ("foo", "auto,foo", ",", "Decoupled"):
+        yield ["plan", "--target", "1e24", "--no-baseline", "--algorithms", v], "algorithms"
 
 
 def all_cases() -> list[Case]:

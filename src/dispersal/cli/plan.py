@@ -45,6 +45,7 @@ def build_constraints(
     mfu: float | None,
     straggler: str,
     max_cost: str | None,
+    algorithms: str | None = None,
 ) -> Constraints:
     """Flags -> Constraints (units parsed and range-checked, latency from distance when given)."""
     up, down = link_rates(bandwidth, "bandwidth")
@@ -76,6 +77,7 @@ def build_constraints(
         mfu=mfu,
         straggler=straggler,
         max_cost_usd=budget,
+        algorithms=tuple(a.strip() for a in algorithms.split(",")) if algorithms else (),
     )
 
 
@@ -212,6 +214,14 @@ def plan_cmd(
     max_cost: Annotated[
         str | None, typer.Option(help="Budget, e.g. 500M (binds the time objective).")
     ] = None,
+    algorithms: Annotated[
+        str | None,
+        typer.Option(
+            help="Search only these algorithm slots, comma-separated: auto (flat Streaming DiLoCo or "
+            "PP-group), hierarchical, ddp, decoupled. Default: every slot of the mode (default mode adds "
+            "decoupled)."
+        ),
+    ] = None,
     objective: Annotated[str, typer.Option(help="cost, nodes or time.")] = "cost",
     search: Annotated[
         str | None, typer.Option(help="bisect (the paper's) or exact (default mode's default).")
@@ -257,6 +267,7 @@ def plan_cmd(
         mfu=mfu,
         straggler=straggler,
         max_cost=max_cost,
+        algorithms=algorithms,
     )
     extra: dict[str, Any] = {}
     if calibration is not None:

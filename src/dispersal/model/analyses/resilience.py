@@ -15,7 +15,10 @@ Goodput = useful compute / provisioned compute, in (0, 1]. Four algorithms:
   boundaries. A failed island loses its partial round, restarts (time R), then waits for the next
   boundary and rejoins with the current weights; the outer step averages those present.
 - ``decoupled`` (Decoupled DiLoCo, Google DeepMind, arXiv 2604.21428): islands are asynchronous;
-  a failed island loses its work since its own last sync, restarts and rejoins at once.
+  a failed island loses its work since its own last sync, restarts and rejoins at once. The run is
+  described once (`dispersal.model.inputs.decoupled.DecoupledRun`: learner islands, chips each,
+  quorum, sync interval): `decoupled_run` reads it off the planner's / `estimate`'s result and
+  `spec_for_run` makes this module's fleet of it, so both see the same islands and sync interval.
 
 Assumptions: failures are Poisson (exponential inter-arrival) per chip and per node, independent;
 spare nodes exist, so a restarted job or island comes back at full size; restart time does not
@@ -40,7 +43,9 @@ from typing import Any
 
 import numpy as np
 
+from dispersal.model.inputs.decoupled import DecoupledRun
 from dispersal.model.inputs.errors import InputError
+from dispersal.model.kernel.estimate import Estimate
 
 ALGORITHMS: tuple[str, ...] = ("ddp", "ddp_elastic", "diloco", "decoupled")
 
@@ -319,6 +324,35 @@ def decoupled_goodput(spec: ResilienceSpec) -> float:
         return factor
     x = lam * spec.round_time_h
     return _positive_float(math.log(factor) - lam * spec.restart_time_h + math.log(x) - _log_expm1(x))
+
+
+def decoupled_run(est: Estimate) -> DecoupledRun:
+    """The Decoupled DiLoCo run an `Estimate` describes: its learners (replicas), chips per learner
+    (the scenario's node), the scenario's quorum and merge rule, and the kernel's sync interval (the
+    outer-step time, H_eff x step time). InputError when the estimate is not a decoupled run."""
+    if est.algorithm != "decoupled":
+        raise InputError("algorithm", f"must be decoupled for a Decoupled DiLoCo run, got {est.algorithm!r}")
+    return DecoupledRun(
+        learners=int(est.replicas),
+        chips_per_learner=int(est.chips_per_node),
+        quorum_fraction=est.scenario.quorum_fraction,
+        sync_interval_s=est.outer_step_time_s,
+        merge_rule=est.scenario.merge_rule,
+    )
+
+
+def spec_for_run(run: DecoupledRun, base: ResilienceSpec | None = None) -> ResilienceSpec:
+    """`base`'s failure and recovery figures (default `ResilienceSpec()`) on `run`'s fleet: chips =
+    learners x chips per learner, one island per learner, the round time = the run's sync interval.
+    Sites stay `base`'s unless there are fewer learners than sites (then one site per learner)."""
+    b = ResilienceSpec() if base is None else base
+    return replace(
+        b,
+        chips=run.chips,
+        chips_per_island=run.chips_per_learner,
+        round_time_h=run.sync_interval_s / 3600.0,
+        sites=min(b.sites, run.learners),
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

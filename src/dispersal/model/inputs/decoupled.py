@@ -14,6 +14,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from dispersal.model.inputs.errors import require
 
 #: Merge rules of the syncer (kernel input ``merge_rule``): the plain mean of DiLoCo, or the paper's
@@ -49,10 +52,11 @@ replacement; the fitted streaming term delta is ~0). Decoupled DiLoCo is charged
 the two algorithms are treated alike where their schedules are alike. Model-consistency choice."""
 
 
-def quorum_learners(learners: float, quorum_fraction: float) -> int:
+def quorum_learners(learners: npt.ArrayLike, quorum_fraction: npt.ArrayLike) -> npt.NDArray[np.float64]:
     """K = max(1, ceil(q M - 1e-9)): learners the syncer waits for (the tolerance keeps q M = 2.0000001
-    from meaning 3)."""
-    return max(1, math.ceil(learners * quorum_fraction - 1e-9))
+    from meaning 3). Broadcasts; the kernel's unit and `DecoupledRun.quorum` both use it."""
+    k = np.ceil(np.asarray(learners, dtype=np.float64) * np.asarray(quorum_fraction, dtype=np.float64) - 1e-9)
+    return np.asarray(np.maximum(1.0, k), dtype=np.float64)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -100,7 +104,7 @@ class DecoupledRun:
     @property
     def quorum(self) -> int:
         """K: learners the syncer waits for."""
-        return quorum_learners(self.learners, self.quorum_fraction)
+        return int(quorum_learners(self.learners, self.quorum_fraction))
 
     @property
     def chips(self) -> int:

@@ -30,6 +30,7 @@ from dispersal.model.inputs.catalog import Accelerator, Regime, accelerator, acc
 from dispersal.model.inputs.codes import (
     ALGO_AUTO,
     ALGO_DDP,
+    ALGO_DECOUPLED,
     ALGO_HIERARCHICAL,
     ALGO_PP_DILOCO,
     Straggler,
@@ -188,6 +189,10 @@ class Constraints:
     chips_per_node: int | None = None
     """Fix the node size (capped at the regime's cap); None = the exact search tries every size of
     `node_sizes`, the bisection the regime's cap (the paper's)."""
+    algorithms: tuple[str, ...] = ()
+    """Restrict the search slots to these kinds (`SLOT_KINDS`: auto = flat Streaming DiLoCo or
+    PP-group, hierarchical, ddp, decoupled); empty = every slot the mode searches (paper mode never
+    searches decoupled; ddp only with `data_parallel`)."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -231,6 +236,13 @@ class Constraints:
         )
         for hw in self.hardware:
             accelerator(hw)
+        object.__setattr__(self, "algorithms", tuple(self.algorithms))
+        for name in self.algorithms:
+            require(
+                name in SLOT_KINDS,
+                "algorithms",
+                f"must be a comma-separated list of {', '.join(SLOT_KINDS)}, got {name!r}",
+            )
         require(
             self.quality_mapping in ("compute", "loss"),
             "quality_mapping",
@@ -254,6 +266,15 @@ class NodeType:
     name: str
     precision: Precision
     chips: int
+
+
+#: The kinds of search slot `Constraints.algorithms` may keep, by kernel algorithm code.
+SLOT_KINDS: dict[str, int] = {
+    "auto": ALGO_AUTO,
+    "hierarchical": ALGO_HIERARCHICAL,
+    "ddp": ALGO_DDP,
+    "decoupled": ALGO_DECOUPLED,
+}
 
 
 #: The largest node (chips at one site) the exact search tries where no rule caps it. An
@@ -320,7 +341,8 @@ class CandidateSpace:
     """The planner's candidate set: (node type, P, slot) combinations as flat arrays over kernel inputs.
 
     Slot 0 is the paper's automatic choice (flat if the model fits one node, else PP-group);
-    slots 1.. are hierarchical DiLoCo with each group size, only for models that fit one node.
+    slots 1.. are hierarchical DiLoCo with each group size, then (default mode) DDP when asked and
+    Decoupled DiLoCo, only for models that fit one node. `Constraints.algorithms` keeps a subset.
     The planner's searches and the Monte Carlo (`dispersal.model.analyses.uncertainty`) both evaluate it:
     `inputs` builds the kernel inputs of (combo, N) pairs, `validity` is the rule of spec sec. 10
     and `node_window` the overtraining window in N.
@@ -378,17 +400,23 @@ class CandidateSpace:
         rows = [kernel_inputs(s, mode, p) for s in self.base_scenarios]
         self.hw_inputs = {k: np.asarray([float(r[k]) for r in rows]) for k in rows[0]}
         ddp = [ALGO_DDP] if c.data_parallel else []
-        self.slot_mode = np.asarray(
-            [ALGO_AUTO] + [ALGO_HIERARCHICAL] * len(self.group_sizes) + ddp, dtype=np.float64
-        )
-        self.slot_group = np.asarray([8, *self.group_sizes] + [8] * len(ddp), dtype=np.float64)
+        # Decoupled DiLoCo (arXiv 2604.21428): default mode only (paper mode keeps the paper's slots).
+        dec = [ALGO_DECOUPLED] if mode is Mode.DEFAULT else []
+        slots = [ALGO_AUTO] + [ALGO_HIERARCHICAL] * len(self.group_sizes) + ddp + dec
+        groups = [8, *self.group_sizes] + [8] * (len(ddp) + len(dec))
+        if c.algorithms:
+            kept = {SLOT_KINDS[a] for a in c.algorithms}
+            keep = [i for i, code in enumerate(slots) if code in kept]
+            slots, groups = [slots[i] for i in keep], [groups[i] for i in keep]
+        self.slot_mode = np.asarray(slots, dtype=np.float64)
+        self.slot_group = np.asarray(groups, dtype=np.float64)
         self.slot_hier = self.slot_mode == ALGO_HIERARCHICAL
         self.n_hw, self.n_p, self.n_slot = len(variants), len(self.params_grid), len(self.slot_mode)
         hw_l, p_l, s_l = [], [], []
         for h, r in enumerate(rows):
             for i, P in enumerate(self.params_grid):
                 fits = P * (r["bytes_per_param"] + r["extra_bytes_per_param"]) <= r["node_memory_bytes"]
-                for sl in range(self.n_slot if fits else 1):
+                for sl in range(self.n_slot if fits else min(1, self.n_slot)):
                     hw_l.append(h)
                     p_l.append(i)
                     s_l.append(sl)
@@ -561,6 +589,7 @@ __all__ = [
     "NO_RULE_MAX_CHIPS_PER_NODE",
     "PAPER_GROUP_SIZES",
     "PAPER_PARAM_GRID_B",
+    "SLOT_KINDS",
     "CandidateSpace",
     "Constraints",
     "NodeType",

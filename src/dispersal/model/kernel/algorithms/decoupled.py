@@ -35,6 +35,7 @@ from dispersal.model.inputs.decoupled import (
     MERGE_RULE_CODES,
     STALENESS_FREE_OUTER_STEPS,
     STALENESS_H_PER_OUTER_STEP,
+    quorum_learners,
 )
 from dispersal.model.kernel import topology
 from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch
@@ -87,7 +88,7 @@ def branch(c: Common) -> Branch:
     q = _input(c, "quorum_fraction", DEFAULT_QUORUM_FRACTION)
     at_site = _input(c, "syncer_at_site", 0.0) > 0
     merge = _input(c, "merge_rule", MERGE_RULE_CODES["norm_preserving"])
-    K = np.maximum(1.0, np.ceil(q * M - 1e-9))
+    K = quorum_learners(M, q)
     f_K = straggler_factor(K, c.strag, c.p)
     t_rt, u, d, busy, host_up, host_down = exchange(c, P / Pf, M, at_site)
     live = M > 1
