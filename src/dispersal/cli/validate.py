@@ -28,6 +28,8 @@ def _fmt(v: float, metric: str) -> str:
         return f"{v:.1%}"
     if metric == "bandwidth_bits_per_s":
         return units.format_bandwidth(v)
+    if metric == "speedup_vs_baseline":
+        return f"{v:.3g}x"
     return units.format_duration(v)
 
 
