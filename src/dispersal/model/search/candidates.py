@@ -401,7 +401,7 @@ class CandidateSpace:
         self.hw_inputs = {k: np.asarray([float(r[k]) for r in rows]) for k in rows[0]}
         ddp = [ALGO_DDP] if c.data_parallel else []
         # Decoupled DiLoCo (arXiv 2604.21428): default mode only (paper mode keeps the paper's slots).
-        dec = [ALGO_DECOUPLED] if mode is Mode.DEFAULT else []
+        dec = [ALGO_DECOUPLED] if Mode(mode) is Mode.DEFAULT else []
         slots = [ALGO_AUTO] + [ALGO_HIERARCHICAL] * len(self.group_sizes) + ddp + dec
         groups = [8, *self.group_sizes] + [8] * (len(ddp) + len(dec))
         if c.algorithms:
