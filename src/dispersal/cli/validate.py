@@ -41,6 +41,7 @@ def _family(case_id: str) -> str:
         ("sdiloco_t1", "Streaming DiLoCo Table 1 (wall time)"),
         ("intellect1", "INTELLECT-1"),
         ("opendiloco", "OpenDiLoCo"),
+        ("decoupled", "Decoupled DiLoCo (speed-up over synchronous)"),
     ):
         if case_id.startswith(prefix):
             return name
