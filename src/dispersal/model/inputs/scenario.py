@@ -322,7 +322,9 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         mfu = PAPER_MFU if s.mfu is None else s.mfu
     else:
         wire_bits, agg, ef, dense_bits = s.wire()
-        ddp_bits = DENSE_WIRE_BITS if (s.codec == "auto" or s.codec_is_sparse) else wire_bits
+        # DDP sends dense bf16 gradients for codec "auto"; a named codec is honoured per step (DeMo /
+        # DisTrO-style compressed exchange, kernel.algorithms.ddp), with the codec's aggregation.
+        ddp_bits = DENSE_WIRE_BITS if s.codec == "auto" else wire_bits
         # The heuristic compression-quality table is keyed on the ratio to FP32.
         comp_ratio = max(1.0, RATIO_REFERENCE_BITS / wire_bits)
         outer_bytes = OUTER_STATE_BYTES_PER_PARAM + (ERROR_FEEDBACK_BYTES_PER_PARAM if ef else 0.0)
@@ -402,6 +404,7 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         "cap_memory_bytes": reg.cluster_memory_bytes,
         "wire_bits_per_param": wire_bits,
         "ddp_wire_bits_per_param": ddp_bits,
+        "ddp_aggregation": AGGREGATION_CODES[ddp_aggregation(s, paper, agg, ddp_bits, wire_bits)],
         "aggregation": AGGREGATION_CODES[agg],
         "dense_aggregate_bits_per_param": dense_bits,
         "outer_state_bytes_per_param": outer_bytes,
@@ -423,6 +426,14 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         "inner_optimizer": {"adamw": 0, "muon": 1}[s.inner_optimizer],
     }
     return x
+
+
+def ddp_aggregation(s: Scenario, paper: bool, agg: str, ddp_bits: float, wire_bits: float) -> str:
+    """The topology of DDP's per-step exchange: a ring all-reduce of dense gradients, except in
+    default mode with a named codec whose bits are on the wire, where the codec's aggregation `agg`
+    is used (sparse payloads cannot be summed in transit: gathered or relayed)."""
+    compressed = not paper and s.codec != "auto" and ddp_bits == wire_bits and agg != "paper"
+    return agg if compressed else "ring"
 
 
 def as_arrays(x: dict[str, Any]) -> dict[str, np.ndarray[Any, Any]]:

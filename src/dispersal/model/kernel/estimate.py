@@ -15,6 +15,7 @@ import numpy as np
 
 from dispersal.model.inputs import units
 from dispersal.model.inputs.codes import ALGORITHM_NAMES
+from dispersal.model.inputs.overrides import override_notes
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.inputs.scenario import Mode, Scenario, as_arrays, kernel_inputs
 from dispersal.model.kernel import quality
@@ -221,10 +222,12 @@ def estimate(
     m = Mode(mode)
     x = kernel_inputs(s, m, params)
     r = {k: float(np.asarray(v)) for k, v in evaluate(as_arrays(x), params).items()}
-    return _to_estimate(s, m, x, r)
+    return _to_estimate(s, m, x, r, params)
 
 
-def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -> Estimate:
+def _to_estimate(
+    s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float], params: ModelParams = DEFAULT_PARAMS
+) -> Estimate:
     reasons = []
     algo = ALGORITHM_NAMES[int(r["algorithm_resolved"])]
     if not r["fits"]:
@@ -266,6 +269,7 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
     for unit in ALGORITHMS.values():
         if unit.notes is not None:
             notes += unit.notes(s.algorithm.value, algo, r, s.group_size)
+    notes += override_notes(s, m, params)
     if r["offload"]:
         notes.append(
             f"inner optimizer offloaded to host DRAM: +{r['offload_time_s']:.3g} s host-link time per step"

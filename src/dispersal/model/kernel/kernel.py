@@ -94,6 +94,8 @@ INPUTS: dict[str, str] = {
     # --- the grounded time model (default mode; paper mode sets each to its paper value) ---------
     "wire_bits_per_param": "bits per parameter of one worker's sync payload on the wire (codec)",
     "ddp_wire_bits_per_param": "bits per parameter of a DDP gradient all-reduce",
+    "ddp_aggregation": "topology code of DDP's per-step gradient exchange (as aggregation; 1 ring, the "
+    "dense all-reduce); optional, absent = ring",
     "aggregation": "sync topology code: 0 paper relay (V/up + V/down + latency), 1 ring all-reduce, "
     "2 relay / parameter server, 3 all-gather of sparse payloads, 4 relay returning a dense aggregate, "
     "5 all-gather until the M - 1 payloads outweigh a dense aggregate, then relay_dense",
