@@ -64,6 +64,11 @@ ACT_BYTES_PER_VALUE = {Precision.BF16: 2.0, Precision.FP16: 2.0, Precision.FP8: 
 #: Default-mode regional / pipeline link: co-located sites (spec sec. 3 defaults).
 DEFAULT_REGIONAL_BITS_PER_S = 1e9
 DEFAULT_REGIONAL_LATENCY_S = 0.020
+#: Site fabric per node (site_pp_diloco) when none is given, both modes: one 400 Gb/s NDR InfiniBand
+#: port (NVIDIA Quantum-2 / ConnectX-7 data sheets; a DGX H100 has eight, so the conservative end).
+DEFAULT_SITE_FABRIC_BITS_PER_S = 400e9
+#: One-way site fabric latency when none is given. Assumption: a few switch hops of ~1 us plus software.
+DEFAULT_SITE_FABRIC_LATENCY_S = 5e-6
 #: Default-mode extra state: FP32 global weights + FP32 Nesterov momentum of the outer optimizer.
 OUTER_STATE_BYTES_PER_PARAM = 8.0
 #: Default-mode error-feedback residual, FP32 (one more model copy).
@@ -391,6 +396,11 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         "tokens": s.tokens or 0.0,
         "moe_layers": s.moe_layers,
         "pp_shard_sync": not paper,
+        "nodes_per_site": s.nodes_per_site,
+        "site_fabric_bits_per_s": s.site_fabric_bits_per_s or DEFAULT_SITE_FABRIC_BITS_PER_S,
+        "site_fabric_latency_s": DEFAULT_SITE_FABRIC_LATENCY_S
+        if s.site_fabric_latency_s is None
+        else s.site_fabric_latency_s,
         "price_usd_per_chip": acc.price_usd,
         "capex_multiplier": s.capex_multiplier,
         "rental_usd_per_chip_hour": acc.rental_usd_per_hour,
