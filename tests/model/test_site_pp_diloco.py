@@ -156,3 +156,26 @@ def test_more_fabric_or_wan_bandwidth_never_slows_it(
         assert faster["step_time_s"] <= base["step_time_s"] * (1 + 1e-12)
         assert faster["outer_step_time_s"] <= base["outer_step_time_s"] * (1 + 1e-12)
         assert faster["tokens_per_s"] >= base["tokens_per_s"] * (1 - 1e-12)
+
+
+def test_plan_searches_site_slots_only_when_asked() -> None:
+    from dispersal.model.search.planner import Constraints, plan
+
+    c = Constraints(
+        hardware=("h100_sxm",),
+        chips_per_node=8,
+        bandwidth_up_bits_per_s=1e9,
+        bandwidth_down_bits_per_s=1e9,
+    )
+    without = plan(1e25, regime_name="none", constraints=c, baseline=False).best
+    with_sites = plan(1e25, regime_name="none", constraints=c.replace(site_sizes=(16,)), baseline=False).best
+    assert without is not None and with_sites is not None
+    assert without.algorithm != "site_pp_diloco"
+    # 8-chip nodes cannot hold the model: a 16-node site keeps the pipeline off the 1 Gbps WAN.
+    assert with_sites.algorithm == "site_pp_diloco"
+    assert with_sites.scenario.nodes_per_site == 16
+    assert with_sites.cost_usd < without.cost_usd
+    # The plan's scenario estimates to the plan's figures.
+    e = estimate(with_sites.scenario)
+    assert e.algorithm == "site_pp_diloco" and e.feasible
+    assert e.c_quality_flop == pytest.approx(with_sites.c_quality_flop, rel=1e-9)

@@ -70,14 +70,19 @@ def override_notes(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_
             f"{who} ignores split_links=false: pipeline and regional traffic do not share the WAN link"
         )
     if not paper and s.split_links is False:
-        for name in (
-            "regional_bandwidth_bits_per_s",
-            "regional_latency_s",
-            "pp_bandwidth_bits_per_s",
-            "pp_latency_s",
-        ):
-            if getattr(s, name) is not None:
-                out.append(f"split_links=false: {name} ignored, the WAN link carries that traffic")
+        # One link carries everything: side links are the WAN's rate and latency.
+        wan = {
+            "bandwidth": min(s.bandwidth_up_bits_per_s, s.bandwidth_down_bits_per_s),
+            "latency": s.latency_s,
+        }
+        for side in ("regional", "pp"):
+            for kind, name in (
+                ("bandwidth", f"{side}_bandwidth_bits_per_s"),
+                ("latency", f"{side}_latency_s"),
+            ):
+                value = getattr(s, name)
+                if value is not None and value != wan[kind]:
+                    out.append(f"split_links=false: {name} ignored, the WAN link carries that traffic")
     if paper:
         if _given(s, "pricing"):
             out.append(f"paper mode ignores pricing={s.pricing.value}: purchase price x capex multiplier")
