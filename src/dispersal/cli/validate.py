@@ -28,6 +28,8 @@ def _fmt(v: float, metric: str) -> str:
         return f"{v:.1%}"
     if metric == "bandwidth_bits_per_s":
         return units.format_bandwidth(v)
+    if metric == "speedup":
+        return f"{v:.3g}x"
     return units.format_duration(v)
 
 
@@ -39,6 +41,7 @@ def _family(case_id: str) -> str:
         ("sdiloco_t1", "Streaming DiLoCo Table 1 (wall time)"),
         ("intellect1", "INTELLECT-1"),
         ("opendiloco", "OpenDiLoCo"),
+        ("dilocox", "DiLoCoX (speed-up over AllReduce)"),
     ):
         if case_id.startswith(prefix):
             return name
