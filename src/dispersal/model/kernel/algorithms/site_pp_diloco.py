@@ -55,7 +55,7 @@ def branch(c: Common) -> Branch:
 
     Step: T_pp = (M_mb + S - 1)(t_c + t_link) + T_ep, t_c = 6 P_a B / (F_eff S M_mb), t_link =
     (2 A / M_mb / bw_fab + lat_fab) f(S) for S > 1 (A = B h x bytes x 8 activation bits, uncompressed
-    on the fabric), T_ep = 2 lat_fab L_MoE (experts inside the site). The k pipelines all-reduce each
+    on the fabric), T_ep the expert-parallel latency (`moe_layers`, over the WAN as everywhere). The k pipelines all-reduce each
     stage's gradients (P / S at the dense width) in a ring on the fabric, T_dp = 2 (k - 1) (V / k /
     bw_fab + lat_fab), hidden behind the step's overlap fraction: T_step = T_pp + max(0, T_dp - o T_pp).
     Sync: M sites, each of a stage's k copies sends P / (S k) over its own WAN link with the scenario's
@@ -66,8 +66,8 @@ def branch(c: Common) -> Branch:
     A_bits = np.where(S > 1, c.B * c.hidden * c.g("activation_bytes_per_value") * 8.0, 0.0)
     t_c = 6.0 * c.Pa * c.B / (c.F_eff * S * Mmb)
     link = np.where(S > 1, ((2.0 * A_bits / Mmb) / bw_f + lat_f) * straggler_factor(S, c.strag, p), 0.0)
-    T_ep = 2.0 * lat_f * c.g("moe_layers")
-    T_pp = (Mmb + S - 1.0) * (t_c + link) + T_ep
+    # Expert parallelism as the field defines it (experts spread over the WAN), as in every unit.
+    T_pp = (Mmb + S - 1.0) * (t_c + link) + c.T_ep
     v_dp = c.P / S * c.g("dense_aggregate_bits_per_param")
     T_dp = np.where(k > 1, 2.0 * (k - 1.0) * (v_dp / np.maximum(k, 1.0) / bw_f + lat_f), 0.0)
     T_step = T_pp + np.maximum(0.0, T_dp - c.g("ddp_overlap_fraction") * T_pp)
