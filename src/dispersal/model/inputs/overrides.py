@@ -43,19 +43,26 @@ def override_notes(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_
     ratio_bits = BITS_PER_VALUE[s.precision] / s.compression_ratio
     if _given(s, "codec") and (who := off("wire")):
         out.append(
-            f"{who} ignores codec={s.codec}: {s.precision.value} bits / compression_ratio "
+            f"{who} ignores codec={s.codec}'s wire bits: {s.precision.value} bits / compression_ratio "
             f"{s.compression_ratio:g} = {ratio_bits:.3g} bits per parameter on the wire instead"
         )
+    if s.codec != "auto" and not off("wire"):
+        # A named codec fixes the wire bits and whether residuals are kept (data/codecs.toml).
+        if _given(s, "compression_ratio"):
+            out.append(
+                f"codec={s.codec} sets the wire bits: compression_ratio={s.compression_ratio:g} ignored"
+            )
+        if _given(s, "error_feedback"):
+            out.append(f"codec={s.codec} sets error feedback: error_feedback={s.error_feedback} ignored")
     if _given(s, "aggregation") and (who := off("aggregation")):
         out.append(f"{who} ignores aggregation={s.aggregation}: the paper's relay formula instead")
     if who := off("memory"):
         if _given(s, "optimizer_offload"):
             out.append(f"{who} ignores optimizer_offload={s.optimizer_offload.value}: no offload")
-        if _given(s, "outer_state"):
-            what = (
-                "no outer-optimizer state counted" if paper else "outer state counted in accelerator memory"
+        if paper and _given(s, "outer_state"):
+            out.append(
+                f"paper mode ignores outer_state={s.outer_state.value}: no outer-optimizer state counted"
             )
-            out.append(f"{who} ignores outer_state={s.outer_state.value}: {what}")
     if who := off("overlap"):
         if _given(s, "fragments"):
             out.append(f"{who} ignores fragments={s.fragments}: the whole model syncs at once")
@@ -68,6 +75,16 @@ def override_notes(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_
     if (who := off("link_budget")) and s.split_links is False:
         out.append(
             f"{who} ignores split_links=false: pipeline and regional traffic do not share the WAN link"
+        )
+    if paper and s.split_links is True:
+        out.append("paper mode ignores split_links=true: regional and pipeline links not given are the WAN")
+    if paper and s.algorithm is Algorithm.AUTO and _given(s, "nodes_per_site"):
+        out.append(
+            "paper mode's auto never pipelines inside sites: nodes_per_site used only by site_pp_diloco"
+        )
+    if s.algorithm is Algorithm.SITE_PP_DILOCO and _given(s, "activation_compression"):
+        out.append(
+            "site_pp_diloco sends activations uncompressed on the site fabric: activation_compression ignored"
         )
     if not paper and s.split_links is False:
         # One link carries everything: side links are the WAN's rate and latency.
