@@ -120,10 +120,20 @@ def test_auto_picks_the_site_pipeline_where_it_beats_the_wan_pipeline() -> None:
 
 
 def test_paper_mode_auto_never_picks_it() -> None:
-    s = Scenario(params=400e9, num_nodes=32, nodes_per_site=8)
+    s = Scenario(params=400e9, num_nodes=32, nodes_per_site=8, regime="none", chips_per_node=16)
     assert estimate(s, mode="paper").algorithm == "pp_diloco"
     assert estimate(s, mode="default").algorithm == "site_pp_diloco"
     assert any("kept inside each site" in n for n in estimate(s, mode="default").notes)
+
+
+def test_auto_never_trades_a_feasible_wan_pipeline_for_a_site_over_the_rule() -> None:
+    # Treaty: 16 x H100 nodes are at the cap, a site of 8 of them is 8x over it.
+    s = Scenario(params=400e9, num_nodes=32, nodes_per_site=8)
+    auto = estimate(s)
+    assert auto.algorithm == "pp_diloco" and auto.feasible
+    forced = estimate(s.replace(algorithm="site_pp_diloco"))
+    assert not forced.feasible
+    assert any("site of 8 nodes over the treaty covered-cluster rule" in r for r in forced.reasons)
 
 
 @settings(max_examples=25, deadline=None)

@@ -253,14 +253,18 @@ def _to_estimate(
             f"run exceeds the time budget: needs {units.format_duration(r['run_time_s'])}, "
             f"budget {units.format_duration(s.duration_s)}"
         )
+    # A site-pipeline run's nodes share one fabric: the rule counts the site.
+    site = s.nodes_per_site if algo == "site_pp_diloco" else 1
+    what = f"site of {site} nodes" if site > 1 else "node"
     if not r["under_flop_cap"]:
         reasons.append(
-            f"node over the {s.regime} covered-cluster rule: {r['node_h100_equivalents']:.2f} H100-equivalents "
-            f"> {x['cap_flop_per_s'] / units.H100E_FLOP_PER_S:.0f}"
+            f"{what} over the {s.regime} covered-cluster rule: {site * r['node_h100_equivalents']:.2f} "
+            f"H100-equivalents > {x['cap_flop_per_s'] / units.H100E_FLOP_PER_S:.0f}"
         )
     if not r["under_memory_cap"]:
         reasons.append(
-            f"node over the {s.regime} memory rule: {units.format_bytes(x['node_counted_memory_bytes'])} "
+            f"{what} over the {s.regime} memory rule: "
+            f"{units.format_bytes(site * x['node_counted_memory_bytes'])} "
             f"> {units.format_bytes(x['cap_memory_bytes'])}"
         )
     if r["feasible"] and not np.isfinite(r["c_local_flop"]):

@@ -120,7 +120,8 @@ def _rate(b: Branch) -> Arr:
 def auto(c: Common, codes: Arr) -> Arr:
     """``auto`` under the grounded rule (default mode): where it chose a WAN pipeline (`pp_diloco`)
     and the sites can hold the pipeline with >= 2 sites, run the pipelines inside the sites instead
-    when that trains at least as many tokens per second and fits."""
+    when that trains at least as many tokens per second, fits, and a site is under the covered-cluster
+    rule."""
     if not c.inp.has("nodes_per_site") or not (c.g("nodes_per_site") > 1).any():
         return codes
     asked = c.g("algorithm") == ALGO_AUTO
@@ -129,8 +130,18 @@ def auto(c: Common, codes: Arr) -> Arr:
     if not cand.any():
         return codes
     site, wan = branch(c), pp_diloco.branch(c)
-    better = (_rate(site) >= _rate(wan)) & site.fits
+    better = (_rate(site) >= _rate(wan)) & site.fits & _site_under_cap(c)
     return np.where(cand & better, float(ALGO_SITE_PP), codes)
+
+
+def _site_under_cap(c: Common) -> BoolArr:
+    """A whole site (n_s nodes) under the covered-cluster rule, as the kernel's feasibility stage
+    counts it with `Branch.site_nodes`: ``auto`` never trades a feasible WAN pipeline for a site over it."""
+    n_s = c.g("nodes_per_site")
+    cap_f, cap_m = c.g("cap_flop_per_s"), c.g("cap_memory_bytes")
+    under_f = (cap_f <= 0) | (c.g("node_fp16_flop_per_s") * n_s <= cap_f * (1.0 + 1e-12))
+    under_m = (cap_m <= 0) | (c.g("node_counted_memory_bytes") * n_s <= cap_m * (1.0 + 1e-12))
+    return np.asarray(under_f & under_m, dtype=bool)
 
 
 def notes(asked: str, resolved: str, r: Mapping[str, float], group_size: int) -> list[str]:
