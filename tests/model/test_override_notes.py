@@ -4,6 +4,7 @@ its replacement is real (the kernel input does not follow the given value)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -143,3 +144,13 @@ def test_no_note_where_the_input_is_honoured() -> None:
     assert override_notes(Scenario(), "default") == []
     # A named codec with ddp is honoured in default mode (no note).
     assert override_notes(Scenario(algorithm="ddp", codec="demo"), "default") == []
+
+
+def test_the_cli_prints_the_note() -> None:
+    from typer.testing import CliRunner
+
+    from dispersal.cli import app
+
+    r = CliRunner().invoke(app, ["estimate", "--mode", "paper", "--set", "codec=demo", "--json"])
+    assert r.exit_code == 0, r.output
+    assert any("paper mode ignores codec=demo's wire bits" in n for n in json.loads(r.output)["notes"])
