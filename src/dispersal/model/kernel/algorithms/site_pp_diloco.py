@@ -55,8 +55,8 @@ def branch(c: Common) -> Branch:
 
     Step: T_pp = (M_mb + S - 1)(t_c + t_link) + T_ep, t_c = 6 P_a B / (F_eff S M_mb), t_link =
     (2 A / M_mb / bw_fab + lat_fab) f(S) for S > 1 (A = B h x bytes x 8 activation bits, uncompressed
-    on the fabric), T_ep the expert-parallel latency (`moe_layers`, over the WAN as everywhere). The k pipelines all-reduce each
-    stage's gradients (P / S at the dense width) in a ring on the fabric, T_dp = 2 (k - 1) (V / k /
+    on the fabric), T_ep the expert-parallel latency (`moe_layers`, over the WAN as everywhere). The k
+    pipelines all-reduce each stage's gradients (P / S at the dense width) in a ring on the fabric, T_dp = 2 (k - 1) (V / k /
     bw_fab + lat_fab), hidden behind the step's overlap fraction: T_step = T_pp + max(0, T_dp - o T_pp).
     Sync: M sites, each of a stage's k copies sends P / (S k) over its own WAN link with the scenario's
     topology (`topology.sync`), every H steps (`schedule`; blocking or overlapped)."""
