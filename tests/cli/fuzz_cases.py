@@ -336,6 +336,20 @@ def frontier_cases() -> Iterator[Case]:
     )
 
 
+def site_pipeline_cases() -> Iterator[Case]:
+    """Bad site-pipeline inputs (issue 22 item 2): plan's --site-nodes and the new scenario fields."""
+    yield from _flag_cases(
+        ["plan", "--target", "1e24", "--no-baseline"], {"--site-nodes": ("0", "1", "-3", "abc", "", "99999")}
+    )
+    for pair in (
+        "nodes_per_site=0",
+        "nodes_per_site=abc",
+        "site_fabric_bits_per_s=-1Gbps",
+        "site_fabric_latency_s=-1ms",
+    ):
+        yield ["estimate", "--set", pair], pair.split("=")[0]
+
+
 GROUPS = {
     "estimate": estimate_cases,
     "plan": plan_cases,
@@ -352,6 +366,7 @@ GROUPS = {
     "app": app_cases,
     "frontier": frontier_cases,
     "decoupled": lambda: decoupled_cases(),
+    "site_pipeline": site_pipeline_cases,
 }
 
 

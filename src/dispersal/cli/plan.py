@@ -249,6 +249,13 @@ def plan_cmd(
     calibration: Annotated[
         str | None, typer.Option(help="Calibration TOML (dispersal calibrate) replacing model parameters.")
     ] = None,
+    site_nodes: Annotated[
+        list[int] | None,
+        typer.Option(
+            help="Also search site-pipeline DiLoCo with sites of this many nodes on a fast local fabric "
+            "(repeatable, 2-10,000; a site counts as one cluster under the regime's rule)."
+        ),
+    ] = None,
 ) -> None:
     """Find the cheapest way to reach a compute target with every node under the regime's thresholds.
 
@@ -269,6 +276,11 @@ def plan_cmd(
         max_cost=max_cost,
         algorithms=algorithms,
     )
+    if site_nodes:
+        for k in site_nodes:
+            if not 2 <= k <= 10_000:
+                raise InputError("site_nodes", f"must be in [2, 10,000] nodes per site, got {k}")
+        c = c.replace(site_sizes=tuple(site_nodes))
     extra: dict[str, Any] = {}
     if calibration is not None:
         from dispersal.calibration import load_calibration

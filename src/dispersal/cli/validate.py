@@ -28,7 +28,7 @@ def _fmt(v: float, metric: str) -> str:
         return f"{v:.1%}"
     if metric == "bandwidth_bits_per_s":
         return units.format_bandwidth(v)
-    if metric == "speedup_vs_baseline":
+    if metric == "speedup":
         return f"{v:.3g}x"
     return units.format_duration(v)
 
@@ -42,6 +42,7 @@ def _family(case_id: str) -> str:
         ("intellect1", "INTELLECT-1"),
         ("opendiloco", "OpenDiLoCo"),
         ("decoupled", "Decoupled DiLoCo (speed-up over synchronous)"),
+        ("dilocox", "DiLoCoX (speed-up over AllReduce)"),
     ):
         if case_id.startswith(prefix):
             return name

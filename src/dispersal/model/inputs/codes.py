@@ -24,6 +24,10 @@ ALGORITHM_NAMES: dict[int, str] = {
     ALGO_PP_DILOCO: "pp_diloco",
     ALGO_DECOUPLED: "decoupled",
 }
+#: Pipelines inside a site (nodes on a fast local fabric), DiLoCo across sites (DiLoCoX, arXiv
+#: 2506.21263). Code 6 (5 is left to the decoupled-DiLoCo unit developed alongside).
+ALGO_SITE_PP = 6
+ALGORITHM_NAMES[ALGO_SITE_PP] = "site_pp_diloco"
 
 #: Aggregation topology codes (the kernel input ``aggregation``); one function each in
 #: `dispersal.model.kernel.topology`.

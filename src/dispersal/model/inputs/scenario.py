@@ -65,6 +65,11 @@ ACT_BYTES_PER_VALUE = {Precision.BF16: 2.0, Precision.FP16: 2.0, Precision.FP8: 
 #: Default-mode regional / pipeline link: co-located sites (spec sec. 3 defaults).
 DEFAULT_REGIONAL_BITS_PER_S = 1e9
 DEFAULT_REGIONAL_LATENCY_S = 0.020
+#: Site fabric per node (site_pp_diloco) when none is given, both modes: one 400 Gb/s NDR InfiniBand
+#: port (NVIDIA Quantum-2 / ConnectX-7 data sheets; a DGX H100 has eight, so the conservative end).
+DEFAULT_SITE_FABRIC_BITS_PER_S = 400e9
+#: One-way site fabric latency when none is given. Assumption: a few switch hops of ~1 us plus software.
+DEFAULT_SITE_FABRIC_LATENCY_S = 5e-6
 #: Default-mode extra state: FP32 global weights + FP32 Nesterov momentum of the outer optimizer.
 OUTER_STATE_BYTES_PER_PARAM = 8.0
 #: Default-mode error-feedback residual, FP32 (one more model copy).
@@ -324,7 +329,9 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         mfu = PAPER_MFU if s.mfu is None else s.mfu
     else:
         wire_bits, agg, ef, dense_bits = s.wire()
-        ddp_bits = DENSE_WIRE_BITS if (s.codec == "auto" or s.codec_is_sparse) else wire_bits
+        # DDP sends dense bf16 gradients for codec "auto"; a named codec is honoured per step (DeMo /
+        # DisTrO-style compressed exchange, kernel.algorithms.ddp), with the codec's aggregation.
+        ddp_bits = DENSE_WIRE_BITS if s.codec == "auto" else wire_bits
         # The heuristic compression-quality table is keyed on the ratio to FP32.
         comp_ratio = max(1.0, RATIO_REFERENCE_BITS / wire_bits)
         outer_bytes = OUTER_STATE_BYTES_PER_PARAM + (ERROR_FEEDBACK_BYTES_PER_PARAM if ef else 0.0)
@@ -391,6 +398,11 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         "tokens": s.tokens or 0.0,
         "moe_layers": s.moe_layers,
         "pp_shard_sync": not paper,
+        "nodes_per_site": s.nodes_per_site,
+        "site_fabric_bits_per_s": s.site_fabric_bits_per_s or DEFAULT_SITE_FABRIC_BITS_PER_S,
+        "site_fabric_latency_s": DEFAULT_SITE_FABRIC_LATENCY_S
+        if s.site_fabric_latency_s is None
+        else s.site_fabric_latency_s,
         "price_usd_per_chip": acc.price_usd,
         "capex_multiplier": s.capex_multiplier,
         "rental_usd_per_chip_hour": acc.rental_usd_per_hour,
@@ -404,6 +416,7 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         "cap_memory_bytes": reg.cluster_memory_bytes,
         "wire_bits_per_param": wire_bits,
         "ddp_wire_bits_per_param": ddp_bits,
+        "ddp_aggregation": AGGREGATION_CODES[ddp_aggregation(s, paper, agg, ddp_bits, wire_bits)],
         "aggregation": AGGREGATION_CODES[agg],
         "dense_aggregate_bits_per_param": dense_bits,
         "outer_state_bytes_per_param": outer_bytes,
@@ -428,6 +441,14 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         "syncer_at_site": s.syncer == "site",
     }
     return x
+
+
+def ddp_aggregation(s: Scenario, paper: bool, agg: str, ddp_bits: float, wire_bits: float) -> str:
+    """The topology of DDP's per-step exchange: a ring all-reduce of dense gradients, except in
+    default mode with a named codec whose bits are on the wire, where the codec's aggregation `agg`
+    is used (sparse payloads cannot be summed in transit: gathered or relayed)."""
+    compressed = not paper and s.codec != "auto" and ddp_bits == wire_bits and agg != "paper"
+    return agg if compressed else "ring"
 
 
 def as_arrays(x: dict[str, Any]) -> dict[str, np.ndarray[Any, Any]]:

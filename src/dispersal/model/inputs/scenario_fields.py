@@ -17,6 +17,7 @@ from dispersal.model.inputs.codes import (
     ALGO_DILOCO,
     ALGO_HIERARCHICAL,
     ALGO_PP_DILOCO,
+    ALGO_SITE_PP,
     Straggler,
     Trust,
 )
@@ -59,6 +60,9 @@ class Algorithm(StrEnum):
     DECOUPLED = "decoupled"
     """Decoupled DiLoCo (Google DeepMind, arXiv 2604.21428): learner islands on their own clocks, a
     syncer that merges on a quorum; a failure stops one island only."""
+    SITE_PP_DILOCO = "site_pp_diloco"
+    """Pipelines inside each site of `nodes_per_site` nodes on a fast local fabric, data parallel across
+    a site's pipelines, DiLoCo across sites over the WAN (DiLoCoX, Qi et al. 2025, arXiv 2506.21263)."""
 
 
 #: The kernel's algorithm code of each scenario algorithm (``streaming`` is flat DiLoCo overlapped).
@@ -70,6 +74,7 @@ ALGORITHM_CODE: dict[Algorithm, int] = {
     Algorithm.PP_DILOCO: ALGO_PP_DILOCO,
     Algorithm.AUTO: ALGO_AUTO,
     Algorithm.DECOUPLED: ALGO_DECOUPLED,
+    Algorithm.SITE_PP_DILOCO: ALGO_SITE_PP,
 }
 #: The scenario algorithm that runs a resolved kernel code (a plan's scenario): flat DiLoCo as
 #: Streaming DiLoCo, the planner's choice.
@@ -79,6 +84,7 @@ SCENARIO_ALGORITHM: dict[int, Algorithm] = {
     ALGO_HIERARCHICAL: Algorithm.HIERARCHICAL,
     ALGO_PP_DILOCO: Algorithm.PP_DILOCO,
     ALGO_DECOUPLED: Algorithm.DECOUPLED,
+    ALGO_SITE_PP: Algorithm.SITE_PP_DILOCO,
 }
 
 
@@ -312,7 +318,9 @@ class ScenarioFields:
         Algorithm.AUTO,
         label="Algorithm",
         help="auto: the paper's rule (streaming flat DiLoCo if the model fits one node, else PP-group "
-        "DiLoCo); streaming = DiLoCo with overlapped sync; diloco = no overlap; ddp = all-reduce every step.",
+        "DiLoCo; in default mode pipelines inside sites when nodes_per_site holds one and that is faster); "
+        "streaming = DiLoCo with overlapped sync; diloco = no overlap; ddp = all-reduce every step; "
+        "site_pp_diloco = pipelines inside sites of nodes_per_site nodes, DiLoCo across sites.",
         glossary="outer step / round",
     )
     overlap_communication: bool = spec(
@@ -632,4 +640,40 @@ class ScenarioFields:
         "syncer, whose own link is not the bottleneck) or site (at one learner's site, whose link then "
         "carries every other learner's payload).",
         choices=lambda: SYNCER_PLACEMENTS,
+    )
+    nodes_per_site: int = spec(
+        1,
+        label="Nodes per site (site_pp_diloco)",
+        help="Nodes that share one site and its fast local fabric (site_pp_diloco: pipelines stay inside a "
+        "site, DiLoCo runs across the num_nodes / nodes_per_site sites). Each node keeps its own WAN link; "
+        "the covered-cluster rule counts a site's nodes together. 1 = every node its own site.",
+        unit="nodes",
+        lo=1,
+        plausible=(1, 10_000),
+        plausible_why="a site of more than 10,000 nodes",
+    )
+    site_fabric_bits_per_s: float | None = spec(
+        None,
+        label="Site fabric bandwidth per node",
+        help="Each node's link to the other nodes of its site (site_pp_diloco). Empty = 400 Gbps, one NDR "
+        "InfiniBand port (NVIDIA Quantum-2 / ConnectX-7; a DGX H100 has eight).",
+        unit="bit/s",
+        quantity="bandwidth",
+        lo=0,
+        lo_open=True,
+        plausible=(1e9, 1e13),
+        plausible_why="datacenter fabrics run 10 Gb/s to a few Tb/s per node",
+        **_MBPS,
+    )
+    site_fabric_latency_s: float | None = spec(
+        None,
+        label="Site fabric latency",
+        help="One-way latency inside a site's fabric (site_pp_diloco). Empty = 5 us (assumption: a few "
+        "switch hops of ~1 us plus the software stack).",
+        unit="s",
+        quantity="duration",
+        lo=0,
+        plausible=(0, 0.001),
+        plausible_why="a local fabric is under a millisecond",
+        **_MS,
     )

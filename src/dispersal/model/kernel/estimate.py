@@ -15,6 +15,7 @@ import numpy as np
 
 from dispersal.model.inputs import units
 from dispersal.model.inputs.codes import ALGORITHM_NAMES
+from dispersal.model.inputs.overrides import override_notes
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.inputs.scenario import Mode, Scenario, as_arrays, kernel_inputs
 from dispersal.model.kernel import quality
@@ -221,10 +222,12 @@ def estimate(
     m = Mode(mode)
     x = kernel_inputs(s, m, params)
     r = {k: float(np.asarray(v)) for k, v in evaluate(as_arrays(x), params).items()}
-    return _to_estimate(s, m, x, r)
+    return _to_estimate(s, m, x, r, params)
 
 
-def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -> Estimate:
+def _to_estimate(
+    s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float], params: ModelParams = DEFAULT_PARAMS
+) -> Estimate:
     reasons = []
     algo = ALGORITHM_NAMES[int(r["algorithm_resolved"])]
     if not r["fits"]:
@@ -250,14 +253,18 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
             f"run exceeds the time budget: needs {units.format_duration(r['run_time_s'])}, "
             f"budget {units.format_duration(s.duration_s)}"
         )
+    # A site-pipeline run's nodes share one fabric: the rule counts the site.
+    site = s.nodes_per_site if algo == "site_pp_diloco" else 1
+    what = f"site of {site} nodes" if site > 1 else "node"
     if not r["under_flop_cap"]:
         reasons.append(
-            f"node over the {s.regime} covered-cluster rule: {r['node_h100_equivalents']:.2f} H100-equivalents "
-            f"> {x['cap_flop_per_s'] / units.H100E_FLOP_PER_S:.0f}"
+            f"{what} over the {s.regime} covered-cluster rule: {site * r['node_h100_equivalents']:.2f} "
+            f"H100-equivalents > {x['cap_flop_per_s'] / units.H100E_FLOP_PER_S:.0f}"
         )
     if not r["under_memory_cap"]:
         reasons.append(
-            f"node over the {s.regime} memory rule: {units.format_bytes(x['node_counted_memory_bytes'])} "
+            f"{what} over the {s.regime} memory rule: "
+            f"{units.format_bytes(site * x['node_counted_memory_bytes'])} "
             f"> {units.format_bytes(x['cap_memory_bytes'])}"
         )
     if r["feasible"] and not np.isfinite(r["c_local_flop"]):
@@ -266,6 +273,7 @@ def _to_estimate(s: Scenario, m: Mode, x: dict[str, Any], r: dict[str, float]) -
     for unit in ALGORITHMS.values():
         if unit.notes is not None:
             notes += unit.notes(s.algorithm.value, algo, r, s.group_size)
+    notes += override_notes(s, m, params)
     if r["offload"]:
         notes.append(
             f"inner optimizer offloaded to host DRAM: +{r['offload_time_s']:.3g} s host-link time per step"

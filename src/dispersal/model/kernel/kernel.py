@@ -44,7 +44,7 @@ OFFLOAD_TRANSFER_BYTES_PER_PARAM = 2.0
 #: Every input `evaluate` reads, with its unit. `inputs.scenario.kernel_inputs` produces exactly these.
 INPUTS: dict[str, str] = {
     "algorithm": "algorithm code (inputs.codes: 0 ddp, 1 flat DiLoCo, 2 hierarchical, 3 PP-group DiLoCo, "
-    "4 auto: flat if it fits, else PP, 5 Decoupled DiLoCo)",
+    "4 auto: flat if it fits, else PP, 5 Decoupled DiLoCo, 6 site-pipeline DiLoCo)",
     "streaming": "bool: overlap communication with compute",
     "num_nodes": "count N",
     "chips_per_node": "count",
@@ -80,6 +80,9 @@ INPUTS: dict[str, str] = {
     "tokens": "training tokens D; 0 = as many as the time budget allows",
     "moe_layers": "MoE layers with expert parallelism across nodes; 0 = dense or no EP",
     "pp_shard_sync": "bool: each PP stage syncs only its shard P/S (default) vs the whole model (paper)",
+    "nodes_per_site": "nodes per site on one local fabric (site_pp_diloco); optional, absent = 1",
+    "site_fabric_bits_per_s": "site fabric per node, bit/s (site_pp_diloco); optional",
+    "site_fabric_latency_s": "site fabric one-way latency, s (site_pp_diloco); optional",
     "price_usd_per_chip": "purchase price",
     "capex_multiplier": "chip -> server -> cluster multiplier (paper 1.64 x 1.23)",
     "rental_usd_per_chip_hour": "on-demand rental",
@@ -94,6 +97,8 @@ INPUTS: dict[str, str] = {
     # --- the grounded time model (default mode; paper mode sets each to its paper value) ---------
     "wire_bits_per_param": "bits per parameter of one worker's sync payload on the wire (codec)",
     "ddp_wire_bits_per_param": "bits per parameter of a DDP gradient all-reduce",
+    "ddp_aggregation": "topology code of DDP's per-step gradient exchange (as aggregation; 1 ring, the "
+    "dense all-reduce); optional, absent = ring",
     "aggregation": "sync topology code: 0 paper relay (V/up + V/down + latency), 1 ring all-reduce, "
     "2 relay / parameter server, 3 all-gather of sparse payloads, 4 relay returning a dense aggregate, "
     "5 all-gather until the M - 1 payloads outweigh a dense aggregate, then relay_dense",
@@ -292,6 +297,10 @@ def _common(inp: Inputs) -> tuple[Common, Arr]:
             here = codes == unit.code
             if here.any():
                 codes = np.where(here & ~unit.runs(c), unit.fallback, codes)
+    # An algorithm that ``auto`` may resolve to where it beats the memory stage's choice.
+    for unit in ALGORITHMS.values():
+        if unit.auto is not None:
+            codes = unit.auto(c, codes)
     return c, codes
 
 
@@ -402,8 +411,10 @@ def _evaluate(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:
 
     node_fp16 = g("node_fp16_flop_per_s")
     cap_f, cap_m = g("cap_flop_per_s"), g("cap_memory_bytes")
-    under_flop = (cap_f <= 0) | (node_fp16 <= cap_f * (1.0 + 1e-12))
-    under_mem = (cap_m <= 0) | (g("node_counted_memory_bytes") <= cap_m * (1.0 + 1e-12))
+    # The rule counts the nodes of one site (one local fabric) as one cluster.
+    site = pick("site_nodes")
+    under_flop = (cap_f <= 0) | (node_fp16 * site <= cap_f * (1.0 + 1e-12))
+    under_mem = (cap_m <= 0) | (g("node_counted_memory_bytes") * site <= cap_m * (1.0 + 1e-12))
     under_cap = under_flop & under_mem
     feasible = fits_mode & time_ok & under_cap & enough_workers & np.isfinite(C_local)
     mem = c.mem

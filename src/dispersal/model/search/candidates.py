@@ -33,6 +33,7 @@ from dispersal.model.inputs.codes import (
     ALGO_DECOUPLED,
     ALGO_HIERARCHICAL,
     ALGO_PP_DILOCO,
+    ALGO_SITE_PP,
     Straggler,
     Trust,
 )
@@ -193,6 +194,10 @@ class Constraints:
     """Restrict the search slots to these kinds (`SLOT_KINDS`: auto = flat Streaming DiLoCo or
     PP-group, hierarchical, ddp, decoupled); empty = every slot the mode searches (paper mode never
     searches decoupled; ddp only with `data_parallel`)."""
+    site_sizes: tuple[int, ...] = ()
+    """Also search site-pipeline DiLoCo with sites of each of these node counts on a fast local fabric
+    (the scenario's default fabric; the covered-cluster rule counts a site as one cluster). Empty =
+    none: every node its own site, the paper's threat model."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -243,6 +248,11 @@ class Constraints:
                 "algorithms",
                 f"must be a comma-separated list of {', '.join(SLOT_KINDS)}, got {name!r}",
             )
+        require(
+            all(isinstance(k, int) and 2 <= k <= 10_000 for k in self.site_sizes),
+            "site_sizes",
+            f"must be integers in [2, 10,000] nodes per site, got {self.site_sizes}",
+        )
         require(
             self.quality_mapping in ("compute", "loss"),
             "quality_mapping",
@@ -408,15 +418,27 @@ class CandidateSpace:
             kept = {SLOT_KINDS[a] for a in c.algorithms}
             keep = [i for i, code in enumerate(slots) if code in kept]
             slots, groups = [slots[i] for i in keep], [groups[i] for i in keep]
+        # A model that does not fit one node runs only the automatic (PP-group) slot and site pipelines.
+        auto_slot = [0] if slots and slots[0] == ALGO_AUTO else []
         self.slot_mode = np.asarray(slots, dtype=np.float64)
         self.slot_group = np.asarray(groups, dtype=np.float64)
         self.slot_hier = self.slot_mode == ALGO_HIERARCHICAL
+        # Site-pipeline slots (appended): one per site size, for every model size.
+        sites = tuple(c.site_sizes)
+        self.slot_mode = np.concatenate([self.slot_mode, np.full(len(sites), float(ALGO_SITE_PP))])
+        self.slot_group = np.concatenate([self.slot_group, np.full(len(sites), 8.0)])
+        self.slot_hier = np.concatenate([self.slot_hier, np.zeros(len(sites), dtype=bool)])
+        self.slot_site = np.asarray(
+            [1.0] * (len(self.slot_mode) - len(sites)) + list(sites), dtype=np.float64
+        )
+        self.slot_is_site = self.slot_mode == ALGO_SITE_PP
+        site_slots = [int(i) for i in np.flatnonzero(self.slot_is_site)]
         self.n_hw, self.n_p, self.n_slot = len(variants), len(self.params_grid), len(self.slot_mode)
         hw_l, p_l, s_l = [], [], []
         for h, r in enumerate(rows):
             for i, P in enumerate(self.params_grid):
                 fits = P * (r["bytes_per_param"] + r["extra_bytes_per_param"]) <= r["node_memory_bytes"]
-                for sl in range(self.n_slot if fits else min(1, self.n_slot)):
+                for sl in range(self.n_slot) if fits else [*auto_slot, *site_slots]:
                     hw_l.append(h)
                     p_l.append(i)
                     s_l.append(sl)
@@ -467,6 +489,7 @@ class CandidateSpace:
         sl = self.combo_slot[combo]
         x["algorithm"] = self.slot_mode[sl]
         x["group_size"] = self.slot_group[sl]
+        x["nodes_per_site"] = self.slot_site[sl]
         P = self.params_grid[self.combo_p[combo]]
         x["params"] = P
         x["active_params"] = P
@@ -507,6 +530,7 @@ class CandidateSpace:
         group = self.slot_group[sl]
         n_ = np.asarray(n, dtype=np.float64)
         is_pp = r["algorithm_resolved"] == ALGO_PP_DILOCO
+        is_site = self.slot_is_site[sl]
         ot = r["overtraining_ratio"]
         return np.asarray(
             (r["feasible"] > 0)
@@ -514,6 +538,8 @@ class CandidateSpace:
             & (ot <= c.max_overtraining * (1 + 1e-9))
             & np.where(self.slot_hier[sl], (n_ >= 2 * group) & ~is_pp, True)
             & np.where(is_pp, r["groups"] >= 2, True)
+            # A site slot counts only as itself (not its pp_diloco fallback), with >= 2 sites.
+            & np.where(is_site, (r["algorithm_resolved"] == ALGO_SITE_PP) & (r["groups"] >= 2), True)
             & (r["cost_usd"] <= c.max_cost_usd),
             dtype=bool,
         )
@@ -522,7 +548,8 @@ class CandidateSpace:
         """The node count at which `node_window` reads each combo's overtraining ratio per worker:
         2 x group size for hierarchical slots (their smallest valid N), 64 otherwise."""
         sl = self.combo_slot[combo]
-        return np.asarray(np.where(self.slot_hier[sl], 2.0 * self.slot_group[sl], 64.0), dtype=np.float64)
+        ref = np.where(self.slot_hier[sl], 2.0 * self.slot_group[sl], 64.0)
+        return np.asarray(np.where(self.slot_is_site[sl], np.maximum(64.0, 2.0 * self.slot_site[sl]), ref))
 
     def node_window(
         self, ref: Mapping[str, Arr], combo: npt.NDArray[np.int64], n_ref: Arr, *, slack: float | None = None
@@ -561,6 +588,21 @@ class CandidateSpace:
             n_lo, np.where(self.slot_hier[sl], 2.0 * group, np.where(stages > 1, 2.0 * stages, 1.0))
         )
         n_hi = np.where(stages > 1, w_hi * stages + stages - 1, w_hi)
+        # Site slots: floor(N / n_s) sites of k = floor(n_s / S) pipelines are the workers.
+        site = self.slot_is_site[sl]
+        if site.any():
+            n_s = self.slot_site[sl]
+            k = np.maximum(np.floor(n_s / np.maximum(stages, 1.0)), 1.0)
+            workers_site = np.floor(n_ref / n_s) * k
+            opw_s = np.where(usable, ref["overtraining_ratio"] / np.maximum(workers_site, 1.0), 1.0)
+            if slack is None:
+                ws_lo = np.ceil(c.min_overtraining / opw_s * (1 - 1e-9))
+                ws_hi = np.floor(c.max_overtraining / opw_s * (1 + 1e-9))
+            else:
+                ws_lo = np.floor(c.min_overtraining / opw_s * (1 - slack))
+                ws_hi = np.ceil(c.max_overtraining / opw_s * (1 + slack))
+            n_lo = np.where(site, np.maximum(np.ceil(ws_lo / k) * n_s, 2.0 * n_s), n_lo)
+            n_hi = np.where(site, np.floor(ws_hi / k) * n_s + n_s - 1.0, n_hi)
         return (
             np.asarray(usable, dtype=bool),
             np.asarray(n_lo, dtype=np.float64),

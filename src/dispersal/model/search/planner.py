@@ -500,6 +500,7 @@ def _option(space: CandidateSpace, h: int, n: int, combo: int, m: Mode) -> PlanO
         params=float(space.params_grid[pi]),
         algorithm=algo,
         group_size=group,
+        nodes_per_site=int(space.slot_site[slot]),
     )
     return PlanOption(
         scenario=scen,

@@ -72,6 +72,8 @@ class Branch:
     merge_rule: Val = -1.0
     """The outer merge the quality model applies (`inputs.decoupled.MERGE_RULE_CODES`); -1: the
     quality parameters' own rule (DiLoCo's mean by default)."""
+    site_nodes: Val = 1.0
+    """Nodes that the covered-cluster rule counts as one cluster (a site's nodes on one fabric)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -92,6 +94,8 @@ class AlgorithmUnit:
     """Whether the inner optimizer may be offloaded to host DRAM (not in a pipeline)."""
     notes: Callable[[str, str, Mapping[str, float], int], list[str]] | None = None
     """Estimate notes: (asked name, resolved name, scalar outputs, group size) -> lines."""
+    auto: Callable[[Common, Arr], Arr] | None = None
+    """Where ``auto`` resolves to this unit: (shared figures, resolved codes) -> codes (None: never)."""
 
 
 def no_sync(c: Common) -> tuple[Arr, Arr]:
