@@ -39,6 +39,8 @@ def _family(case_id: str) -> str:
         ("sdiloco_t1", "Streaming DiLoCo Table 1 (wall time)"),
         ("intellect1", "INTELLECT-1"),
         ("opendiloco", "OpenDiLoCo"),
+        ("covenant72b", "Covenant-72B (SparseLoCo, downlink-paced gather)"),
+        ("churn_intellect1", "INTELLECT-1 with mixed sites and a node schedule"),
     ):
         if case_id.startswith(prefix):
             return name

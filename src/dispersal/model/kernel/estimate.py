@@ -285,7 +285,8 @@ def estimate(
         if not row["fits"]
     ]
     churn = churn_summary(s, m, params) if s.churn else None
-    notes = [*e.notes, f"{len(s.sites)} sites: sync paced by the {pacing}"]
+    n_sites = f"{len(s.sites)} site{'s' if len(s.sites) > 1 else ''}"
+    notes = [*e.notes, f"{n_sites}: sync paced by the {pacing}"]
     if churn is not None and churn.run_time_s > s.duration_s * (1 + 1e-12):
         notes.append(
             f"under the churn schedule the run needs {units.format_duration(churn.run_time_s)}, "

@@ -122,7 +122,7 @@ def paced_sync(
     i, j = int(np.argmax(t_up)), int(np.argmax(t_down))
     return PacedSync(
         float(t_up[i] + t_down[j]), float(up[i]), float(down[j]), float((lat[i] + lat[j]) / 2.0), ub, db,
-        f"uplink of {names[owner[i]]}, then the busiest downlink, {names[owner[j]]}'s",
+        f"uplink of {names[owner[i]]}, then the busiest downlink ({names[owner[j]]})",
     )  # fmt: skip
 
 
