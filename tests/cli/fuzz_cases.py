@@ -45,6 +45,13 @@ BAD_SCENARIOS = (
     ("{NESTED}", "latency_s"),
     ("{BOOLPARAMS}", "params"),
     ("{NANBW}", "bandwidth_up_bits_per_s"),
+    # [[site]] / [[churn]] tables (issue 22): the error names the table's path.
+    ("{SITEBW}", "site[2].bandwidth_down_bits_per_s"),
+    ("{SITEKEY}", "site[0].speed"),
+    ("{SITENODES}", "site[0].nodes"),
+    ("{SITEHW}", "site[0].hardware"),
+    ("{CHURNSITE}", "churn[0].site"),
+    ("{CHURNNEG}", "churn[0].nodes"),
 )
 BAD_SETS = (
     ("nokey", "set"),

@@ -53,7 +53,7 @@ from dispersal.model.inputs.scenario_fields import OuterState as OuterState
 from dispersal.model.inputs.scenario_fields import Precision as Precision
 from dispersal.model.inputs.scenario_fields import Pricing as Pricing
 from dispersal.model.inputs.scenario_fields import ScenarioFields
-from dispersal.model.inputs.sites import ChurnEvent, Site, parse_churn, parse_sites
+from dispersal.model.inputs.sites import ChurnEvent, Site, parse_churn, parse_sites, site_scenario
 
 # ZeRO accounting (FP32 master + Adam m, v): BF16/FP16 16 B, FP8 14 B, FP4 13 B (spec sec. 2).
 STATE_BYTES_PER_PARAM = {Precision.BF16: 16.0, Precision.FP16: 16.0, Precision.FP8: 14.0, Precision.FP4: 13.0}
@@ -141,6 +141,9 @@ class Scenario(ScenarioFields):
             sites = parse_sites(self.sites)
             object.__setattr__(self, "sites", sites)
             object.__setattr__(self, "num_nodes", sum(s.nodes for s in sites))
+            for i, site in enumerate(sites):
+                # Each site's own combination (hardware x precision, ...) passes the scenario's rules.
+                site_scenario(self, site, i, self.num_nodes)
             if self.algorithm in (Algorithm.HIERARCHICAL, Algorithm.PP_DILOCO):
                 raise InputError(
                     "algorithm",

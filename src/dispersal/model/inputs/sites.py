@@ -191,3 +191,17 @@ def parse_churn(value: Any, sites: Sequence[Site]) -> tuple[ChurnEvent, ...]:
                 f"churn[{i}].nodes", f"the run would have {sum(count.values())} nodes (1 or more)"
             )
     return tuple(e for _, _, e in events)
+
+
+def site_scenario(s: Any, site: Site, index: int, num_nodes: int) -> Any:
+    """The identical-node Scenario of one site of `s` (its hardware, chips, links, batch; the rest
+    the scenario's) with num_nodes nodes; an invalid combination names the site's path."""
+    changes: dict[str, Any] = {"sites": (), "churn": (), "num_nodes": max(1, num_nodes)}
+    for key in SITE_FIELDS:
+        v = getattr(site, key)
+        if v is not None:
+            changes[key] = v
+    try:
+        return s.replace(**changes)
+    except InputError as exc:
+        raise InputError(f"site[{index}].{exc.field}", str(exc).removeprefix(f"{exc.field}: ")) from None

@@ -34,14 +34,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dispersal.model.inputs.codes import AGG_PAPER, AGG_RING, ALGO_DDP
-from dispersal.model.inputs.errors import InputError
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
+from dispersal.model.inputs.sites import site_scenario
 from dispersal.model.kernel import topology
 from dispersal.model.kernel.context import Arr
 
 if TYPE_CHECKING:
     from dispersal.model.inputs.scenario import Mode, Scenario
-    from dispersal.model.inputs.sites import Site
 
 #: Outputs of a per-site kernel evaluation that the reduction and the site rows read.
 SITE_OUTPUTS = ("step_time_s", "step_compute_time_s", "fits", "memory_required_bytes_per_node")
@@ -93,11 +92,12 @@ def paced_sync(
     if m <= 1:
         return PacedSync(0.0, float(up[0]), float(down[0]), float(lat[0]), 0.0, 0.0, "one node: no sync")
     fn = topology.TOPOLOGIES.get(code, topology.relay)
+    va, ma, na, da = (np.asarray(z, dtype=np.float64) for z in (v, m, n_params, dense_bits))
     if code == AGG_RING:
         nxt = np.roll(np.arange(len(up)), -1)
         edge_lat = (lat + lat[nxt]) / 2.0
         # Each edge k -> k+1 through the ring function: the lock-step hops wait for the slowest.
-        t, up_b, down_b = fn(v, m, n_params, dense_bits, up, down[nxt], edge_lat)
+        t, up_b, down_b = fn(va, ma, na, da, up, down[nxt], edge_lat)
         k = int(np.argmax(t))
         a, b = names[owner[k]], names[owner[int(nxt[k])]]
         side = "uplink" if up[k] <= down[nxt[k]] else "downlink"
@@ -107,7 +107,7 @@ def paced_sync(
             f"ring edge {a} -> {b} ({side} of {a if side == 'uplink' else b})",
         )  # fmt: skip
     if code == AGG_PAPER:
-        t, up_b, down_b = fn(v, m, n_params, dense_bits, up, down, lat)
+        t, up_b, down_b = fn(va, ma, na, da, up, down, lat)
         k = int(np.argmax(t))
         return PacedSync(
             float(t[k]), float(up[k]), float(down[k]), float(lat[k]), float(up_b), float(down_b),
@@ -116,7 +116,7 @@ def paced_sync(
     # Relay family: the bits each node sends and receives come from the topology function; the
     # aggregate (or the others' payloads) exists once the slowest upload is in, and the sync ends
     # when the slowest download is done.
-    _, up_b, down_b = fn(v, m, n_params, dense_bits, np.ones(1), np.ones(1), np.zeros(1))
+    _, up_b, down_b = fn(va, ma, na, da, np.ones(1), np.ones(1), np.zeros(1))
     ub, db = float(np.asarray(up_b).ravel()[0]), float(np.asarray(down_b).ravel()[0])
     t_up, t_down = ub / up + lat, db / down + lat
     i, j = int(np.argmax(t_up)), int(np.argmax(t_down))
@@ -124,26 +124,6 @@ def paced_sync(
         float(t_up[i] + t_down[j]), float(up[i]), float(down[j]), float((lat[i] + lat[j]) / 2.0), ub, db,
         f"uplink of {names[owner[i]]}, then the busiest downlink ({names[owner[j]]})",
     )  # fmt: skip
-
-
-def site_scenario(s: Scenario, site: Site, index: int, num_nodes: int) -> Scenario:
-    """The identical-node scenario of one site (its hardware, chips, links, batch) with num_nodes."""
-    changes: dict[str, Any] = {"sites": (), "churn": (), "num_nodes": num_nodes}
-    for key in (
-        "hardware",
-        "chips_per_node",
-        "bandwidth_up_bits_per_s",
-        "bandwidth_down_bits_per_s",
-        "latency_s",
-        "local_batch_tokens",
-    ):
-        v = getattr(site, key)
-        if v is not None:
-            changes[key] = v
-    try:
-        return s.replace(**changes)
-    except InputError as exc:
-        raise InputError(f"site[{index}].{exc.field}", str(exc).removeprefix(f"{exc.field}: ")) from None
 
 
 def site_inputs(
@@ -176,18 +156,27 @@ def paced_inputs(
     # The pacing site: the slowest inner step (synchronous inner steps wait for it).
     p_idx, x_p, _ = max(rows, key=lambda row: row[2]["step_time_s"])
     x = dict(x_p)
-    batch_sum = sum(counts[i] * float(xi["local_batch_tokens"]) for i, xi, _ in rows)
-    b_mean = batch_sum / n_total
+    batches = {float(xi["local_batch_tokens"]) for _, xi, _ in rows}
+    b_mean = (
+        batches.pop()
+        if len(batches) == 1
+        else sum(counts[i] * float(xi["local_batch_tokens"]) for i, xi, _ in rows) / n_total
+    )
     # Same step time at the mean batch: the kernel counts N x b_mean tokens per step.
     x["node_peak_flop_per_s"] = float(x_p["node_peak_flop_per_s"]) * b_mean / float(x_p["local_batch_tokens"])
     x["local_batch_tokens"] = b_mean
     x["num_nodes"] = int(n_total)
     chips_p = float(x_p["chips_per_node"])
+    same_node = (
+        len({(float(xi["chips_per_node"]), xi["price_usd_per_chip"], xi["tdp_w"]) for _, xi, _ in rows}) == 1
+    )
     for key in ("price_usd_per_chip", "rental_usd_per_chip_hour", "tdp_w"):
-        # Totals over sites: N x chips_p x value = sum_i n_i x chips_i x value_i.
-        x[key] = sum(counts[i] * float(xi["chips_per_node"]) * float(xi[key]) for i, xi, _ in rows) / (
-            n_total * chips_p
-        )
+        # Totals over sites: N x chips_p x value = sum_i n_i x chips_i x value_i (the value itself
+        # when every node is the same, exactly).
+        if not same_node:
+            x[key] = sum(counts[i] * float(xi["chips_per_node"]) * float(xi[key]) for i, xi, _ in rows) / (
+                n_total * chips_p
+            )
     for key in ("node_fp16_flop_per_s", "node_counted_memory_bytes"):
         x[key] = max(float(xi[key]) for _, xi, _ in rows)
     ddp = int(x["algorithm"]) == ALGO_DDP
