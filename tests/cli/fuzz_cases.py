@@ -148,6 +148,12 @@ def plan_cases() -> Iterator[Case]:
     )
     for p in BAD_IN_FILES:
         yield ["plan", "--target", "1e24", "--calibration", p], ("calibration" if p == "" else p)
+    # plan --sites (issue 22): a fleet of site types from a scenario file with [[site]] tables.
+    for p in BAD_IN_FILES:
+        yield ["plan", "--target", "1e24", "--sites", p], ("sites" if p == "" else p)
+    yield ["plan", "--target", "1e24", "--sites", "{SITEBW}"], "site[2].bandwidth_down_bits_per_s"
+    yield ["plan", "--target", "1e24", "--sites", "{NANBW}"], "bandwidth_up_bits_per_s"
+    yield ["plan", "--target", "1e24", "--sites", "{SITEKEY}", "--metric", "nope"], "metric"
 
 
 def solve_cases() -> Iterator[Case]:

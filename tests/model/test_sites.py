@@ -19,6 +19,7 @@ from dispersal.model.kernel.churn import churn_summary, join_time_s
 from dispersal.model.kernel.estimate import Estimate, estimate
 from dispersal.model.kernel.kernel import evaluate
 from dispersal.model.kernel.sites import node_links, paced_sync, scenario_inputs
+from dispersal.model.search.site_mix import plan_site_mix, scaled
 
 #: Three one-node sites: (up bit/s, down bit/s, latency s).
 TINY = {"a": (100e6, 200e6, 0.01), "b": (50e6, 400e6, 0.03), "c": (300e6, 100e6, 0.02)}
@@ -250,3 +251,35 @@ def test_sites_round_trip_through_dicts() -> None:
     assert Scenario.from_dict(s.to_dict()) == s
     assert "site" not in Scenario().to_dict() and "churn" not in Scenario().to_dict()
     assert math.isclose(estimate(s).run_time_s, estimate(Scenario.from_dict(s.to_dict())).run_time_s)
+
+
+def test_site_mix_plan_is_the_smallest_multiple_reaching_the_target() -> None:
+    s = Scenario.from_dict(
+        {
+            "params": 30e9,
+            "precision": "bf16",
+            "algorithm": "diloco",
+            "inner_steps": 50,
+            "codec": "int8",
+            "aggregation": "ring",
+            "regime": "none",
+            "duration_s": 30 * 86400,
+            "site": [
+                {"name": "h", "nodes": 2, "hardware": "h100_sxm", "bandwidth_up_bits_per_s": 1e9},
+                {"name": "a", "nodes": 1, "hardware": "a100_80gb", "bandwidth_up_bits_per_s": 2e8},
+            ],
+        }
+    )
+    # With a model this size C_local grows with the scale (a 1B model saturates: overtrained).
+    values = [estimate(scaled(s, k)).c_local_flop for k in range(1, 9)]
+    assert values == sorted(values)
+    target = (values[4] + values[5]) / 2  # between k = 5 and k = 6
+    assert values[4] < target <= values[5]
+    p = plan_site_mix(s, target, metric="c_local", max_nodes=24)
+    assert p.scale == 6 and p.nodes == (12, 6)
+    assert p.estimate is not None and p.estimate.c_local_flop == pytest.approx(values[5])
+    miss = plan_site_mix(s, values[-1] * 10, metric="c_local", max_nodes=24)
+    assert miss.scale is None and "8 x the mix (24 nodes)" in miss.reason
+    with pytest.raises(InputError) as err:
+        plan_site_mix(Scenario(), 1e24)
+    assert err.value.field == "sites"

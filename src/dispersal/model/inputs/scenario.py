@@ -333,8 +333,13 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
     """
     mode = Mode(mode)
     if s.sites:
-        # Its identical-node figures would silently ignore the sites' links and hardware.
-        raise ValueError("a scenario with [[site]] tables: use dispersal.model.kernel.sites.scenario_inputs")
+        # Its identical-node figures would silently ignore the sites' links and hardware; a command
+        # that reads sites calls dispersal.model.kernel.sites.scenario_inputs instead.
+        raise InputError(
+            "site",
+            "this command evaluates identical nodes only; [[site]] tables are read by estimate, solve, "
+            "validate and plan --sites",
+        )
     acc = s.accelerator
     reg = s.regime_entry
     chips = s.resolved_chips_per_node()
