@@ -237,6 +237,7 @@ def test_shipped_site_presets() -> None:
         ({"site": [{"nodes": 1}], "churn": [{"hour": 1, "site": 0, "nodes": 0}]}, "churn[0].nodes"),
         ({"site": [{"nodes": 1}], "churn": [{"hour": 1, "site": 0, "nodes": -2}]}, "churn[0].nodes"),
         ({"site": [{"nodes": 1}], "churn": [{"hour": 1, "site": 0}]}, "churn[0].nodes"),
+        ({"site": [{"nodes": 1}], "num_nodes": 5}, "num_nodes"),
     ],
 )
 def test_bad_site_input_names_its_path(data: dict[str, Any], path: str) -> None:

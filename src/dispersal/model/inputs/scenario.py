@@ -274,7 +274,14 @@ class Scenario(ScenarioFields):
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
                 raise InputError(key, f"unknown scenario key{hint}")
             kwargs[key] = coerce_field(key, value)
-        return cls(**kwargs)
+        s = cls(**kwargs)
+        if s.sites and "num_nodes" in kwargs and kwargs["num_nodes"] != s.num_nodes:
+            # With [[site]] tables the node count is theirs; a different one given too is a mistake.
+            raise InputError(
+                "num_nodes",
+                f"is the [[site]] tables' total ({s.num_nodes}) here, got {kwargs['num_nodes']}; change a site's nodes",
+            )
+        return s
 
 
 #: Every declared Scenario field (name, kind, default, spec) in declaration order.

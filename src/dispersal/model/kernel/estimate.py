@@ -287,6 +287,19 @@ def estimate(
     churn = churn_summary(s, m, params) if s.churn else None
     n_sites = f"{len(s.sites)} site{'s' if len(s.sites) > 1 else ''}"
     notes = [*e.notes, f"{n_sites}: sync paced by the {pacing}"]
+    unused = [
+        name
+        for name in (
+            "hardware",
+            "chips_per_node",
+            "bandwidth_up_bits_per_s",
+            "bandwidth_down_bits_per_s",
+            "latency_s",
+        )
+        if all(getattr(site, name) is not None for site in s.sites)
+    ]
+    if unused:
+        notes.append(f"every site sets its own {', '.join(unused)}: the scenario's are not used")
     if churn is not None and churn.run_time_s > s.duration_s * (1 + 1e-12):
         notes.append(
             f"under the churn schedule the run needs {units.format_duration(churn.run_time_s)}, "
