@@ -45,6 +45,13 @@ BAD_SCENARIOS = (
     ("{NESTED}", "latency_s"),
     ("{BOOLPARAMS}", "params"),
     ("{NANBW}", "bandwidth_up_bits_per_s"),
+    # [[site]] / [[churn]] tables (issue 22): the error names the table's path.
+    ("{SITEBW}", "site[2].bandwidth_down_bits_per_s"),
+    ("{SITEKEY}", "site[0].speed"),
+    ("{SITENODES}", "site[0].nodes"),
+    ("{SITEHW}", "site[0].hardware"),
+    ("{CHURNSITE}", "churn[0].site"),
+    ("{CHURNNEG}", "churn[0].nodes"),
 )
 BAD_SETS = (
     ("nokey", "set"),
@@ -141,6 +148,12 @@ def plan_cases() -> Iterator[Case]:
     )
     for p in BAD_IN_FILES:
         yield ["plan", "--target", "1e24", "--calibration", p], ("calibration" if p == "" else p)
+    # plan --sites (issue 22): a fleet of site types from a scenario file with [[site]] tables.
+    for p in BAD_IN_FILES:
+        yield ["plan", "--target", "1e24", "--sites", p], ("sites" if p == "" else p)
+    yield ["plan", "--target", "1e24", "--sites", "{SITEBW}"], "site[2].bandwidth_down_bits_per_s"
+    yield ["plan", "--target", "1e24", "--sites", "{NANBW}"], "bandwidth_up_bits_per_s"
+    yield ["plan", "--target", "1e24", "--sites", "{SITEKEY}", "--metric", "nope"], "metric"
 
 
 def solve_cases() -> Iterator[Case]:

@@ -75,6 +75,12 @@ def make_paths(root: Path) -> dict[str, str]:
         "NESTED": "[latency_s]\nx = 1\n",
         "BOOLPARAMS": "params = true\n",
         "NANBW": "bandwidth_up_bits_per_s = nan\n",
+        "SITEBW": '[[site]]\nnodes = 1\n[[site]]\nnodes = 1\n[[site]]\nnodes = 1\nbandwidth_down_bits_per_s = "-5 Mbps"\n',
+        "SITEKEY": "[[site]]\nnodes = 1\nspeed = 3\n",
+        "SITENODES": "[[site]]\nnodes = -1\n",
+        "SITEHW": '[[site]]\nnodes = 1\nhardware = "nope"\n',
+        "CHURNSITE": '[[site]]\nname = "a"\nnodes = 1\n[[churn]]\nhour = 1\nsite = "b"\nnodes = 1\n',
+        "CHURNNEG": '[[site]]\nname = "a"\nnodes = 1\n[[churn]]\nhour = 1\nsite = "a"\nnodes = -3\n',
     }
     out = {
         "DIR": str(root / "dir"),

@@ -61,7 +61,7 @@ class Field:
 
 def _choices() -> dict[str, tuple[str, ...]]:
     return {
-        "preset": tuple(scenario_names()),
+        "preset": tuple(scenario_names(with_sites=False)),
         "mode": tuple(m.value for m in Mode),
         "regime": tuple(regimes()),
     }

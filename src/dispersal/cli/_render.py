@@ -41,7 +41,9 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
             "links",
             f"{units.format_bandwidth(s['bandwidth_up_bits_per_s'])} up / "
             f"{units.format_bandwidth(s['bandwidth_down_bits_per_s'])} down, "
-            f"{units.format_duration(s['latency_s'])} latency",
+            f"{units.format_duration(s['latency_s'])} latency"
+            if not d.get("sites")
+            else f"per site (the sites table); sync paced by the {d.get('sync_pacing', '')}",
         ),
     )
     rows.append(
@@ -54,7 +56,8 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
     )
     rows.append(("WAN traffic / node", traffic_text(d)))
     with contextlib.suppress(ValueError):  # a hand-edited dict that is no longer a valid Scenario
-        rows.append(("used", estimate_provenance(d, links_of(Scenario.from_dict(dict(s))))))
+        if not d.get("sites"):  # the sites table shows each site's links
+            rows.append(("used", estimate_provenance(d, links_of(Scenario.from_dict(dict(s))))))
     for note in reversed(d.get("notes", [])):
         extra = (
             " (default mode counts the outer-optimizer state, error-feedback buffer and activations;"
@@ -96,4 +99,47 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
             )
         )
     )
-    return [head, eff, bd]
+    return [head, eff, bd, *site_tables(d)]
+
+
+def site_tables(d: dict[str, Any]) -> list[Table]:
+    """Per-site rows and the churn schedule of a heterogeneous estimate (none otherwise)."""
+    out = []
+    if d.get("sites"):
+        t = Table(title=f"sites (sync paced by the {d.get('sync_pacing', '')})")
+        for col in ("site", "region", "nodes", "hardware", "step compute", "compute share", "up", "down",
+                    "sync up / down per node", "uplink busy", "downlink busy", "fits"):  # fmt: skip
+            t.add_column(col, justify="left" if col in ("site", "region", "hardware") else "right")
+        for r in d["sites"]:
+            t.add_row(
+                r["name"] + (" *" if r["paces_compute"] else ""),
+                r["region"],
+                str(r["nodes"]),
+                f"{r['chips_per_node']} x {r['hardware']}",
+                units.format_duration(r["step_compute_time_s"]),
+                f"{r['utilisation']:.1%}",
+                units.format_bandwidth(r["up_bits_per_s"]),
+                units.format_bandwidth(r["down_bits_per_s"]),
+                f"{units.format_bytes(r['sync_up_bytes'])} / {units.format_bytes(r['sync_down_bytes'])}",
+                f"{r['link_utilisation_up']:.1%}",
+                f"{r['link_utilisation_down']:.1%}",
+                "yes" if r["fits"] else "[red]no[/]",
+            )
+        t.caption = "* the site whose inner step paces the run; link busy = busy time / wall time"
+        out.append(t)
+    c = d.get("churn")
+    if c:
+        t = Table(title="churn schedule", show_header=False)
+        t.add_column("", style="bold")
+        t.add_column("")
+        t.add_row(
+            "run under the schedule", f"{units.format_duration(c['run_time_s'])}, {c['tokens']:.4g} tokens"
+        )
+        t.add_row("mean computing nodes", f"{c['mean_nodes']:.2f} (time-weighted)")
+        joins = ", ".join(units.format_duration(x) for x in c["join_transfer_s"]) or "none"
+        t.add_row("join transfers", joins)
+        t.add_row(
+            "lost to joins", f"{c['node_hours_lost_to_joins']:.3g} node-hours ({c['join_lost_fraction']:.2%})"
+        )
+        out.append(t)
+    return out

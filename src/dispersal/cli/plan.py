@@ -256,6 +256,14 @@ def plan_cmd(
             "(repeatable, 2-10,000; a site counts as one cluster under the regime's rule)."
         ),
     ] = None,
+    sites: Annotated[
+        str | None,
+        typer.Option(
+            help="A scenario TOML with [[site]] tables (a fleet of site types): the smallest multiple of that "
+            "mix reaching each target; its own hardware, links, model and days are used, the other flags "
+            "except --target, --metric, --mode, --max-nodes and --json are not."
+        ),
+    ] = None,
 ) -> None:
     """Find the cheapest way to reach a compute target with every node under the regime's thresholds.
 
@@ -263,6 +271,9 @@ def plan_cmd(
     """
     m = check_mode(mode)
     targets = [flop_target(t, "target") for t in (target or [])] or list(DEFAULT_TARGETS)
+    if sites is not None:
+        _plan_sites(sites, targets, m, metric, max_nodes, json_)
+        return
     c = build_constraints(
         bandwidth=bandwidth,
         latency=latency,
@@ -358,6 +369,75 @@ def _print_plans(plans: list[Plan], dicts: list[dict[str, Any]], tables: list[An
             con.print(runners_up_table(p))
     for t in tables:
         con.print(t)
+
+
+def _plan_sites(
+    path: str, targets: list[float], m: Any, metric: str | None, max_nodes: int, json_: bool
+) -> None:
+    """``plan --sites``: the smallest multiple of the file's site mix per target (search.site_mix)."""
+    from dispersal.cli._scenario import build_scenario
+    from dispersal.model.search.site_mix import METRICS, plan_site_mix
+
+    if metric is not None and metric not in METRICS:
+        raise InputError("metric", f"must be one of {', '.join(METRICS)}, got {metric!r}")
+    from dispersal.cli._scenario import load_scenario_data
+
+    s = build_scenario(str(input_file(path, "sites")), [])
+    search_params = "params" not in load_scenario_data(str(path))
+    if not s.sites:
+        raise InputError("sites", f"{path} has no [[site]] tables")
+    met = metric or ("c_local" if m.value == "paper" else "c_quality")
+    plans = [
+        plan_site_mix(s, t, metric=met, mode=m, max_nodes=max_nodes, search_params=search_params)
+        for t in targets
+    ]
+    if json_:
+        print_json([p.to_dict() for p in plans])
+        return
+    from dispersal.cli._render import console
+
+    t = Table(
+        title=f"dispersal plan --sites {path} ({m.value} mode, metric {met}): smallest multiple of the mix"
+    )
+    for col in (
+        "target",
+        "scale",
+        *(site.name for site in s.sites),
+        "model",
+        "days",
+        "cost",
+        met,
+        "utilisation",
+        "sync paced by",
+    ):
+        t.add_column(col, justify="right")
+    for p in plans:
+        e = p.estimate
+        if p.scale is None or e is None:
+            t.add_row(
+                f"{p.target_flop:.3g}",
+                "[red]not reached[/]",
+                *("" for _ in s.sites),
+                "",
+                "",
+                "",
+                "",
+                p.reason,
+            )
+            continue
+        value = e.c_quality_flop if met == "c_quality" else e.c_local_flop
+        t.add_row(
+            f"{p.target_flop:.3g}",
+            f"{p.scale}x",
+            *(f"{n:,}" for n in p.nodes),
+            units.format_count(e.params),
+            f"{e.days:.4g}",
+            units.format_money(e.cost.total_usd),
+            f"{value:.3g}",
+            f"{e.utilisation:.1%}",
+            e.sync_pacing,
+        )
+    console().print(t)
 
 
 def register(app: typer.Typer) -> None:

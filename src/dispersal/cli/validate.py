@@ -43,6 +43,8 @@ def _family(case_id: str) -> str:
         ("opendiloco", "OpenDiLoCo"),
         ("decoupled", "Decoupled DiLoCo (speed-up over synchronous)"),
         ("dilocox", "DiLoCoX (speed-up over AllReduce)"),
+        ("covenant72b", "Covenant-72B (SparseLoCo, downlink-paced gather)"),
+        ("churn_intellect1", "INTELLECT-1 with mixed sites and a node schedule"),
     ):
         if case_id.startswith(prefix):
             return name

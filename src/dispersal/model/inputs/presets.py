@@ -13,10 +13,14 @@ from dispersal.model.inputs.scenario import Scenario
 DEFAULT_SCENARIO = "paper_threat_model"
 
 
-def scenario_names() -> list[str]:
-    """Names of the shipped scenarios."""
+def scenario_names(*, with_sites: bool = True) -> list[str]:
+    """Names of the shipped scenarios; with_sites=False leaves out those with ``[[site]]`` tables
+    (the app's form has one link per direction and cannot show them)."""
     folder = resources.files("dispersal.data").joinpath("scenarios")
-    return sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml"))
+    names = sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml"))
+    if with_sites:
+        return names
+    return [n for n in names if "site" not in load_scenario_dict(n)]
 
 
 def load_scenario_dict(name_or_path: str) -> dict[str, Any]:

@@ -54,6 +54,7 @@ from dispersal.model.inputs.scenario_fields import OuterState as OuterState
 from dispersal.model.inputs.scenario_fields import Precision as Precision
 from dispersal.model.inputs.scenario_fields import Pricing as Pricing
 from dispersal.model.inputs.scenario_fields import ScenarioFields
+from dispersal.model.inputs.sites import ChurnEvent, Site, parse_churn, parse_sites, site_scenario
 
 # ZeRO accounting (FP32 master + Adam m, v): BF16/FP16 16 B, FP8 14 B, FP4 13 B (spec sec. 2).
 STATE_BYTES_PER_PARAM = {Precision.BF16: 16.0, Precision.FP16: 16.0, Precision.FP8: 14.0, Precision.FP4: 13.0}
@@ -97,7 +98,14 @@ class Scenario(ScenarioFields):
 
     Each field is declared once with `fields.spec`: its unit, bounds, label and help. Validation,
     parsing (`from_dict`, the CLI's --set), ``dispersal fields`` and the app's inputs read it.
+    `sites` and `churn` (``[[site]]``, ``[[churn]]``; `inputs.sites`) are the two list fields.
     """
+
+    sites: tuple[Site, ...] = ()
+    """Heterogeneous sites (``[[site]]``); empty = `num_nodes` identical nodes. When given,
+    `num_nodes` is their total and each site's links, hardware and batch replace the scenario's."""
+    churn: tuple[ChurnEvent, ...] = ()
+    """Nodes joining / leaving sites on a schedule (``[[churn]]``); needs `sites`."""
 
     def __post_init__(self) -> None:
         require(
@@ -111,6 +119,7 @@ class Scenario(ScenarioFields):
             checked = f.check(value)
             if checked is not value:
                 object.__setattr__(self, f.name, checked)
+        self._check_sites()
         # Cross-field rules.
         if self.active_params is not None:
             require(
@@ -131,6 +140,24 @@ class Scenario(ScenarioFields):
                 "precision",
                 f"{acc.name} has no FP8 tensor path; use bf16 or fp16",
             )
+
+    def _check_sites(self) -> None:
+        """Parse `sites` / `churn` (dicts allowed) and set num_nodes to the sites' total."""
+        if self.sites:
+            sites = parse_sites(self.sites)
+            object.__setattr__(self, "sites", sites)
+            object.__setattr__(self, "num_nodes", sum(s.nodes for s in sites))
+            for i, site in enumerate(sites):
+                # Each site's own combination (hardware x precision, ...) passes the scenario's rules.
+                site_scenario(self, site, i, self.num_nodes)
+            if self.algorithm in (Algorithm.HIERARCHICAL, Algorithm.PP_DILOCO):
+                raise InputError(
+                    "algorithm",
+                    f"{self.algorithm.value} is not paced over [[site]] tables; use ddp, diloco, streaming or auto",
+                )
+        else:
+            object.__setattr__(self, "sites", ())
+        object.__setattr__(self, "churn", parse_churn(self.churn, self.sites) if self.churn else ())
 
     # --- derived -----------------------------------------------------------------------------
     @property
@@ -227,6 +254,12 @@ class Scenario(ScenarioFields):
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
+            if f.name in ("sites", "churn"):
+                # Listed only when given (TOML's [[site]] / [[churn]] tables), so a plain scenario's
+                # dict is as before.
+                if v:
+                    out["site" if f.name == "sites" else "churn"] = [x.to_dict() for x in v]
+                continue
             out[f.name] = v.value if isinstance(v, StrEnum) else v
         return out
 
@@ -236,6 +269,9 @@ class Scenario(ScenarioFields):
         names = {f.name: f for f in dataclasses.fields(cls)}
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
+            if key in ("site", "sites", "churn"):
+                kwargs["churn" if key == "churn" else "sites"] = value
+                continue
             if key not in names:
                 close = (
                     difflib.get_close_matches(key, list(names), n=3, cutoff=0.6)
@@ -244,7 +280,14 @@ class Scenario(ScenarioFields):
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
                 raise InputError(key, f"unknown scenario key{hint}")
             kwargs[key] = coerce_field(key, value)
-        return cls(**kwargs)
+        s = cls(**kwargs)
+        if s.sites and "num_nodes" in kwargs and kwargs["num_nodes"] != s.num_nodes:
+            # With [[site]] tables the node count is theirs; a different one given too is a mistake.
+            raise InputError(
+                "num_nodes",
+                f"is the [[site]] tables' total ({s.num_nodes}) here, got {kwargs['num_nodes']}; change a site's nodes",
+            )
+        return s
 
 
 #: Every declared Scenario field (name, kind, default, spec) in declaration order.
@@ -298,8 +341,18 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
     Paper mode keeps Rahman 2026's settings (module docstring); default mode resolves the grounded
     time model: codec wire bits and aggregation, where the outer state lives, offload, HBM
     headroom, host DRAM, shared links, fragments and overlap, MFU per accelerator and precision.
+    A scenario with ``[[site]]`` tables goes through `dispersal.model.kernel.sites.scenario_inputs`
+    (the identical-node inputs with its paced figures).
     """
     mode = Mode(mode)
+    if s.sites:
+        # Its identical-node figures would silently ignore the sites' links and hardware; a command
+        # that reads sites calls dispersal.model.kernel.sites.scenario_inputs instead.
+        raise InputError(
+            "site",
+            "this command evaluates identical nodes only; [[site]] tables are read by estimate, solve, "
+            "validate and plan --sites",
+        )
     acc = s.accelerator
     reg = s.regime_entry
     chips = s.resolved_chips_per_node()

@@ -17,10 +17,12 @@ from dispersal.model.inputs import units
 from dispersal.model.inputs.codes import ALGORITHM_NAMES
 from dispersal.model.inputs.overrides import override_notes
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
-from dispersal.model.inputs.scenario import Mode, Scenario, as_arrays, kernel_inputs
+from dispersal.model.inputs.scenario import Mode, Scenario, as_arrays
 from dispersal.model.kernel import quality
 from dispersal.model.kernel.algorithms import ALGORITHMS
+from dispersal.model.kernel.churn import ChurnSummary, churn_summary
 from dispersal.model.kernel.kernel import evaluate
+from dispersal.model.kernel.sites import scenario_inputs, site_rows
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -105,6 +107,35 @@ class Traffic:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class SiteRow:
+    """One ``[[site]]`` of a heterogeneous run (`kernel.sites`): its node is the site's busiest (all
+    its nodes are the same)."""
+
+    name: str
+    region: str
+    nodes: int
+    hardware: str
+    chips_per_node: int
+    local_batch_tokens: float
+    step_compute_time_s: float
+    utilisation: float
+    """Compute share of this site's nodes (faster sites wait for the slowest at each lock-step)."""
+    paces_compute: bool
+    """This site's inner step is the slowest (the run's step time)."""
+    fits: bool
+    memory_required_bytes_per_node: float
+    node_memory_bytes: float
+    up_bits_per_s: float
+    down_bits_per_s: float
+    sync_up_bytes: float
+    """One node's upload in one sync."""
+    sync_down_bytes: float
+    link_utilisation_up: float
+    """Busy time of the uplink / wall time."""
+    link_utilisation_down: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Estimate:
     """All figures of one run. SI units. See docs/model.md for each formula."""
 
@@ -164,12 +195,27 @@ class Estimate:
     """Where the run lies outside the evidence the quality penalties are fitted on (replicas M,
     inner steps H, model size P, fragments, compression), each with the fitted range
     (`dispersal.model.kernel.quality.FIT_RANGES`). Empty for a run with no DiLoCo replicas."""
+    sites: tuple[SiteRow, ...] = ()
+    """Per-site rows of a scenario with ``[[site]]`` tables (empty otherwise)."""
+    sync_pacing: str = ""
+    """What paces the sync of a heterogeneous run (the slowest ring edge, the busiest downlink)."""
+    churn: ChurnSummary | None = None
+    """The run under its ``[[churn]]`` schedule (the other figures are for the sites as listed)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (the `--json` output and the web app's schema)."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             v = getattr(self, f.name)
+            if f.name in ("sites", "sync_pacing", "churn"):
+                # Only for a heterogeneous scenario, so other estimates' JSON is as before.
+                if v:
+                    out[f.name] = (
+                        v.to_dict()
+                        if isinstance(v, ChurnSummary)
+                        else ([dataclasses.asdict(row) for row in v] if f.name == "sites" else v)
+                    )
+                continue
             if isinstance(v, Scenario):
                 out[f.name] = v.to_dict()
             elif dataclasses.is_dataclass(v) and not isinstance(v, type):
@@ -186,9 +232,15 @@ class Estimate:
         nested = {"efficiency": Efficiency, "breakdown": TimeBreakdown, "cost": Cost, "traffic": Traffic}
         kwargs: dict[str, Any] = {}
         for f in dataclasses.fields(cls):
-            if f.name in ("notes", "extrapolation") and f.name not in data:
+            if f.name in ("notes", "extrapolation", "sites", "sync_pacing", "churn") and f.name not in data:
                 continue
             v = data[f.name]
+            if f.name == "sites":
+                kwargs[f.name] = tuple(SiteRow(**row) for row in v)
+                continue
+            if f.name == "churn":
+                kwargs[f.name] = ChurnSummary.from_dict(v)
+                continue
             if f.name == "scenario":
                 kwargs[f.name] = Scenario.from_dict(v)
             elif f.name in nested:
@@ -220,9 +272,54 @@ def estimate(
     """
     s = scenario if scenario is not None else Scenario()
     m = Mode(mode)
-    x = kernel_inputs(s, m, params)
+    x = scenario_inputs(s, m, params)
     r = {k: float(np.asarray(v)) for k, v in evaluate(as_arrays(x), params).items()}
-    return _to_estimate(s, m, x, r, params)
+    e = _to_estimate(s, m, x, r, params)
+    if not s.sites:
+        return e
+    rows, pacing = site_rows(s, m, params, r)
+    reasons = list(e.reasons) + [
+        f"site {row['name']}: model does not fit: needs "
+        f"{units.format_bytes(row['memory_required_bytes_per_node'])} per node, node has "
+        f"{units.format_bytes(row['node_memory_bytes'])}"
+        for row in rows
+        if not row["fits"]
+    ]
+    churn = churn_summary(s, m, params) if s.churn else None
+    n_sites = f"{len(s.sites)} site{'s' if len(s.sites) > 1 else ''}"
+    notes = [*e.notes, f"{n_sites}: sync paced by the {pacing}"]
+    unused = [
+        name
+        for name in (
+            "hardware",
+            "chips_per_node",
+            "bandwidth_up_bits_per_s",
+            "bandwidth_down_bits_per_s",
+            "latency_s",
+        )
+        if all(getattr(site, name) is not None for site in s.sites)
+    ]
+    if e.algorithm in ("pp_diloco", "hierarchical"):
+        notes.append(
+            f"auto resolved to {e.algorithm}: its groups are formed over the sites' paced identical-node "
+            "equivalent, not site by site (an approximation; pacing is exact for flat DiLoCo and DDP)"
+        )
+    if unused:
+        notes.append(f"every site sets its own {', '.join(unused)}: the scenario's are not used")
+    if churn is not None and churn.run_time_s > s.duration_s * (1 + 1e-12):
+        notes.append(
+            f"under the churn schedule the run needs {units.format_duration(churn.run_time_s)}, "
+            f"over the budget of {units.format_duration(s.duration_s)}"
+        )
+    return dataclasses.replace(
+        e,
+        feasible=e.feasible and not reasons,
+        reasons=tuple(reasons),
+        notes=tuple(notes),
+        sites=tuple(SiteRow(**row) for row in rows),
+        sync_pacing=pacing,
+        churn=churn,
+    )
 
 
 def _to_estimate(

@@ -35,8 +35,9 @@ import numpy.typing as npt
 from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
-from dispersal.model.inputs.scenario import Mode, Scenario, kernel_inputs
+from dispersal.model.inputs.scenario import Mode, Scenario
 from dispersal.model.kernel.kernel import evaluate
+from dispersal.model.kernel.sites import scenario_inputs
 from dispersal.model.search.planner import Constraints, Plan, centralized_baseline, plan
 from dispersal.model.search.solve_space import (
     _DERIVED,
@@ -171,7 +172,7 @@ class _Evaluator:
 
     def __call__(self, values: Arr) -> Arr:
         xs = [
-            kernel_inputs(apply(self.scenario, self.variable.name, float(v)), self.mode, self.params)
+            scenario_inputs(apply(self.scenario, self.variable.name, float(v)), self.mode, self.params)
             for v in values
         ]
         r = evaluate(_stack(xs), self.params)
