@@ -80,6 +80,11 @@ def _q_bw(q: list[Any]) -> str:
     return "/".join("inf" if isinstance(v, str) else _bw(v).replace(" ", "") for v in q)
 
 
+def _word(binds: str) -> str:
+    """The binding constraint's word (the part of a `binds` string before its colon)."""
+    return binds.split(":")[0]
+
+
 def _band_text(band: dict[str, Any] | None) -> str:
     if band is None:
         return "-"
@@ -101,7 +106,8 @@ def render(f: Any) -> Any:
     t = Table(
         title=f"Where dispersal stops ({d['mode']} mode, {d['metric']}, regime {d['regime']}); "
         f"P(reach) at {_bw(d['reach_bandwidth_bits_per_s'])}: {reach}",
-        caption="P(reach within x) with P10/P50/P90 of the least bandwidth (inf = cannot reach); brackets: grid limits",
+        caption="P(reach within x): Monte Carlo, with P10/P50/P90 of the least bandwidth (inf = cannot reach); "
+        "(word): what binds that limit; --json has every detail",
     )
     cols = (
         "target",
@@ -134,11 +140,11 @@ def render(f: Any) -> Any:
             _bw(lim["least_bandwidth_bits_per_s"]) if ok else "-",
             f"{lim['sites']:,} x {lim['hardware']}" if ok else "-",
             f"{lim['power_per_site_kw']:.1f}" if ok else "-",
-            f"{lim['most_sites']:,} {key(lim['most_sites_binds'])}" if lim["most_sites"] else "-",
-            f"{lim['least_power_per_site_kw']:.1f} {key(lim['least_power_binds'])}"
+            f"{lim['most_sites']:,} ({_word(lim['most_sites_binds'])})" if lim["most_sites"] else "-",
+            f"{lim['least_power_per_site_kw']:.1f} ({_word(lim['least_power_binds'])})"
             if lim["least_power_per_site_kw"]
             else "-",
-            f"{lim['shortest_run_days']:g} d {key(lim['shortest_run_binds'])}"
+            f"{lim['shortest_run_days']:g} d ({_word(lim['shortest_run_binds'])})"
             if lim["shortest_run_days"]
             else "-",
             key(lim["binds"]),

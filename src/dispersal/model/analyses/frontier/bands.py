@@ -232,6 +232,18 @@ def shortlist(tab: TargetTable, conds: Sequence[int]) -> IntArr:
     return np.asarray(sorted(picked), dtype=np.int64)
 
 
+def cheapest_per_node_type(eng: Engine, tab: TargetTable) -> IntArr:
+    """Per node type of `eng`, the candidate of the nominal search `tab` (condition 0) with the
+    lowest cost: a shortlist that keeps every node size (fine granularity in N x chips)."""
+    row = tab.cost_min[0] if tab.combos.size else np.zeros(0)
+    best: dict[int, tuple[float, int]] = {}
+    for i in np.flatnonzero(np.isfinite(row)):
+        h = int(eng.space.combo_hw[tab.combos[i]])
+        if h not in best or row[i] < best[h][0]:
+            best[h] = (float(row[i]), int(tab.combos[i]))
+    return np.asarray(sorted(v[1] for v in best.values()), dtype=np.int64)
+
+
 def quantiles_inf(values: Arr) -> tuple[float, float, float]:
     """P10, P50, P90 with inf counted as the largest values (a draw that cannot reach)."""
     if values.size == 0:
@@ -244,4 +256,12 @@ def quantiles_inf(values: Arr) -> tuple[float, float, float]:
     return (out[0], out[1], out[2])
 
 
-__all__ = ["Band", "Draws", "TargetBands", "least_costs", "quantiles_inf", "shortlist"]
+__all__ = [
+    "Band",
+    "Draws",
+    "TargetBands",
+    "cheapest_per_node_type",
+    "least_costs",
+    "quantiles_inf",
+    "shortlist",
+]
