@@ -44,6 +44,9 @@ def test_small_frontier_json_is_strict_and_p_reach_first() -> None:
     lim = d["limits"][0]
     assert next(iter(lim)) == "band" and 0.0 <= lim["band"]["p_reach"] <= 1.0
     assert all(0.0 <= p <= 1.0 for p in lim["band"]["p_reach_by_bandwidth"])
+    # reaching within the premium at 100 Mbps implies reaching there at all (a draw that cannot
+    # reach is never "within" a budget, even when its building cannot reach either)
+    assert lim["band"]["p_reach_by_bandwidth"][0] <= d["p_reach"][0]["p_reach"]
     assert lim["least_bandwidth_bits_per_s"] == 100e6
     best = planner.plan(1e24, constraints=_at(SMALL, 100e6), mode="paper", search="exact").best
     assert best is not None
@@ -186,3 +189,5 @@ def test_p_reach_is_a_probability(seed: int, samples: int) -> None:
             continue
         assert 0.0 <= lim.band.p_reach <= 1.0
         assert lim.band.p_reach >= max(lim.band.p_reach_by_bandwidth) - 1e-12
+        reach = f.p_reach[lim.target_flop]
+        assert reach is not None and lim.band.p_reach_by_bandwidth[0] <= reach + 1e-12

@@ -227,7 +227,7 @@ def _p_reach(
     c0 = _bands.least_costs(beng, dr, t, _bands.cheapest_per_node_type(beng, btab), (bc,), draws)[:, 0]
     out = []
     for x in prem:
-        within = costs <= (x * c0)[:, None] * (1 + 1e-12)
+        within = np.isfinite(costs) & (costs <= (x * c0)[:, None] * (1 + 1e-12))
         any_b = within.any(axis=1)
         first = np.where(any_b, np.asarray(grid)[np.argmax(within, axis=1)], np.inf)
         both = np.isfinite(costs[:, ri]) & np.isfinite(c0)
