@@ -32,8 +32,11 @@ Arr = npt.NDArray[np.float64]
 IntArr = npt.NDArray[np.int64]
 BoolArr = npt.NDArray[np.bool_]
 
-#: Candidates per bandwidth entering the draws: the cheapest of the nominal search there.
-SHORTLIST_PER_CONDITION = 6
+#: Candidates per bandwidth entering the draws: the cheapest of the nominal search there (at least
+#: SHORTLIST_TOTAL / conditions each, so a short grid still gives the draws a choice). On the default
+#: grid P(reach) moved by <= 0.02 from 6 to 40 per rate (1e25, 100 draws): a numerical setting.
+SHORTLIST_PER_CONDITION = 16
+SHORTLIST_TOTAL = 48
 #: Node counts per (draw, candidate, bandwidth) window before the bisection.
 DRAW_GRID_POINTS = 8
 #: Widening of each candidate's nominal node window for the draws (a draw moves the metric by tens
@@ -217,18 +220,29 @@ def _least_group(
     np.minimum.at(out, (dd[has], kk[has]), cost)
 
 
-def shortlist(tab: TargetTable, conds: Sequence[int]) -> IntArr:
-    """Candidates of the nominal search entering the draws: the SHORTLIST_PER_CONDITION cheapest at
-    each of `conds`; when none reaches within the largest budget, the closest by the screen."""
+def shortlist(tab: TargetTable, conds: Sequence[int], combo_hw: IntArr) -> IntArr:
+    """Candidates of the nominal search entering the draws: at each of `conds`, the
+    SHORTLIST_PER_CONDITION cheapest (at least SHORTLIST_TOTAL / conditions) and the cheapest
+    candidate of as many node types (a draw often changes which node type wins). When none reaches
+    within the largest budget: the closest by the screen."""
     picked: set[int] = set()
+    per = max(SHORTLIST_PER_CONDITION, -(-SHORTLIST_TOTAL // max(len(conds), 1)))
     for k in conds:
         row = tab.cost_min[k]
         order = np.argsort(row, kind="stable")
-        picked.update(int(tab.combos[i]) for i in order[:SHORTLIST_PER_CONDITION] if np.isfinite(row[i]))
+        picked.update(int(tab.combos[i]) for i in order[:per] if np.isfinite(row[i]))
+        seen: set[int] = set()
+        for i in order:
+            if not np.isfinite(row[i]) or len(seen) >= per:
+                break
+            h = int(combo_hw[tab.combos[i]])
+            if h not in seen:
+                seen.add(h)
+                picked.add(int(tab.combos[i]))
     if not picked:
         reach = tab.reach_uncapped_flop
         order = np.argsort(-reach, kind="stable")
-        picked.update(int(i) for i in order[: 2 * SHORTLIST_PER_CONDITION] if np.isfinite(reach[i]))
+        picked.update(int(i) for i in order[:SHORTLIST_TOTAL] if np.isfinite(reach[i]))
     return np.asarray(sorted(picked), dtype=np.int64)
 
 

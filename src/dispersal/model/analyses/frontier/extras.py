@@ -13,10 +13,10 @@ import dispersal.model.analyses.frontier.bands as _bands
 from dispersal.model.analyses.frontier.result import (
     AT_SITES_POINTS,
     QUALITY_ASSUMPTIONS,
-    REACH_BANDWIDTH_BITS_PER_S,
     AtSites,
     QualityLine,
     _Layout,
+    reach_bandwidth,
 )
 from dispersal.model.analyses.frontier.table import Condition, Engine, TargetTable, _geomgrid, search_target
 from dispersal.model.inputs import units
@@ -174,8 +174,8 @@ def _quality_lines(
 
 
 def _reach_index(grid: tuple[float, ...]) -> int:
-    """The grid index nearest (in log) to REACH_BANDWIDTH_BITS_PER_S."""
-    return int(np.argmin([abs(math.log(b / REACH_BANDWIDTH_BITS_PER_S)) for b in grid]))
+    """The grid index of `reach_bandwidth` (REACH_BANDWIDTH_BITS_PER_S or the nearest grid rate)."""
+    return grid.index(reach_bandwidth(grid))
 
 
 def _p_reach(
@@ -196,7 +196,7 @@ def _p_reach(
     dr = _bands.Draws(m, c, samples, seed)
     draws = np.arange(1, samples + 1, dtype=np.int64)
     conds = tuple(lay.conds[k] for k in lay.bw)  # ascending grid
-    sl = _bands.shortlist(tab, lay.bw)
+    sl = _bands.shortlist(tab, lay.bw, eng.space.combo_hw)
     costs = _bands.least_costs(eng, dr, t, sl, conds, draws)
     ri = _reach_index(grid)
     p_any = float(np.mean(np.isfinite(costs[:, ri])))

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 import dispersal.model.analyses.frontier.bands as _bands
 from dispersal.model.analyses.frontier.table import Condition
@@ -182,7 +185,7 @@ class Frontier:
             "targets_flop": list(t),
             "premiums": list(self.premiums),
             "bandwidth_grid_bits_per_s": list(self.bandwidth_grid_bits_per_s),
-            "reach_bandwidth_bits_per_s": REACH_BANDWIDTH_BITS_PER_S,
+            "reach_bandwidth_bits_per_s": reach_bandwidth(self.bandwidth_grid_bits_per_s),
             "centralized_cost_usd": [{"target_flop": x, "cost_usd": self.centralized_cost_usd[x]} for x in t],
             "cost_by_bandwidth_usd": per_target(self.cost_by_bandwidth_usd, "cost_usd"),
             "most_sites_by_bandwidth": per_target(self.most_sites_by_bandwidth, "sites"),
@@ -192,6 +195,12 @@ class Frontier:
             "quality_lines": [q.to_dict() for q in self.quality_lines],
             "notes": list(self.notes),
         }
+
+
+def reach_bandwidth(grid: tuple[float, ...]) -> float:
+    """The grid rate of the P(reach) figures: REACH_BANDWIDTH_BITS_PER_S, or the grid rate nearest to
+    it (in log) when the grid does not hold it."""
+    return grid[int(np.argmin([abs(math.log(b / REACH_BANDWIDTH_BITS_PER_S)) for b in grid]))]
 
 
 def _listify(v: Any) -> Any:
