@@ -335,6 +335,7 @@ def frontier_cases() -> Iterator[Case]:
             "--sites": ("0", "-1", "1.5", "abc", "", "1e400", "100001", "nan"),
             "--bandwidth": BAD_UNITS,
             "--plot": (*BAD_OUT_FILES, "frontier.txt"),
+            "--max-site-kw": ("0", "-1", "nan", "inf", "abc", "", "1e400"),
         },
     )
 

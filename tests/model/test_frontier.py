@@ -191,3 +191,26 @@ def test_p_reach_is_a_probability(seed: int, samples: int) -> None:
         assert lim.band.p_reach >= max(lim.band.p_reach_by_bandwidth) - 1e-12
         reach = f.p_reach[lim.target_flop]
         assert reach is not None and lim.band.p_reach_by_bandwidth[0] <= reach + 1e-12
+
+
+def test_a_power_cap_never_widens_the_frontier() -> None:
+    """With a per-site power cap only smaller sites are searched: every site within it, costs never
+    fall, and a cap below every node size names power as what binds."""
+    kw = {
+        "targets_flop": (1e24,),
+        "premiums": (5.0,),
+        "constraints": SMALL,
+        "mode": "paper",
+        "bandwidth_grid_bits_per_s": (100e6, 1e9),
+        "quality_lines": False,
+        "sites": (),
+    }
+    free = frontier(**kw)  # type: ignore[arg-type]
+    capped = frontier(max_site_kw=5.0, **kw)  # type: ignore[arg-type]
+    lim = capped.limits[0]
+    assert lim.power_per_site_kw is None or lim.power_per_site_kw <= 5.0
+    for a, b in zip(free.cost_by_bandwidth_usd[1e24], capped.cost_by_bandwidth_usd[1e24], strict=True):
+        assert b is None or (a is not None and b >= a * (1 - 1e-12))
+    tiny = frontier(max_site_kw=0.1, **kw)  # type: ignore[arg-type]
+    assert tiny.limits[0].least_bandwidth_bits_per_s is None
+    assert tiny.limits[0].binds.startswith("power")

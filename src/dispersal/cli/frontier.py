@@ -213,6 +213,10 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="Bandwidth grid per site (default 10Mbps,30Mbps,...,10Gbps)."),
         ] = None,
         regime: Annotated[str, typer.Option(help="Regime every site stays under.")] = "treaty",
+        max_site_kw: Annotated[
+            float | None,
+            typer.Option(help="Per-site power cap, kW (chips x TDP x PUE); larger sites are not searched."),
+        ] = None,
         mode: Annotated[str, typer.Option(help="paper or default.")] = "default",
         samples: Annotated[
             int, typer.Option(help="Monte Carlo draws per target for P(reach) and the bands (0 = none).")
@@ -240,6 +244,9 @@ def register(app: typer.Typer) -> None:
             "sites": _sites(sites, DEFAULT_SITES),
             "bandwidth_grid_bits_per_s": _bandwidths(bandwidth, BANDWIDTH_GRID_BITS_PER_S),
             "regime_name": regime,
+            "max_site_kw": None
+            if max_site_kw is None
+            else number_in(max_site_kw, "max-site-kw", 0, 1e7, lo_open=True, unit="kW"),
             "mode": mode,
             "samples": samples,
             "seed": seed,

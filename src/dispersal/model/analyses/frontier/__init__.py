@@ -71,6 +71,7 @@ def frontier(
     seed: int = 0,
     sites: Sequence[int] = DEFAULT_SITES,
     quality_lines: bool = True,
+    max_site_kw: float | None = None,
 ) -> Frontier:
     """The limits of dispersal for every (target, premium) pair (method: module docstring).
 
@@ -83,6 +84,8 @@ def frontier(
         samples, seed: Monte Carlo draws per target for the bands and P(reach) (0: not drawn).
         sites: site counts of the "largest target at N sites" rows.
         quality_lines: also search under each of QUALITY_ASSUMPTIONS (default mode only).
+        max_site_kw: a per-site power cap, kW (chips x TDP x PUE; None: none): larger sites are not
+            searched, and "power" binds where only they would reach the target.
     """
     targets = tuple(float(t) for t in targets_flop)
     prem = tuple(float(p) for p in premiums)
@@ -96,11 +99,16 @@ def frontier(
     require(
         all(isinstance(n, int) and 1 <= n <= 10_000_000 for n in sites), "sites", "must be in [1, 10,000,000]"
     )
+    require(
+        max_site_kw is None or (math.isfinite(max_site_kw) and max_site_kw > 0),
+        "max_site_kw",
+        "must be > 0 kW",
+    )
     m = Mode(mode)
     c = constraints or Constraints()
     regime(regime_name)
     lay = _layout(grid, c)
-    eng = Engine(m, c, regime_name)
+    eng = Engine(m, c, regime_name, max_site_kw=max_site_kw)
     limits: list[Limit] = []
     reach: dict[float, float | None] = {}
     base_cost: dict[float, float | None] = {}
@@ -132,7 +140,11 @@ def frontier(
             lim = _limit(eng, t, x, c0, grid, tab, lay, int(order[j]))
             limits.append(_with_band(lim, band.bands[j] if band is not None else None))
     at = _at_sites(eng, tuple(sites), prem, base_cost, lay) if sites else ()
-    qlines = _quality_lines(m, c, regime_name, targets, prem, base_cost, lay, grid) if quality_lines else ()
+    qlines = (
+        _quality_lines(m, c, regime_name, targets, prem, base_cost, lay, grid, max_site_kw)
+        if quality_lines
+        else ()
+    )
     return Frontier(
         mode=m.value,
         regime=regime_name,
@@ -149,6 +161,7 @@ def frontier(
         at_sites=at,
         quality_lines=qlines,
         samples=samples,
+        max_site_kw=max_site_kw,
         notes=(
             "least bandwidth, shortest run and longest distance are read on grids: the true limit lies in the bracket",
             "most sites is searched over every integer site count (grid, then bisection) at every grid bandwidth",

@@ -20,8 +20,15 @@ def _fmt_bw(b: float) -> str:
 
 
 def _cannot(eng: Engine, tab: TargetTable, t: float, where: str, prem_max: float | None) -> str:
-    """Why no plan reaches t within the largest premium at the screen's condition."""
-    best = float(np.max(tab.reach_uncapped_flop)) if tab.reach_uncapped_flop.size else -math.inf
+    """Why no plan reaches t within the largest premium at the screen's condition: cost (some plan
+    reaches it beyond the premium), power (only sites over the power cap reach it), replica quality
+    (the chips deliver t of C_local, the quality mapping keeps less) or the time budget."""
+    reach = tab.reach_uncapped_flop
+    best_any = float(np.max(reach)) if reach.size else -math.inf
+    under = reach[eng.usable]
+    best = float(np.max(under)) if under.size else -math.inf
+    if best < t * (1 - 1e-9) <= best_any and eng.max_site_kw is not None:
+        return f"power: only sites over {eng.max_site_kw:g} kW reach {t:.0e} FLOP {where}"
     if best >= t * (1 - 1e-9) and prem_max is not None:
         return f"cost: over {prem_max:g}x {where}"
     if tab.c_local_uncapped_flop >= t:
@@ -89,6 +96,8 @@ def _limit(
             if math.isfinite(cm[k0])
             else _cannot(eng, tab, t, f"at {top}", x)
         )
+        if eng.max_site_kw is not None and not why.startswith("power"):
+            why += f" (sites under {eng.max_site_kw:g} kW)"
         return Limit(
             target_flop=t,
             premium=x,

@@ -140,6 +140,7 @@ def _quality_lines(
     base_cost: dict[float, float | None],
     lay: _Layout,
     grid: tuple[float, ...],
+    max_site_kw: float | None = None,
 ) -> tuple[QualityLine, ...]:
     """Each of QUALITY_ASSUMPTIONS: least bandwidth per premium and the premium at the reach rate
     (the building's cost is unchanged: it trains synchronously, one replica)."""
@@ -149,7 +150,7 @@ def _quality_lines(
     bw_k = tuple(len(grid) - 1 - i for i in range(len(grid)))
     out: list[QualityLine] = []
     for name, changes in QUALITY_ASSUMPTIONS:
-        eng = Engine(m, c.replace(**changes), regime_name)
+        eng = Engine(m, c.replace(**changes), regime_name, max_site_kw=max_site_kw)
         for t in targets:
             c0 = base_cost[t]
             if c0 is None:

@@ -166,6 +166,8 @@ class Frontier:
     at_sites: tuple[AtSites, ...]
     quality_lines: tuple[QualityLine, ...]
     samples: int = 0
+    max_site_kw: float | None = None
+    """The per-site power cap searched under, kW (None: none)."""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     def to_dict(self) -> dict[str, Any]:
@@ -182,6 +184,7 @@ class Frontier:
             "regime": self.regime,
             "metric": self.metric,
             "samples": self.samples,
+            "max_site_kw": self.max_site_kw,
             "targets_flop": list(t),
             "premiums": list(self.premiums),
             "bandwidth_grid_bits_per_s": list(self.bandwidth_grid_bits_per_s),

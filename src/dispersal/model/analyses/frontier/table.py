@@ -100,17 +100,22 @@ class TargetTable:
     """(conditions, budgets): what stops one more site for that candidate."""
     reach_uncapped_flop: Arr
     """Per candidate of the space: the best metric on the screen's node counts at condition 0
-    with no budget cap (-inf: no valid point)."""
+    with no budget cap (-inf: no valid point), whatever its power per site."""
     c_local_uncapped_flop: float
     """The best C_local on the screen at condition 0 (what the chips deliver before the quality
-    mapping), FLOP."""
+    mapping) of the candidates under the power cap, FLOP."""
 
 
 class Engine:
     """The candidate space of `planner.plan` (every node size), evaluated at many conditions."""
 
     def __init__(
-        self, mode: Mode, c: Constraints, regime_name: str, params: ModelParams = DEFAULT_PARAMS
+        self,
+        mode: Mode,
+        c: Constraints,
+        regime_name: str,
+        params: ModelParams = DEFAULT_PARAMS,
+        max_site_kw: float | None = None,
     ) -> None:
         self.mode, self.c, self.regime = mode, c, regime_name
         self.metric = Metric.C_LOCAL if mode is Mode.PAPER else Metric.C_QUALITY
@@ -122,9 +127,14 @@ class Engine:
         allc = np.arange(len(sp.combo_hw), dtype=np.int64)
         n_ref = sp.reference_nodes(allc)
         usable, lo, hi = sp.node_window(sp.run_raw(allc, n_ref), allc, n_ref, slack=WINDOW_SLACK)
-        self.usable, self.n_lo, self.n_hi = usable, lo, hi
         h = sp.hw_inputs
         self.power_kw = np.asarray(h["chips_per_node"] * h["tdp_w"] * h["pue"] / 1000.0, dtype=np.float64)
+        self.max_site_kw = max_site_kw
+        # `usable_any`: inside the overtraining window at all; `usable`: also under the per-site power
+        # cap (sites above it are not searched, but the screen still reads them to say "power" binds).
+        self.usable_any, self.n_lo, self.n_hi = usable, lo, hi
+        cap = math.inf if max_site_kw is None else max_site_kw
+        self.usable = usable & (self.power_kw[sp.combo_hw] <= cap * (1 + 1e-12))
         self.node_flop_per_s = np.asarray(h["node_peak_flop_per_s"] * h["mfu"], dtype=np.float64)
         self.labels = [f"{v.chips}x {v.name} {v.precision.value.upper()}" for v in sp.variants]
         self.kernel_calls = 0
@@ -240,7 +250,7 @@ def search_target(
     sp = eng.space
     budgets = tuple(sorted(float(b) for b in budgets_usd))
     bmax = budgets[-1] if budgets else math.inf
-    allc = np.flatnonzero(eng.usable).astype(np.int64)
+    allc = np.flatnonzero(eng.usable_any).astype(np.int64)
     # 2. the screen (no budget cap): also tells cost from quality where nothing fits the budget.
     lo0, hi0 = eng.window(allc, conds[0], target)
     ok = hi0 >= lo0
@@ -253,8 +263,9 @@ def search_target(
         valid = r["valid"] > 0
         m = np.where(valid, r["metric"], -np.inf).reshape(-1, SCREEN_POINTS)
         reach[cc] = m.max(axis=1)
-        c_local_best = float(np.max(np.where(valid, r["c_local_flop"], -np.inf)))
-    keep = np.flatnonzero(reach >= target * (1 - SCREEN_MARGIN)).astype(np.int64)
+        under = np.repeat(eng.usable[cc], SCREEN_POINTS)
+        c_local_best = float(np.max(np.where(valid & under, r["c_local_flop"], -np.inf)))
+    keep = np.flatnonzero((reach >= target * (1 - SCREEN_MARGIN)) & eng.usable).astype(np.int64)
     nk, nc = len(conds), keep.size
     n_min = np.full((nk, nc), np.nan)
     cost_min = np.full((nk, nc), np.inf)
