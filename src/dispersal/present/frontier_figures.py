@@ -60,7 +60,7 @@ def sites_bandwidth_axes(ax: Any, chart: Chart, d: Mapping[str, Any]) -> None:
     ax.set_ylabel("sites (band: fewest to most)")
     ax.grid(alpha=0.3, which="major")
     if drawn:
-        ax.legend(fontsize=FONT - 2, ncol=2)
+        ax.legend(fontsize=FONT - 2, ncol=2, loc="lower right", framealpha=0.9)
     else:
         ax.text(0.5, 0.5, "no target reachable within any premium", ha="center", transform=ax.transAxes)
 
@@ -114,7 +114,8 @@ def targets_axes(ax: Any, chart: Chart, d: Mapping[str, Any]) -> None:
     ax.set_xlabel(f"target ({d['metric']}, FLOP)")
     ax.set_ylabel("least WAN bandwidth per site")
     ax.grid(alpha=0.3, which="major")
-    ax.legend(title="premium", fontsize=FONT - 1)
+    ax.plot([], [], color="#555555", lw=5, alpha=0.3, label="draws P10-P90")
+    ax.legend(title="premium", fontsize=FONT - 1, loc="lower right")
 
 
 def frontier_figure(d: Mapping[str, Any]) -> Chart:
