@@ -214,3 +214,27 @@ def test_a_power_cap_never_widens_the_frontier() -> None:
     tiny = frontier(max_site_kw=0.1, **kw)  # type: ignore[arg-type]
     assert tiny.limits[0].least_bandwidth_bits_per_s is None
     assert tiny.limits[0].binds.startswith("power")
+
+
+@pytest.mark.slow
+def test_most_sites_holds_for_pipelined_candidates_at_high_bandwidth() -> None:
+    """A PP-group candidate's tokens depend on the links, so its overtraining window in N does too:
+    at 3 Gbps no A100-80GB candidate (any node size, any model size) meets 1e25 within 5x the
+    building at more sites than the search's maximum (every N up to 300 above it)."""
+    c = Constraints(hardware=("a100_80gb",))
+    eng = Engine(Mode.DEFAULT, c, "treaty")
+    k = [Condition(bandwidth_bits_per_s=3e9, latency_s=0.1, duration_s=c.max_duration_s)]
+    base = planner.centralized_baseline(1e25, constraints=c).best
+    assert base is not None
+    budget = 5 * base.cost_usd
+    tab = search_target(eng, 1e25, k, (budget,))
+    most = int(tab.most_sites[0, 0])
+    assert most > 0
+    combos = np.arange(len(eng.space.combo_hw), dtype=np.int64)
+    top = np.floor(budget / eng.node_cost(c.max_duration_s)[eng.space.combo_hw])
+    ns = np.arange(most + 1, most + 301, dtype=np.float64)
+    cc = np.repeat(combos, ns.size)
+    nn = np.tile(ns, combos.size)
+    sel = nn <= top[cc]
+    ok = eng.meets(cc[sel], nn[sel], np.zeros(int(sel.sum()), dtype=np.int64), k, 1e25)
+    assert not ok.any()

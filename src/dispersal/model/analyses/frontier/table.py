@@ -4,9 +4,9 @@ budget) at once, in a few large kernel calls (docs/frontier.md, "Method").
 
 For one target T and a largest budget B the search, per candidate c (node type, P, slot) and per
 condition k:
-1. the node-count window: the overtraining window in N (`CandidateSpace.node_window`, read once at
-   the reference N and scaled by the time budget: tokens are proportional to N x T), at least the
-   compute bound N >= T / (chips x peak x MFU x T_budget x ETA_BOUND) and at most what B buys;
+1. the node-count window: the overtraining window in N (`CandidateSpace.node_window`, read at the
+   condition itself: a PP-group candidate's tokens depend on its links), at least the compute bound
+   N >= T / (chips x peak x MFU x T_budget x ETA_BOUND) and at most what B buys;
 2. a screen at the top condition: the best metric on SCREEN_POINTS node counts of the window (no
    budget cap); candidates more than SCREEN_MARGIN short of T are dropped (the planner's own
    screen, an assumption: the metric varies slowly in N);
@@ -49,6 +49,8 @@ SCREEN_POINTS = 5
 GRID_POINTS = 8
 #: Points per kernel call (a call has a fixed overhead of ~800 points' worth: benchmarks/bench_plan.py).
 CHUNK_POINTS = 400_000
+#: Outputs the overtraining window is read from (`CandidateSpace.node_window`).
+_WINDOW_OUTPUTS = ("pipeline_stages", "overtraining_ratio", "fits", "under_cap")
 #: Extra outputs read for a picked plan (the rest of the kernel's stages are skipped in the search).
 _PICK_OUTPUTS = ("run_time_s", "mean_up_bits_per_s")
 
@@ -124,17 +126,14 @@ class Engine:
             variants += hardware_variants(mode, c, regime_name, all_sizes=True)
         sp = make_space(mode, c, regime_name, params, variants=variants)
         self.space = sp
-        allc = np.arange(len(sp.combo_hw), dtype=np.int64)
-        n_ref = sp.reference_nodes(allc)
-        usable, lo, hi = sp.node_window(sp.run_raw(allc, n_ref), allc, n_ref, slack=WINDOW_SLACK)
+        self._windows: dict[Condition, tuple[BoolArr, Arr, Arr]] = {}
         h = sp.hw_inputs
         self.power_kw = np.asarray(h["chips_per_node"] * h["tdp_w"] * h["pue"] / 1000.0, dtype=np.float64)
         self.max_site_kw = max_site_kw
-        # `usable_any`: inside the overtraining window at all; `usable`: also under the per-site power
-        # cap (sites above it are not searched, but the screen still reads them to say "power" binds).
-        self.usable_any, self.n_lo, self.n_hi = usable, lo, hi
+        # `usable`: under the per-site power cap (sites above it are not searched, but the screen
+        # still reads them to say "power" binds); the overtraining window is per condition (`window`).
         cap = math.inf if max_site_kw is None else max_site_kw
-        self.usable = usable & (self.power_kw[sp.combo_hw] <= cap * (1 + 1e-12))
+        self.usable = np.asarray(self.power_kw[sp.combo_hw] <= cap * (1 + 1e-12), dtype=bool)
         self.node_flop_per_s = np.asarray(h["node_peak_flop_per_s"] * h["mfu"], dtype=np.float64)
         self.labels = [f"{v.chips}x {v.name} {v.precision.value.upper()}" for v in sp.variants]
         self.kernel_calls = 0
@@ -205,14 +204,32 @@ class Engine:
 
     def window(self, combo: IntArr, k: Condition, target: float) -> tuple[Arr, Arr]:
         """(lowest, highest) N worth trying per candidate under condition k, no budget cap: the
-        overtraining window scaled to k's time budget (tokens are proportional to N x T), the
-        compute bound and the node cap."""
-        scale = self.c.max_duration_s / k.duration_s
+        overtraining window read at k itself (`node_window`, widened by WINDOW_SLACK; a PP-group
+        candidate's tokens depend on the links, so the window does too), the compute bound and
+        the node cap. A candidate outside the window at k gets lo > hi."""
+        usable, n_lo, n_hi = self._window_at(k)
         hw = self.space.combo_hw[combo]
         need = np.ceil(target / (self.node_flop_per_s[hw] * k.duration_s * ETA_BOUND) * (1 - 1e-9))
-        lo = np.maximum(np.floor(self.n_lo[combo] * scale * (1 - WINDOW_SLACK)), np.maximum(need, 1.0))
-        hi = np.minimum(np.ceil(self.n_hi[combo] * scale * (1 + WINDOW_SLACK)), float(self.c.max_nodes))
-        return lo, hi
+        lo = np.maximum(n_lo[combo], np.maximum(need, 1.0))
+        hi = np.minimum(n_hi[combo], float(self.c.max_nodes))
+        return np.where(usable[combo], lo, np.inf), hi
+
+    def _window_at(self, k: Condition) -> tuple[BoolArr, Arr, Arr]:
+        """The overtraining window of every candidate at condition k (one kernel call, cached)."""
+        got = self._windows.get(k)
+        if got is None:
+            from dispersal.model.kernel.kernel import evaluate
+
+            sp = self.space
+            allc = np.arange(len(sp.combo_hw), dtype=np.int64)
+            n_ref = sp.reference_nodes(allc)
+            x = self.inputs(allc, n_ref, np.zeros(allc.size, dtype=np.int64), [k])
+            x["min_overtraining"] = np.asarray(np.inf)
+            ref = evaluate(x, sp.p, outputs=_WINDOW_OUTPUTS)
+            self.kernel_calls += 1
+            got = sp.node_window(ref, allc, n_ref, slack=WINDOW_SLACK)
+            self._windows[k] = got
+        return got
 
     def pick(self, combo: int, n: int, k: Condition) -> Pick:
         """The figures of one plan (one kernel call)."""
@@ -250,7 +267,7 @@ def search_target(
     sp = eng.space
     budgets = tuple(sorted(float(b) for b in budgets_usd))
     bmax = budgets[-1] if budgets else math.inf
-    allc = np.flatnonzero(eng.usable_any).astype(np.int64)
+    allc = np.arange(len(sp.combo_hw), dtype=np.int64)
     # 2. the screen (no budget cap): also tells cost from quality where nothing fits the budget.
     lo0, hi0 = eng.window(allc, conds[0], target)
     ok = hi0 >= lo0
