@@ -60,6 +60,7 @@ def _at_sites(
     allc = np.flatnonzero(eng.usable).astype(np.int64)
     lo, hi = eng.window(allc, lay.conds[0], 1.0)
     c0 = _c0_of(base_cost)
+    top_bw = lay.conds[0].bandwidth_bits_per_s
     out: list[AtSites] = []
     prev: dict[float | None, AtSites] = {}
     for n in sorted(sites):
@@ -89,6 +90,7 @@ def _at_sites(
                     sites_used=None,
                     cost_usd=None,
                     binds="cost: nothing within the premium",
+                    bandwidth_bits_per_s=top_bw,
                 )
                 out.append(_carry(prev, x, row))
                 continue
@@ -112,6 +114,7 @@ def _at_sites(
                         sites_used=int(nn[i]),
                         cost_usd=float(r["cost_usd"][i]),
                         binds=why,
+                        bandwidth_bits_per_s=top_bw,
                     ),
                 )
             )

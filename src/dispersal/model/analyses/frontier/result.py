@@ -114,6 +114,8 @@ class AtSites:
     sites_used: int | None
     cost_usd: float | None
     binds: str
+    bandwidth_bits_per_s: float = 0.0
+    """The per-site rate searched at (the grid's top)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
