@@ -38,7 +38,7 @@ BoolArr = npt.NDArray[np.bool_]
 SHORTLIST_PER_CONDITION = 16
 SHORTLIST_TOTAL = 48
 #: Node counts per (draw, candidate, bandwidth) window before the bisection.
-DRAW_GRID_POINTS = 8
+DRAW_GRID_POINTS = 16
 #: Widening of each candidate's nominal node window for the draws (a draw moves the metric by tens
 #: of percent): a numerical margin, the validity rule trims it.
 DRAW_WINDOW_FACTOR = 2.0

@@ -115,17 +115,18 @@ def _limit(
     else:
         kb = lay.bw[i0 - 1]
         below = _fmt_bw(grid[i0 - 1])
-        why = (
-            f"cost: {cm[kb] / c0:.2f}x at {below}"
-            if math.isfinite(cm[kb])
-            else f"bandwidth: at {below} no plan reaches {t:.0e} FLOP within the largest premium"
-        )
+        if math.isfinite(cm[kb]):
+            why = f"cost: {cm[kb] / c0:.2f}x at {below}"
+        elif eng.reaches(tab.combos, lay.conds[kb], t):
+            why = f"cost: over the largest premium ({max(tab.budgets_usd) / c0:g}x) at {below}"
+        else:
+            why = f"bandwidth: at {below} no plan reaches {t:.0e} FLOP at any cost (the links and the time budget)"
     k = lay.bw[i0]
     ci = int(np.argmin(tab.cost_min[k]))
     pk = eng.pick(int(tab.combos[ci]), int(tab.n_min[k, ci]), lay.conds[k])
     most, most_bw, most_hw, most_why = _most(eng, tab, lay, grid, j)
     lp, lp_hw, lp_why = _least_power(eng, tab, lay, tol, t)
-    sr, sr_br, sr_why = _shortest(tab, lay, cm, tol, c0)
+    sr, sr_br, sr_why = _shortest(eng, tab, lay, cm, tol, c0)
     dist, dist_why = _distance(lay, cm, tol, c0, top)
     return Limit(
         target_flop=t,
@@ -208,7 +209,7 @@ def _least_power(
 
 
 def _shortest(
-    tab: TargetTable, lay: _Layout, cm: Any, tol: float, c0: float
+    eng: Engine, tab: TargetTable, lay: _Layout, cm: Any, tol: float, c0: float
 ) -> tuple[float | None, tuple[float, float] | None, str]:
     """The shortest time budget on the duration grid with a plan within the budget (top rate)."""
     ok = [i for i, k in enumerate(lay.dur) if cm[k] <= tol]
@@ -219,11 +220,12 @@ def _shortest(
         return lay.dur_days[0], (0.0, lay.dur_days[0]), "nothing: the grid's shortest budget already fits"
     k = lay.dur[i - 1]
     d = lay.dur_days[i - 1]
-    why = (
-        f"cost: {cm[k] / c0:.2f}x in {d:g} days"
-        if math.isfinite(cm[k])
-        else (f"time budget: in {d:g} days no plan reaches the target within the largest premium")
-    )
+    if math.isfinite(cm[k]):
+        why = f"cost: {cm[k] / c0:.2f}x in {d:g} days"
+    elif eng.reaches(tab.combos, lay.conds[k], tab.target_flop):
+        why = f"cost: over the largest premium ({max(tab.budgets_usd) / c0:g}x) in {d:g} days"
+    else:
+        why = f"time budget: in {d:g} days no plan reaches the target at any cost"
     return lay.dur_days[i], (d, lay.dur_days[i]), why
 
 

@@ -44,7 +44,10 @@ BoolArr = npt.NDArray[np.bool_]
 #: validity rule then trims it exactly): a numerical margin, not a model figure (as the Monte Carlo's).
 WINDOW_SLACK = 0.02
 #: Node counts of the screen per candidate (geometric over its window, no budget cap).
-SCREEN_POINTS = 5
+SCREEN_POINTS = 9
+#: Node counts per candidate window when asking whether a target is reachable at all (`reaches`):
+#: the planner's why-not grid (`why_not.WHY_NOT_GRID_POINTS`), since the metric can peak inside.
+REACH_POINTS = 33
 #: Node counts per (candidate, condition) window before the bisection refines the cell that matters.
 GRID_POINTS = 8
 #: Points per kernel call (a call has a fixed overhead of ~800 points' worth: benchmarks/bench_plan.py).
@@ -230,6 +233,17 @@ class Engine:
             got = sp.node_window(ref, allc, n_ref, slack=WINDOW_SLACK)
             self._windows[k] = got
         return got
+
+    def reaches(self, combo: IntArr, k: Condition, target: float) -> bool:
+        """Whether any of `combo` meets the target under condition k at any cost: REACH_POINTS node
+        counts of each window with no budget cap (one kernel call; a grid, so "no" is a grid answer)."""
+        lo, hi = self.window(combo, k, target)
+        ok = hi >= lo
+        if not ok.any():
+            return False
+        g = _geomgrid(lo[ok], hi[ok], REACH_POINTS)
+        zeros = np.zeros(g.size, dtype=np.int64)
+        return bool(self.meets(np.repeat(combo[ok], REACH_POINTS), g.reshape(-1), zeros, [k], target).any())
 
     def pick(self, combo: int, n: int, k: Condition) -> Pick:
         """The figures of one plan (one kernel call)."""
