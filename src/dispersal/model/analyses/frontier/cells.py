@@ -30,7 +30,7 @@ def _cannot(eng: Engine, tab: TargetTable, t: float, where: str, prem_max: float
     if best < t * (1 - 1e-9) <= best_any and eng.max_site_kw is not None:
         return f"power: only sites over {eng.max_site_kw:g} kW reach {t:.0e} FLOP {where}"
     if best >= t * (1 - 1e-9) and prem_max is not None:
-        return f"cost: over {prem_max:g}x {where}"
+        return f"cost: over the largest premium ({prem_max:g}x) {where}"
     if tab.c_local_uncapped_flop >= t:
         return (
             f"replica quality: at most {best:.3g} FLOP {eng.metric.value} at any site count {where}, though the "
@@ -94,7 +94,7 @@ def _limit(
         why = (
             f"cost: {cm[k0] / c0:.2f}x at {top}"
             if math.isfinite(cm[k0])
-            else _cannot(eng, tab, t, f"at {top}", x)
+            else _cannot(eng, tab, t, f"at {top}", max(tab.budgets_usd) / c0)
         )
         if eng.max_site_kw is not None and not why.startswith("power"):
             why += f" (sites under {eng.max_site_kw:g} kW)"
