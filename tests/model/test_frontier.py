@@ -238,3 +238,28 @@ def test_most_sites_holds_for_pipelined_candidates_at_high_bandwidth() -> None:
     sel = nn <= top[cc]
     ok = eng.meets(cc[sel], nn[sel], np.zeros(int(sel.sum()), dtype=np.int64), k, 1e25)
     assert not ok.any()
+
+
+def test_band_quantiles_count_cannot_reach_as_infinite() -> None:
+    """P10/P50/P90 are order statistics with "cannot reach" (inf) as the largest values: 60% of draws
+    reaching gives a finite P50 and an infinite P90; 40% reaching gives an infinite P50."""
+    from dispersal.model.analyses.frontier.bands import quantiles_inf
+
+    reach6 = np.asarray([1e8] * 3 + [1e9] * 3 + [np.inf] * 4)
+    assert quantiles_inf(reach6) == (1e8, 1e9, np.inf)
+    reach4 = np.asarray([1e8] * 4 + [np.inf] * 6)
+    q = quantiles_inf(reach4)
+    assert q[0] == 1e8 and math.isinf(q[1]) and math.isinf(q[2])
+    assert all(math.isinf(v) for v in quantiles_inf(np.zeros(0)))
+
+
+def test_building_cost_between_targets_is_interpolated_log_log() -> None:
+    """The "largest target at N sites" premium reads C0 at any target: exact at the targets searched,
+    log-log between them, proportional to the target beyond them."""
+    from dispersal.model.analyses.frontier.extras import _c0_of
+
+    c0 = _c0_of({1e24: 1e6, 1e26: 1e8, 1e27: None})
+    assert c0(1e24) == pytest.approx(1e6) and c0(1e26) == pytest.approx(1e8)
+    assert c0(1e25) == pytest.approx(1e7)
+    assert c0(1e23) == pytest.approx(1e5) and c0(1e28) == pytest.approx(1e10)
+    assert _c0_of({1e24: None}) is None
