@@ -345,6 +345,10 @@ def frontier_cases() -> Iterator[Case]:
             "--mode": BAD_ENUM,
             "--samples": ("-1", "abc", "99999999999999999999999", ""),
             "--seed": ("-1", "abc", "99999999999999999999999", ""),
+            "--sites": ("0", "-1", "1.5", "abc", "", "1e400", "100001", "nan"),
+            "--bandwidth": BAD_UNITS,
+            "--plot": (*BAD_OUT_FILES, "frontier.txt"),
+            "--max-site-kw": ("0", "-1", "nan", "inf", "abc", "", "1e400"),
         },
     )
 

@@ -1,17 +1,20 @@
-"""`dispersal frontier`: the limits of dispersal per target and premium, P(reach) first, strict JSON,
-and more bandwidth never shrinking the frontier."""
+"""`dispersal frontier`: the limits of dispersal per target and premium agree with the planner's
+exact search, the most sites is a true maximum, P(reach) leads and lies in [0, 1], more bandwidth
+never shrinks the frontier and a stricter regime never makes it cheaper."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dispersal.model.analyses.frontier import frontier
+from dispersal.model.analyses.frontier.table import Condition, Engine, search_target
+from dispersal.model.inputs.scenario import Mode
 from dispersal.model.search import planner
 from dispersal.model.search.candidates import Constraints
 
@@ -19,39 +22,93 @@ SMALL = Constraints(hardware=("h100_sxm",))
 GRID = (30e6, 100e6, 1e9, 10e9)
 
 
+def _at(c: Constraints, bw: float) -> Constraints:
+    return c.replace(bandwidth_up_bits_per_s=bw, bandwidth_down_bits_per_s=bw)
+
+
+def test_small_frontier_json_is_strict_and_p_reach_first() -> None:
+    """One target, one premium, two grid points (paper mode, H100 only): strict JSON with P(reach)
+    first, every band's P(reach) in [0, 1], and the cell's plan is the planner's exact answer."""
+    f = frontier(
+        targets_flop=(1e24,),
+        premiums=(5.0,),
+        constraints=SMALL,
+        mode="paper",
+        bandwidth_grid_bits_per_s=(100e6, 1e9),
+        samples=4,
+        sites=(4,),
+    )
+    d = json.loads(json.dumps(f.to_dict(), allow_nan=False))
+    assert list(d)[:2] == ["p_reach", "schema_version"]
+    assert 0.0 <= d["p_reach"][0]["p_reach"] <= 1.0
+    lim = d["limits"][0]
+    assert next(iter(lim)) == "band" and 0.0 <= lim["band"]["p_reach"] <= 1.0
+    assert all(0.0 <= p <= 1.0 for p in lim["band"]["p_reach_by_bandwidth"])
+    # reaching within the premium at 100 Mbps implies reaching there at all (a draw that cannot
+    # reach is never "within" a budget, even when its building cannot reach either)
+    assert lim["band"]["p_reach_by_bandwidth"][0] <= d["p_reach"][0]["p_reach"]
+    assert lim["least_bandwidth_bits_per_s"] == 100e6
+    best = planner.plan(1e24, constraints=_at(SMALL, 100e6), mode="paper", search="exact").best
+    assert best is not None
+    assert (lim["sites"], lim["chips_per_site"]) == (best.nodes, best.chips_per_node)
+    assert lim["cost_usd"] == pytest.approx(best.cost_usd, rel=1e-9)
+    # H100 SXM: 700 W TDP (catalogue) x the scenario's PUE, per chip.
+    assert lim["power_per_site_kw"] == pytest.approx(best.chips_per_node * 700.0 * best.scenario.pue / 1000.0)
+    assert lim["most_sites"] >= lim["sites"]
+    assert lim["least_power_per_site_kw"] <= lim["power_per_site_kw"]
+    assert d["at_sites"][0]["sites"] == 4 and d["at_sites"][0]["premium"] is None
+
+
 @pytest.mark.slow
-def test_frontier_cells_follow_the_planner_and_lead_with_p_reach() -> None:
-    """Each cell's least bandwidth is the lowest grid point whose plan fits premium x the centralized
-    cost, the next lower point does not, and the JSON is strict with P(reach) first."""
+def test_cells_follow_the_exact_planner() -> None:
+    """Each cell's least bandwidth is the lowest grid point whose exact plan fits premium x the
+    centralized cost; the next lower point's plan does not fit."""
     f = frontier(
         targets_flop=(1e24, 1e25),
         premiums=(2.0, 5.0),
         constraints=SMALL,
         mode="paper",
         bandwidth_grid_bits_per_s=GRID,
-        samples=8,
+        quality_lines=False,
+        sites=(),
     )
-    d = json.loads(json.dumps(f.to_dict(), allow_nan=False))
-    assert next(iter(d)) == "p_reach"
-    assert all(r["p_reach"] is None or 0.0 <= r["p_reach"] <= 1.0 for r in d["p_reach"])
-    assert len(f.limits) == 4
     for lim in f.limits:
         base = planner.centralized_baseline(lim.target_flop, constraints=SMALL, mode="paper").best
         assert base is not None and lim.budget_usd == pytest.approx(lim.premium * base.cost_usd)
         if lim.least_bandwidth_bits_per_s is None:
             continue
         i = GRID.index(lim.least_bandwidth_bits_per_s)
-        c = SMALL.replace(bandwidth_up_bits_per_s=GRID[i], bandwidth_down_bits_per_s=GRID[i])
-        p = planner.plan(lim.target_flop, constraints=c, mode="paper").best
-        assert lim.budget_usd is not None
-        assert p is not None and p.cost_usd <= lim.budget_usd * (1 + 1e-12)
-        assert lim.sites == p.nodes and lim.chips_per_site == p.chips_per_node
-        assert lim.most_sites_seen is not None and lim.most_sites_seen >= lim.sites
+        p = planner.plan(lim.target_flop, constraints=_at(SMALL, GRID[i]), mode="paper", search="exact").best
+        assert p is not None and lim.cost_usd == pytest.approx(p.cost_usd, rel=1e-9)
+        assert lim.budget_usd is not None and p.cost_usd <= lim.budget_usd * (1 + 1e-12)
         if i > 0:
-            lower = SMALL.replace(bandwidth_up_bits_per_s=GRID[i - 1], bandwidth_down_bits_per_s=GRID[i - 1])
-            q = planner.plan(lim.target_flop, constraints=lower, mode="paper").best
+            low = _at(SMALL, GRID[i - 1])
+            q = planner.plan(lim.target_flop, constraints=low, mode="paper", search="exact").best
             assert q is None or q.cost_usd > lim.budget_usd
-            assert lim.binds
+            assert lim.binds.split(":")[0] in ("cost", "bandwidth")
+
+
+def test_most_sites_is_a_true_maximum() -> None:
+    """No candidate at any site count above the most sites found meets the target within the
+    budget (every integer N up to what the budget buys, H100 only, default mode)."""
+    eng = Engine(Mode.DEFAULT, SMALL, "treaty")
+    k = [Condition(bandwidth_bits_per_s=1e9, latency_s=0.1, duration_s=SMALL.max_duration_s)]
+    target, budget = 1e24, 3e6
+    tab = search_target(eng, target, k, (budget,))
+    most = int(tab.most_sites[0, 0])
+    assert most > 1
+    combos = np.flatnonzero(eng.usable).astype(np.int64)
+    cost = eng.node_cost(SMALL.max_duration_s)[eng.space.combo_hw[combos]]
+    top = np.floor(budget / cost)
+    rows = [(c, n) for c, t in zip(combos, top, strict=True) for n in range(most + 1, int(t) + 1)]
+    cc = np.asarray([r[0] for r in rows], dtype=np.int64)
+    nn = np.asarray([r[1] for r in rows], dtype=np.float64)
+    ok = eng.meets(cc, nn, np.zeros(cc.size, dtype=np.int64), k, target)
+    assert not ok.any()
+    # and the maximum itself is a plan that meets the target within the budget
+    w = int(tab.most_combo[0, 0])
+    r = eng.run(np.asarray([w]), np.asarray([float(most)]), np.zeros(1, dtype=np.int64), k)
+    assert r["valid"][0] > 0 and r["metric"][0] >= target and r["cost_usd"][0] <= budget
 
 
 @settings(max_examples=4, deadline=None)
@@ -62,48 +119,147 @@ def test_frontier_cells_follow_the_planner_and_lead_with_p_reach() -> None:
 )
 @pytest.mark.slow
 def test_more_bandwidth_never_shrinks_the_frontier(target: float, premium: float, factor: float) -> None:
-    """With every grid bandwidth multiplied by `factor`, a cell reachable before stays reachable and
-    the cost at each grid point never rises."""
-    kw = {"targets_flop": (target,), "premiums": (premium,), "constraints": SMALL, "mode": "paper"}
+    """With every grid bandwidth multiplied by `factor`: a cell reachable before stays reachable,
+    the cheapest cost at each grid point never rises and the most sites never falls."""
+    kw = {
+        "targets_flop": (target,),
+        "premiums": (premium,),
+        "constraints": SMALL,
+        "mode": "paper",
+        "quality_lines": False,
+        "sites": (),
+    }
     slow = frontier(bandwidth_grid_bits_per_s=GRID, **kw)  # type: ignore[arg-type]
     fast = frontier(bandwidth_grid_bits_per_s=tuple(b * factor for b in GRID), **kw)  # type: ignore[arg-type]
     if slow.limits[0].least_bandwidth_bits_per_s is not None:
         assert fast.limits[0].least_bandwidth_bits_per_s is not None
+        assert (fast.limits[0].most_sites or 0) >= (slow.limits[0].most_sites or 0)
     for a, b in zip(slow.cost_by_bandwidth_usd[target], fast.cost_by_bandwidth_usd[target], strict=True):
-        if a is not None and b is not None:
-            assert b <= a * (1 + 1e-12)
+        if a is not None:
+            assert b is not None and b <= a * (1 + 1e-12)
+    for a2, b2 in zip(
+        slow.most_sites_by_bandwidth[target], fast.most_sites_by_bandwidth[target], strict=True
+    ):
+        assert all(y >= x for x, y in zip(a2, b2, strict=True))
+
+
+def test_stricter_regime_never_cheaper_on_the_frontier() -> None:
+    """treaty_hbm allows only nodes treaty allows: at every grid bandwidth its cheapest plan costs
+    at least treaty's, and a cell reachable under it is reachable under treaty."""
+    kw = {
+        "targets_flop": (1e24, 1e25),
+        "premiums": (2.0,),
+        "constraints": Constraints(hardware=("h100_sxm", "gh200")),
+        "bandwidth_grid_bits_per_s": GRID,
+        "quality_lines": False,
+        "sites": (),
+    }
+    loose = frontier(regime_name="treaty", **kw)  # type: ignore[arg-type]
+    strict = frontier(regime_name="treaty_hbm", **kw)  # type: ignore[arg-type]
+    for t in kw["targets_flop"]:  # type: ignore[attr-defined]
+        for a, b in zip(loose.cost_by_bandwidth_usd[t], strict.cost_by_bandwidth_usd[t], strict=True):
+            if b is not None:
+                assert a is not None and a <= b * (1 + 1e-12)
+
+
+@settings(max_examples=3, deadline=None)
+@given(seed=st.integers(0, 2**16), samples=st.integers(1, 6))
+@pytest.mark.slow
+def test_p_reach_is_a_probability(seed: int, samples: int) -> None:
+    """Every P(reach) (per target and per cell, per bandwidth) is in [0, 1] and a multiple of
+    1/samples; a cell's P(reach) is the largest of its per-bandwidth ones (reaching at a lower
+    rate means reaching at some rate)."""
+    f = frontier(
+        targets_flop=(1e24, 1e25),
+        premiums=(2.0,),
+        constraints=SMALL,
+        mode="default",
+        bandwidth_grid_bits_per_s=(100e6, 1e9),
+        samples=samples,
+        seed=seed,
+        quality_lines=False,
+        sites=(),
+    )
+    for t in f.targets_flop:
+        p = f.p_reach[t]
+        assert p is not None and 0.0 <= p <= 1.0
+        assert math.isclose(p * samples, round(p * samples), abs_tol=1e-9)
+    for lim in f.limits:
+        if lim.band is None:
+            continue
+        assert 0.0 <= lim.band.p_reach <= 1.0
+        assert lim.band.p_reach >= max(lim.band.p_reach_by_bandwidth) - 1e-12
+        reach = f.p_reach[lim.target_flop]
+        assert reach is not None and lim.band.p_reach_by_bandwidth[0] <= reach + 1e-12
+
+
+def test_a_power_cap_never_widens_the_frontier() -> None:
+    """With a per-site power cap only smaller sites are searched: every site within it, costs never
+    fall, and a cap below every node size names power as what binds."""
+    kw = {
+        "targets_flop": (1e24,),
+        "premiums": (5.0,),
+        "constraints": SMALL,
+        "mode": "paper",
+        "bandwidth_grid_bits_per_s": (100e6, 1e9),
+        "quality_lines": False,
+        "sites": (),
+    }
+    free = frontier(**kw)  # type: ignore[arg-type]
+    capped = frontier(max_site_kw=5.0, **kw)  # type: ignore[arg-type]
+    lim = capped.limits[0]
+    assert lim.power_per_site_kw is None or lim.power_per_site_kw <= 5.0
+    for a, b in zip(free.cost_by_bandwidth_usd[1e24], capped.cost_by_bandwidth_usd[1e24], strict=True):
+        assert b is None or (a is not None and b >= a * (1 - 1e-12))
+    tiny = frontier(max_site_kw=0.1, **kw)  # type: ignore[arg-type]
+    assert tiny.limits[0].least_bandwidth_bits_per_s is None
+    assert tiny.limits[0].binds.startswith("power")
 
 
 @pytest.mark.slow
-def test_cli_rejects_bad_premium_in_one_line() -> None:
-    """Bad input: exit 2, one line naming the field, no traceback."""
-    r = subprocess.run(
-        [sys.executable, "-m", "dispersal", "frontier", "--premium", "x"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert r.returncode == 2
-    assert "premium" in r.stderr and "Traceback" not in r.stderr
+def test_most_sites_holds_for_pipelined_candidates_at_high_bandwidth() -> None:
+    """A PP-group candidate's tokens depend on the links, so its overtraining window in N does too:
+    at 3 Gbps no A100-80GB candidate (any node size, any model size) meets 1e25 within 5x the
+    building at more sites than the search's maximum (every N up to 300 above it)."""
+    c = Constraints(hardware=("a100_80gb",))
+    eng = Engine(Mode.DEFAULT, c, "treaty")
+    k = [Condition(bandwidth_bits_per_s=3e9, latency_s=0.1, duration_s=c.max_duration_s)]
+    base = planner.centralized_baseline(1e25, constraints=c).best
+    assert base is not None
+    budget = 5 * base.cost_usd
+    tab = search_target(eng, 1e25, k, (budget,))
+    most = int(tab.most_sites[0, 0])
+    assert most > 0
+    combos = np.arange(len(eng.space.combo_hw), dtype=np.int64)
+    top = np.floor(budget / eng.node_cost(c.max_duration_s)[eng.space.combo_hw])
+    ns = np.arange(most + 1, most + 301, dtype=np.float64)
+    cc = np.repeat(combos, ns.size)
+    nn = np.tile(ns, combos.size)
+    sel = nn <= top[cc]
+    ok = eng.meets(cc[sel], nn[sel], np.zeros(int(sel.sum()), dtype=np.int64), k, 1e25)
+    assert not ok.any()
 
 
-def test_small_frontier_json_is_strict_and_p_reach_first() -> None:
-    """One target, one premium, two grid points: strict JSON, P(reach) first and in [0, 1], and the
-    1e24 plan at 100 Mbps fits 5x one datacenter (paper mode, H100 only)."""
-    f = frontier(
-        targets_flop=(1e24,),
-        premiums=(5.0,),
-        constraints=SMALL,
-        mode="paper",
-        bandwidth_grid_bits_per_s=(100e6, 1e9),
-        samples=4,
-    )
-    d = json.loads(json.dumps(f.to_dict(), allow_nan=False))
-    assert list(d)[:2] == ["p_reach", "schema_version"]
-    assert 0.0 <= d["p_reach"][0]["p_reach"] <= 1.0
-    lim = d["limits"][0]
-    assert lim["least_bandwidth_bits_per_s"] == 100e6 and lim["sites"] >= 1
-    best = planner.plan(1e24, constraints=SMALL, mode="paper").best
-    assert best is not None and lim["sites"] == best.nodes
-    # H100 SXM: 700 W TDP (catalogue) x the scenario's PUE, per chip.
-    assert lim["power_per_site_kw"] == pytest.approx(best.chips_per_node * 700.0 * best.scenario.pue / 1000.0)
+def test_band_quantiles_count_cannot_reach_as_infinite() -> None:
+    """P10/P50/P90 are order statistics with "cannot reach" (inf) as the largest values: 60% of draws
+    reaching gives a finite P50 and an infinite P90; 40% reaching gives an infinite P50."""
+    from dispersal.model.analyses.frontier.bands import quantiles_inf
+
+    reach6 = np.asarray([1e8] * 3 + [1e9] * 3 + [np.inf] * 4)
+    assert quantiles_inf(reach6) == (1e8, 1e9, np.inf)
+    reach4 = np.asarray([1e8] * 4 + [np.inf] * 6)
+    q = quantiles_inf(reach4)
+    assert q[0] == 1e8 and math.isinf(q[1]) and math.isinf(q[2])
+    assert all(math.isinf(v) for v in quantiles_inf(np.zeros(0)))
+
+
+def test_building_cost_between_targets_is_interpolated_log_log() -> None:
+    """The "largest target at N sites" premium reads C0 at any target: exact at the targets searched,
+    log-log between them, proportional to the target beyond them."""
+    from dispersal.model.analyses.frontier.extras import _c0_of
+
+    c0 = _c0_of({1e24: 1e6, 1e26: 1e8, 1e27: None})
+    assert c0(1e24) == pytest.approx(1e6) and c0(1e26) == pytest.approx(1e8)
+    assert c0(1e25) == pytest.approx(1e7)
+    assert c0(1e23) == pytest.approx(1e5) and c0(1e28) == pytest.approx(1e10)
+    assert _c0_of({1e24: None}) is None

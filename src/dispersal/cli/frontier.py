@@ -6,75 +6,189 @@ from typing import Annotated, Any
 
 import typer
 
-from dispersal.cli._common import MAX_SAMPLES, MAX_SEED, flop_target, guarded, number_in, print_json
+from dispersal.cli._common import MAX_SEED, flop_target, guarded, number_in, output_file, print_json
 from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
 
 _EPILOG = "Method and JSON schema: docs/frontier.md."
+#: Draws per target by default: the default grid stays under 10 s of CPU with them
+#: (benchmarks/bench_frontier.py).
+DEFAULT_SAMPLES = 100
+#: The most draws per target the command accepts (each target draws them at every grid bandwidth).
+MAX_FRONTIER_SAMPLES = 10_000
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [part.strip() for v in values or [] for part in v.split(",")]
 
 
 def _targets(values: list[str] | None, default: tuple[float, ...]) -> tuple[float, ...]:
     """Compute targets (repeatable or comma lists), each in (0, MAX_TARGET_FLOP] FLOP."""
-    if not values:
-        return default
-    return tuple(flop_target(part.strip()) for v in values for part in v.split(","))
+    parts = _split(values)
+    return tuple(flop_target(p) for p in parts) if parts else default
+
+
+def _number(text: str, field: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(field, f"cannot parse {text!r} as a number") from None
 
 
 def _premiums(values: list[str] | None, default: tuple[float, ...]) -> tuple[float, ...]:
     """Premiums over one datacenter (repeatable or comma lists), each in [1, 1e6] (x)."""
-    if not values:
+    parts = _split(values)
+    if not parts:
+        return default
+    return tuple(number_in(_number(p, "premium"), "premium", 1.0, 1e6, unit="x") for p in parts)
+
+
+def _sites(values: list[str] | None, default: tuple[int, ...]) -> tuple[int, ...]:
+    """Site counts for the "largest target at N sites" rows, each an integer in [1, 100,000]."""
+    parts = _split(values)
+    if not parts:
         return default
     out = []
-    for v in values:
-        for part in v.split(","):
-            try:
-                x = float(part)
-            except ValueError:
-                raise InputError("premium", f"cannot parse {part!r} as a number") from None
-            out.append(number_in(x, "premium", 1.0, 1e6, unit="x"))
+    for p in parts:
+        v = number_in(_number(p, "sites"), "sites", 1, 100_000)
+        if v != int(v):
+            raise InputError("sites", f"must be a whole number of sites, got {p!r}")
+        out.append(int(v))
     return tuple(out)
 
 
-def _fmt_bw(v: float | None) -> str:
+def _bandwidths(values: list[str] | None, default: tuple[float, ...]) -> tuple[float, ...]:
+    """The bandwidth grid (e.g. 10Mbps,1Gbps), each in [1 kbit/s, 10 Tbit/s]."""
+    parts = _split(values)
+    if not parts:
+        return default
+    out = []
+    for p in parts:
+        try:
+            b = units.parse_bandwidth(p)
+        except ValueError as exc:
+            raise InputError("bandwidth", str(exc)) from None
+        out.append(number_in(b, "bandwidth", 1e3, 1e13, unit="bit/s"))
+    return tuple(out)
+
+
+def _bw(v: float | None) -> str:
     return units.format_bandwidth(v) if v is not None else "-"
 
 
-def render(f: Any) -> Any:
-    """A rich table of a Frontier: P(reach) first, then one row per (target, premium)."""
-    from rich.table import Table
+def _q_bw(q: list[Any]) -> str:
+    return "/".join("inf" if isinstance(v, str) else _bw(v).replace(" ", "") for v in q)
 
-    reach = ", ".join(
-        f"{t:.0e}: {'-' if f.p_reach[t] is None else format(f.p_reach[t], '.0%')}" for t in f.targets_flop
-    )
-    t = Table(
-        title=f"Where dispersal stops ({f.mode} mode, {f.metric}, regime {f.regime}); P(reach) at 100 Mbps: {reach}",
-        caption="least bandwidth: lowest grid point within the premium (the limit lies above the next lower point)",
-    )
-    for col in ("target", "premium", "budget", "least Mbps/site", "sites", "node", "kW/site", "binds"):
-        t.add_column(col, overflow="fold")
-    reasons: list[str] = []
-    for lim in f.limits:
-        text = lim.binds.split("; closest:")[0]
-        if text not in reasons:
-            reasons.append(text)
-        t.add_row(
-            f"{lim.target_flop:.0e}",
-            f"{lim.premium:g}x",
-            units.format_money(lim.budget_usd) if lim.budget_usd is not None else "-",
-            _fmt_bw(lim.least_bandwidth_bits_per_s),
-            f"{lim.sites:,}" if lim.sites is not None else "-",
-            lim.hardware or "-",
-            f"{lim.power_per_site_kw:.1f}" if lim.power_per_site_kw is not None else "-",
-            f"[{reasons.index(text) + 1}]",
-        )
+
+def _word(binds: str) -> str:
+    """The binding constraint's word (the part of a `binds` string before its colon)."""
+    return binds.split(":")[0]
+
+
+def _band_text(band: dict[str, Any] | None) -> str:
+    if band is None:
+        return "-"
+    return f"{band['p_reach']:.0%} ({_q_bw(band['least_bandwidth_bits_per_s_p10_p50_p90'])})"
+
+
+def render(f: Any) -> Any:
+    """Rich tables of a Frontier (`Frontier.to_dict()`): P(reach) first, one row per (target,
+    premium), the largest target at N sites, the quality lines, then the footnotes."""
     from rich.console import Group
+    from rich.table import Table
     from rich.text import Text
 
-    lines = [f"[{i}] {r}" for i, r in enumerate(reasons, 1)]
-    distance = {lim.distance_binds for lim in f.limits if lim.distance_binds and lim.sites is not None}
-    lines += [f"distance: {d}" for d in sorted(distance)]
-    lines += [f"note: {n}" for n in f.notes]
-    return Group(t, Text("\n".join(lines)))
+    d = f.to_dict() if hasattr(f, "to_dict") else f
+    reach = ", ".join(
+        f"{r['target_flop']:.0e}: {'-' if r['p_reach'] is None else format(r['p_reach'], '.0%')}"
+        for r in d["p_reach"]
+    )
+    t = Table(
+        title=f"Where dispersal stops ({d['mode']} mode, {d['metric']}, regime {d['regime']}); "
+        f"P(reach) at {_bw(d['reach_bandwidth_bits_per_s'])}: {reach}",
+        caption="P(reach within x): Monte Carlo, with P10/P50/P90 of the least bandwidth (inf = cannot reach); "
+        "(word): what binds that limit; --json has every detail",
+    )
+    cols = (
+        "target",
+        "x",
+        "P(reach) (least bw)",
+        "least bw/site",
+        "sites x node",
+        "kW/site",
+        "most sites",
+        "least kW/site",
+        "shortest run",
+        "binds",
+    )
+    for col in cols:
+        t.add_column(col, overflow="fold")
+    notes: list[str] = []
+
+    def key(text: str) -> str:
+        short = text.split("; closest:")[0]
+        if short not in notes:
+            notes.append(short)
+        return f"[{notes.index(short) + 1}]"
+
+    for lim in d["limits"]:
+        ok = lim["least_bandwidth_bits_per_s"] is not None
+        t.add_row(
+            f"{lim['target_flop']:.0e}",
+            f"{lim['premium']:g}x",
+            _band_text(lim["band"]),
+            _bw(lim["least_bandwidth_bits_per_s"]) if ok else "-",
+            f"{lim['sites']:,} x {lim['hardware']}" if ok else "-",
+            f"{lim['power_per_site_kw']:.1f}" if ok else "-",
+            f"{lim['most_sites']:,} ({_word(lim['most_sites_binds'])})" if lim["most_sites"] else "-",
+            f"{lim['least_power_per_site_kw']:.1f} ({_word(lim['least_power_binds'])})"
+            if lim["least_power_per_site_kw"]
+            else "-",
+            f"{lim['shortest_run_days']:g} d ({_word(lim['shortest_run_binds'])})"
+            if lim["shortest_run_days"]
+            else "-",
+            key(lim["binds"]),
+        )
+    parts: list[Any] = [t]
+    if d["at_sites"]:
+        a = Table(title="Largest target with at most N sites (top grid rate)")
+        for col in ("sites", "premium", "largest target", "node x sites used", "binds"):
+            a.add_column(col, overflow="fold")
+        for r in d["at_sites"]:
+            a.add_row(
+                f"{r['sites']:,}",
+                "any cost" if r["premium"] is None else f"{r['premium']:g}x",
+                f"{r['largest_target_flop']:.3g}" if r["largest_target_flop"] else "-",
+                f"{r['hardware']} x {r['sites_used']:,}" if r["hardware"] else "-",
+                key(r["binds"]),
+            )
+        parts.append(a)
+    if d["quality_lines"]:
+        q = Table(title="The many-replica quality assumptions (least bandwidth per premium)")
+        for col in (
+            "assumption",
+            "target",
+            *[f"{x:g}x" for x in d["premiums"]],
+            f"premium at {_bw(d['reach_bandwidth_bits_per_s'])}",
+        ):
+            q.add_column(col, overflow="fold")
+        for r in d["quality_lines"]:
+            pr = r["premium_at_reach_bandwidth"]
+            q.add_row(
+                r["assumption"],
+                f"{r['target_flop']:.0e}",
+                *[_bw(b) for b in r["least_bandwidth_bits_per_s"]],
+                f"{pr:.2f}x" if pr is not None else "over the largest",
+            )
+        parts.append(q)
+    lines = [f"[{i}] {r}" for i, r in enumerate(notes, 1)]
+    distance = sorted(
+        {lim["distance_binds"] for lim in d["limits"] if lim["least_bandwidth_bits_per_s"] is not None}
+    )
+    lines += [f"distance: {x}" for x in distance]
+    lines += [f"note: {n}" for n in d["notes"]]
+    parts.append(Text("\n".join(lines)))
+    return Group(*parts)
 
 
 def register(app: typer.Typer) -> None:
@@ -90,29 +204,66 @@ def register(app: typer.Typer) -> None:
         premium: Annotated[
             list[str] | None, typer.Option(help="Premiums over one datacenter (default 1.5, 2, 5).")
         ] = None,
+        sites: Annotated[
+            list[str] | None,
+            typer.Option(help="Site counts for 'the largest target at N sites' (default 10, 100, 1000)."),
+        ] = None,
+        bandwidth: Annotated[
+            list[str] | None,
+            typer.Option(help="Bandwidth grid per site (default 10Mbps,30Mbps,...,10Gbps)."),
+        ] = None,
         regime: Annotated[str, typer.Option(help="Regime every site stays under.")] = "treaty",
+        max_site_kw: Annotated[
+            float | None,
+            typer.Option(help="Per-site power cap, kW (chips x TDP x PUE); larger sites are not searched."),
+        ] = None,
         mode: Annotated[str, typer.Option(help="paper or default.")] = "default",
-        samples: Annotated[int, typer.Option(help="Monte Carlo draws for P(reach) (0 = not drawn).")] = 100,
+        samples: Annotated[
+            int, typer.Option(help="Monte Carlo draws per target for P(reach) and the bands (0 = none).")
+        ] = DEFAULT_SAMPLES,
         seed: Annotated[int, typer.Option(help="Seed for --samples.")] = 0,
+        plot: Annotated[str | None, typer.Option(help="Write both frontier charts to this PNG.")] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print JSON (docs/frontier.md).")] = False,
     ) -> None:
-        """The limits of dispersal: least bandwidth per site, sites, power per site and distance within each
-        premium over one datacenter, with the constraint that binds."""
-        from dispersal.model.analyses.frontier import DEFAULT_PREMIUMS, DEFAULT_TARGETS_FLOP, frontier
-
-        number_in(samples, "samples", 0, MAX_SAMPLES)
-        number_in(seed, "seed", 0, MAX_SEED)
-        f = frontier(
-            targets_flop=_targets(target, DEFAULT_TARGETS_FLOP),
-            premiums=_premiums(premium, DEFAULT_PREMIUMS),
-            regime_name=regime,
-            mode=mode,
-            samples=samples,
-            seed=seed,
+        """The limits of dispersal per target and premium over one datacenter: least bandwidth per site,
+        most sites, least power per site, shortest run, longest distance and the largest target at N
+        sites, each with what binds; Monte Carlo bands with P(reach) first."""
+        from dispersal.model.analyses.frontier import (
+            BANDWIDTH_GRID_BITS_PER_S,
+            DEFAULT_PREMIUMS,
+            DEFAULT_SITES,
+            DEFAULT_TARGETS_FLOP,
+            frontier,
         )
+
+        number_in(samples, "samples", 0, MAX_FRONTIER_SAMPLES)
+        number_in(seed, "seed", 0, MAX_SEED)
+        kwargs: dict[str, Any] = {
+            "targets_flop": _targets(target, DEFAULT_TARGETS_FLOP),
+            "premiums": _premiums(premium, DEFAULT_PREMIUMS),
+            "sites": _sites(sites, DEFAULT_SITES),
+            "bandwidth_grid_bits_per_s": _bandwidths(bandwidth, BANDWIDTH_GRID_BITS_PER_S),
+            "regime_name": regime,
+            "max_site_kw": None
+            if max_site_kw is None
+            else number_in(max_site_kw, "max-site-kw", 0, 1e7, lo_open=True, unit="kW"),
+            "mode": mode,
+            "samples": samples,
+            "seed": seed,
+        }
+        plot_path = output_file(plot, "plot", (".png",)) if plot is not None else None
+        f = frontier(**kwargs)
+        d = f.to_dict()
+        if plot_path is not None:
+            from dispersal.present.figures import save_png
+            from dispersal.present.frontier_figures import frontier_figure
+
+            save_png(frontier_figure(d), plot_path)
         if json_out:
-            print_json(f.to_dict())
+            print_json(d)
             return
         from rich.console import Console
 
-        Console().print(render(f))
+        Console().print(render(d))
+        if plot_path is not None:
+            Console().print(f"plot: {plot_path}")

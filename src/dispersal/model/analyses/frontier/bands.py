@@ -1,0 +1,281 @@
+"""Monte Carlo bands of the frontier (docs/frontier.md, "Bands"): the draws of `plan --samples`
+(data/uncertainty.toml: Chinchilla fit, eta_H, replica penalty and its many-replica tail, straggler,
+codec and activation quality, MFU, chip prices) applied to the frontier's own search.
+
+Per draw and per grid bandwidth: the cheapest plan over a shortlist of candidates (the cheapest of
+the nominal search at each bandwidth), and the cost of one building under the same draw (the nominal
+building's node type, re-sized for the draw). So each draw has its own premium curve, and per
+premium x: whether it reaches the target within x at each bandwidth, hence its least bandwidth
+(infinite when no grid bandwidth reaches). P(reach) leads; the quantiles count "cannot reach" as
+infinite (`monte_carlo.quantiles_all`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dispersal.model.analyses.frontier.table import Condition, Engine, TargetTable
+from dispersal.model.inputs.params import ModelParams
+from dispersal.model.inputs.scenario import Mode
+from dispersal.model.kernel import quality
+from dispersal.model.kernel.efficiency import eta_h
+from dispersal.model.search.bisection import first_true
+from dispersal.model.search.candidates import SEARCH_OUTPUTS, Constraints
+
+Arr = npt.NDArray[np.float64]
+IntArr = npt.NDArray[np.int64]
+BoolArr = npt.NDArray[np.bool_]
+
+#: Candidates per bandwidth entering the draws: the cheapest of the nominal search there (at least
+#: SHORTLIST_TOTAL / conditions each, so a short grid still gives the draws a choice). On the default
+#: grid P(reach) moved by <= 0.02 from 6 to 40 per rate (1e25, 100 draws): a numerical setting.
+SHORTLIST_PER_CONDITION = 16
+SHORTLIST_TOTAL = 48
+#: Node counts per (draw, candidate, bandwidth) window before the bisection.
+DRAW_GRID_POINTS = 16
+#: Widening of each candidate's nominal node window for the draws (a draw moves the metric by tens
+#: of percent): a numerical margin, the validity rule trims it.
+DRAW_WINDOW_FACTOR = 2.0
+_CHUNK = 300_000
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Band:
+    """Monte Carlo band of one (target, premium) cell."""
+
+    p_reach: float
+    """P(some grid bandwidth reaches the target within the premium), in [0, 1]."""
+    p_reach_by_bandwidth: tuple[float, ...]
+    """Per grid bandwidth (ascending): P(reaching the target within the premium there)."""
+    least_bandwidth_q: tuple[float, float, float]
+    """P10, P50, P90 of the least grid bandwidth within the premium, bits/s; inf = cannot reach."""
+    premium_at_reach_bandwidth_q: tuple[float, float, float]
+    """P10, P50, P90 of the cheapest plan's premium at the reach bandwidth (100 Mbps); inf = cannot reach."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: P(reach) first; infinite quantiles as the string "cannot reach"."""
+
+        def q(v: tuple[float, float, float]) -> list[float | str]:
+            return [x if math.isfinite(x) else "cannot reach" for x in v]
+
+        return {
+            "p_reach": self.p_reach,
+            "p_reach_by_bandwidth": list(self.p_reach_by_bandwidth),
+            "least_bandwidth_bits_per_s_p10_p50_p90": q(self.least_bandwidth_q),
+            "premium_at_reach_bandwidth_p10_p50_p90": q(self.premium_at_reach_bandwidth_q),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TargetBands:
+    """Draw results for one target."""
+
+    p_reach_at_reach_bandwidth: float
+    """P(some plan reaches the target at the reach bandwidth, whatever it costs), in [0, 1]."""
+    bands: tuple[Band, ...]
+    """One per premium, in the frontier's order."""
+
+
+class Draws:
+    """The Monte Carlo draws (draw 0 nominal, 1.. samples) as arrays, with the per-draw kernel call."""
+
+    def __init__(self, m: Mode, c: Constraints, samples: int, seed: int) -> None:
+        from dispersal.model.analyses.uncertainty.monte_carlo import _arrays
+        from dispersal.model.analyses.uncertainty.spec import default_spec
+
+        spec = default_spec()
+        nom = spec.nominal()
+        relative_mfu = m is Mode.DEFAULT and c.mfu is None
+        self.c = c.replace(mfu=float(nom["mfu"])) if ("mfu" in nom and not relative_mfu) else c
+        self.arrays = _arrays(spec, samples, seed, nom, self.c, m, relative_mfu)
+        self.samples = samples
+
+    def params_for(self, base: ModelParams, scale: float) -> ModelParams:
+        """ModelParams with the straggler coefficients scaled (a draw's straggler scale)."""
+        if scale == 1.0:
+            return base
+        return base.replace(
+            straggler_coeff_relay=base.straggler_coeff_relay * scale,
+            straggler_coeff_sync=base.straggler_coeff_sync * scale,
+        )
+
+    def run(
+        self,
+        eng: Engine,
+        combo: IntArr,
+        n: Arr,
+        cond: IntArr,
+        conds: Sequence[Condition],
+        draw: IntArr,
+        p: ModelParams,
+    ) -> dict[str, Arr]:
+        """Kernel outputs at draws `draw` (the transformation of `uncertainty.draws._Search.run`:
+        MFU, quality fit draws and mapping, codec and activation quality, chip prices, Chinchilla and
+        replica overrides, eta_H rescaled), plus ``valid`` and ``metric``."""
+        from dispersal.model.analyses.uncertainty.spec import CHINCHILLA
+        from dispersal.model.kernel.kernel import evaluate
+
+        d = self.arrays
+        x = eng.inputs(combo, n, cond, conds)
+        x["mfu"] = x["mfu"] * d["mfu_scale"][draw] if "mfu_scale" in d else d["mfu"][draw]
+        qp: quality.QualitySamples | None = None
+        if "q_u0" in d:
+            x["quality_mapping"] = np.where(x["quality_mapping"] >= 0, d["quality_mapping"][draw], -1.0)
+            qp = quality.QualitySamples(
+                base=quality.QualityParams(), **{f: d[f"q_{f}"][draw] for f in quality.SAMPLED_FIELDS}
+            )
+        x["compression_quality"] = d["compression_quality"][draw]
+        x["activation_quality"] = d["activation_quality"][draw]
+        x["price_usd_per_chip"] = x["price_usd_per_chip"] * d["price_scale"][draw]
+        x["rental_usd_per_chip_hour"] = x["rental_usd_per_chip_hour"] * d["price_scale"][draw]
+        ov = {k: d[k][draw] for k in (*CHINCHILLA, "replica_beta_coeff", "replica_beta_exponent")}
+        r = evaluate(x, p, ov, qp, outputs=(*SEARCH_OUTPUTS, "replicas", "inner_steps_effective"))
+        eng.kernel_calls += 1
+        valid = eng.space.validity(r, combo, n)
+        ratio = d["eta_h_ratio"][draw]
+        raw = eta_h(x["params"], r["inner_steps_effective"], p.replace(eta_h_floor=1e-300))
+        e_new = np.clip(1.0 - ratio * (1.0 - raw), p.eta_h_floor, 1.0)
+        e_old = np.clip(raw, p.eta_h_floor, 1.0)
+        fac = np.where((ratio == 1.0) | (r["replicas"] <= 1), 1.0, e_new / e_old)
+        base = r["c_local_flop"] if eng.metric.value == "c_local" else r["c_quality_flop"]
+        r["metric"] = base * fac
+        r["valid"] = valid.astype(np.float64)
+        return r
+
+
+def least_costs(
+    eng: Engine, dr: Draws, target: float, combos: IntArr, conds: Sequence[Condition], draws: IntArr
+) -> Arr:
+    """(draws, conditions): the cheapest cost over `combos` reaching the target, USD (inf: none).
+    Draws are grouped by straggler scale (a ModelParams field, not a kernel override)."""
+    out = np.full((draws.size, len(conds)), np.inf)
+    if combos.size == 0 or draws.size == 0:
+        return out
+    scales = dr.arrays["straggler_scale"][draws]
+    for scale in sorted(set(scales.tolist())):
+        p = dr.params_for(eng.space.p, float(scale))
+        _least_group(eng, dr, p, target, combos, conds, draws, np.flatnonzero(scales == scale), out)
+    return out
+
+
+def _least_group(
+    eng: Engine,
+    dr: Draws,
+    p: ModelParams,
+    target: float,
+    combos: IntArr,
+    conds: Sequence[Condition],
+    draws: IntArr,
+    di: IntArr,
+    out: Arr,
+) -> None:
+    """`least_costs` for the draws `di` (indices into `draws`) of one straggler scale: per row
+    (draw, condition, candidate) a geometric grid over the widened node window, then bisection to
+    the first N meeting the target; the cheapest row per (draw, condition) goes into `out`."""
+    mesh = np.meshgrid(di, np.arange(len(conds)), np.arange(combos.size), indexing="ij")
+    dd, kk, cc = (a.reshape(-1) for a in mesh)
+    lo = np.empty(dd.size)
+    hi = np.empty(dd.size)
+    for k, cnd in enumerate(conds):
+        wl, wh = eng.window(combos, cnd, target)
+        sel = kk == k
+        lo[sel] = np.maximum(np.floor(wl[cc[sel]] / DRAW_WINDOW_FACTOR), 1.0)
+        hi[sel] = np.minimum(np.ceil(wh[cc[sel]] * DRAW_WINDOW_FACTOR), float(eng.c.max_nodes))
+    ok = np.flatnonzero(hi >= lo)
+    if ok.size == 0:
+        return
+    dd, kk, cc, lo, hi = dd[ok], kk[ok], cc[ok], lo[ok], hi[ok]
+    t = np.linspace(0.0, 1.0, DRAW_GRID_POINTS)
+    g = np.round(lo[:, None] * (hi / lo)[:, None] ** t)
+    g = np.maximum.accumulate(np.clip(g, lo[:, None], hi[:, None]), axis=1)
+
+    def meets(rows: IntArr, n: Arr) -> BoolArr:
+        res = np.zeros(rows.size, dtype=bool)
+        for s in range(0, rows.size, _CHUNK):
+            e = rows[s : s + _CHUNK]
+            r = dr.run(eng, combos[cc[e]], n[s : s + _CHUNK], kk[e], conds, draws[dd[e]], p)
+            res[s : s + _CHUNK] = (r["valid"] > 0) & (r["metric"] >= target * (1 - 1e-9))
+        return res
+
+    mt = meets(np.repeat(np.arange(dd.size), DRAW_GRID_POINTS), g.reshape(-1)).reshape(-1, DRAW_GRID_POINTS)
+    has = np.flatnonzero(mt.any(axis=1))
+    if has.size == 0:
+        return
+    f = np.argmax(mt[has], axis=1)
+    b_hi = g[has, f]
+    b_lo = np.where(f > 0, g[has, np.maximum(f - 1, 0)] + 1.0, b_hi)
+
+    def meets_has(s: IntArr, n: Arr) -> BoolArr:
+        return meets(has[s], n)
+
+    n_first = first_true(np.minimum(b_lo, b_hi), b_hi, meets_has)
+    r = dr.run(eng, combos[cc[has]], n_first, kk[has], conds, draws[dd[has]], p)
+    cost = np.where((r["valid"] > 0) & (r["metric"] >= target * (1 - 1e-9)), r["cost_usd"], np.inf)
+    np.minimum.at(out, (dd[has], kk[has]), cost)
+
+
+def shortlist(tab: TargetTable, conds: Sequence[int], combo_hw: IntArr) -> IntArr:
+    """Candidates of the nominal search entering the draws: at each of `conds`, the
+    SHORTLIST_PER_CONDITION cheapest (at least SHORTLIST_TOTAL / conditions) and the cheapest
+    candidate of as many node types (a draw often changes which node type wins). When none reaches
+    within the largest budget: the closest by the screen."""
+    picked: set[int] = set()
+    per = max(SHORTLIST_PER_CONDITION, -(-SHORTLIST_TOTAL // max(len(conds), 1)))
+    for k in conds:
+        row = tab.cost_min[k]
+        order = np.argsort(row, kind="stable")
+        picked.update(int(tab.combos[i]) for i in order[:per] if np.isfinite(row[i]))
+        seen: set[int] = set()
+        for i in order:
+            if not np.isfinite(row[i]) or len(seen) >= per:
+                break
+            h = int(combo_hw[tab.combos[i]])
+            if h not in seen:
+                seen.add(h)
+                picked.add(int(tab.combos[i]))
+    if not picked:
+        reach = tab.reach_uncapped_flop
+        order = np.argsort(-reach, kind="stable")
+        picked.update(int(i) for i in order[:SHORTLIST_TOTAL] if np.isfinite(reach[i]))
+    return np.asarray(sorted(picked), dtype=np.int64)
+
+
+def cheapest_per_node_type(eng: Engine, tab: TargetTable) -> IntArr:
+    """Per node type of `eng`, the candidate of the nominal search `tab` (condition 0) with the
+    lowest cost: a shortlist that keeps every node size (fine granularity in N x chips)."""
+    row = tab.cost_min[0] if tab.combos.size else np.zeros(0)
+    best: dict[int, tuple[float, int]] = {}
+    for i in np.flatnonzero(np.isfinite(row)):
+        h = int(eng.space.combo_hw[tab.combos[i]])
+        if h not in best or row[i] < best[h][0]:
+            best[h] = (float(row[i]), int(tab.combos[i]))
+    return np.asarray(sorted(v[1] for v in best.values()), dtype=np.int64)
+
+
+def quantiles_inf(values: Arr) -> tuple[float, float, float]:
+    """P10, P50, P90 with inf counted as the largest values (a draw that cannot reach)."""
+    if values.size == 0:
+        return (math.inf, math.inf, math.inf)
+    v = np.sort(values)
+    out = []
+    for q in (0.1, 0.5, 0.9):
+        # the lower of the two order statistics around q (an inf never interpolates with a number)
+        out.append(float(v[min(v.size - 1, math.floor(q * (v.size - 1)))]) if v.size else math.inf)
+    return (out[0], out[1], out[2])
+
+
+__all__ = [
+    "Band",
+    "Draws",
+    "TargetBands",
+    "cheapest_per_node_type",
+    "least_costs",
+    "quantiles_inf",
+    "shortlist",
+]

@@ -1,0 +1,267 @@
+"""The frontier's defaults, grids and result types (schema: docs/frontier.md, "JSON")."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import dispersal.model.analyses.frontier.bands as _bands
+from dispersal.model.analyses.frontier.table import Condition
+from dispersal.model.inputs import units
+from dispersal.model.inputs.catalog import accelerator
+from dispersal.model.inputs.scenario import latency_from_distance
+from dispersal.model.search import planner
+from dispersal.model.search.candidates import Constraints
+
+SCHEMA_VERSION = 2
+#: Default compute targets, FLOP of C_quality (issue 23: 1e24 ... 1e27).
+DEFAULT_TARGETS_FLOP: tuple[float, ...] = (1e24, 1e25, 1e26, 1e27)
+#: Default premiums over one datacenter's cost (issue 23: 1.5x, 2x, 5x).
+DEFAULT_PREMIUMS: tuple[float, ...] = (1.5, 2.0, 5.0)
+#: Per-site WAN rates tried, bits/s: half-decades from 10 Mbps (a rural line) to 10 Gbps (a
+#: dedicated wave); a grid, so each limit is a bracket.
+BANDWIDTH_GRID_BITS_PER_S: tuple[float, ...] = (10e6, 30e6, 100e6, 300e6, 1e9, 3e9, 10e9)
+#: Distances tried at the top rate (fibre route, `latency_from_distance`); the longest is half the
+#: Earth's circumference (20,000 km), i.e. anywhere on Earth.
+DISTANCE_GRID_M: tuple[float, ...] = (1_000e3, 3_000e3, 10_000e3, 20_000e3)
+LONGEST_DISTANCE_M = DISTANCE_GRID_M[-1]
+#: Time budgets tried for the shortest run, days (plus the constraints' own budget, 740 by default).
+DURATION_GRID_DAYS: tuple[float, ...] = (7, 14, 30, 60, 90, 180, 365, 540)
+#: Site counts of the "largest target at N sites" rows (`--sites`).
+DEFAULT_SITES: tuple[int, ...] = (10, 100, 1000)
+#: Site counts tried per candidate for those rows (geometric up to N: fewer sites may fit a premium).
+AT_SITES_POINTS = 6
+#: The bandwidth at which P(reach) is drawn: the paper's threat model (100 Mbps per site).
+REACH_BANDWIDTH_BITS_PER_S = 100e6
+#: The many-replica quality assumptions shown as separate lines (docs/quality.md, "Beyond eight
+#: replicas"): the conservative loss-space bound and the Muon inner optimizer (MuLoCo offset).
+QUALITY_ASSUMPTIONS: tuple[tuple[str, dict[str, str]], ...] = (
+    ("loss-space bound (conservative mapping)", {"quality_mapping": "loss"}),
+    ("Muon inner optimizer (MuLoCo)", {"inner_optimizer": "muon"}),
+)
+#: Words a `binds` string starts with (then ": " and the detail).
+BINDS = (
+    "bandwidth",
+    "latency",
+    "replica quality",
+    "memory",
+    "time budget",
+    "power",
+    "cost",
+    "overtraining window",
+    "node cap",
+    "nothing",
+    "no premium",
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Limit:
+    """The limits of dispersal for one target and one premium (None: no plan within the premium)."""
+
+    target_flop: float
+    premium: float
+    budget_usd: float | None
+    """premium x the centralized cost; None when one datacenter cannot reach the target either."""
+    least_bandwidth_bits_per_s: float | None
+    bandwidth_bracket_bits_per_s: tuple[float, float] | None
+    """(next lower grid point or 0, least bandwidth): the true limit lies in (lo, hi]."""
+    binds: str
+    """What stops dispersal below the least bandwidth ("<word>: detail", words in BINDS)."""
+    sites: int | None
+    chips_per_site: int | None
+    hardware: str | None
+    power_per_site_kw: float | None
+    days: float | None
+    mean_wan_mbps_per_site: float | None
+    cost_usd: float | None
+    most_sites: int | None
+    most_sites_bandwidth_bits_per_s: float | None
+    most_sites_hardware: str | None
+    most_sites_binds: str
+    least_power_per_site_kw: float | None
+    least_power_hardware: str | None
+    least_power_binds: str
+    shortest_run_days: float | None
+    shortest_run_bracket_days: tuple[float, float] | None
+    shortest_run_binds: str
+    longest_distance_m: float | None
+    distance_binds: str
+    band: _bands.Band | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (schema in docs/frontier.md); the band (P(reach) first) leads when drawn."""
+        d: dict[str, Any] = {"band": self.band.to_dict() if self.band is not None else None}
+        for k in self.__slots__:
+            if k == "band":
+                continue
+            v = getattr(self, k)
+            d[k] = list(v) if isinstance(v, tuple) else v
+        return d
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AtSites:
+    """The largest target reachable with at most `sites` sites, within a premium (None: any cost)."""
+
+    sites: int
+    premium: float | None
+    largest_target_flop: float | None
+    hardware: str | None
+    sites_used: int | None
+    cost_usd: float | None
+    binds: str
+    bandwidth_bits_per_s: float = 0.0
+    """The per-site rate searched at (the grid's top)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {k: getattr(self, k) for k in self.__slots__}
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class QualityLine:
+    """One target under one many-replica quality assumption: least bandwidth per premium."""
+
+    assumption: str
+    target_flop: float
+    least_bandwidth_bits_per_s: tuple[float | None, ...]
+    """Per premium (the frontier's order); None: no grid rate within it."""
+    premium_at_reach_bandwidth: float | None
+    """The cheapest plan's premium at REACH_BANDWIDTH_BITS_PER_S (None: none within the largest)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "assumption": self.assumption,
+            "target_flop": self.target_flop,
+            "least_bandwidth_bits_per_s": list(self.least_bandwidth_bits_per_s),
+            "premium_at_reach_bandwidth": self.premium_at_reach_bandwidth,
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Frontier:
+    """The limits of dispersal over targets and premiums (`frontier`)."""
+
+    mode: str
+    regime: str
+    metric: str
+    targets_flop: tuple[float, ...]
+    premiums: tuple[float, ...]
+    bandwidth_grid_bits_per_s: tuple[float, ...]
+    p_reach: dict[float, float | None]
+    """P(reach) per target at REACH_BANDWIDTH_BITS_PER_S, whatever the cost (Monte Carlo); None when
+    not drawn."""
+    centralized_cost_usd: dict[float, float | None]
+    cost_by_bandwidth_usd: dict[float, tuple[float | None, ...]]
+    """Per target, the cheapest plan's cost at each grid bandwidth (None: none within the largest
+    premium)."""
+    most_sites_by_bandwidth: dict[float, tuple[tuple[int, ...], ...]]
+    """Per target, per grid bandwidth: the most sites within each premium (0: no plan)."""
+    fewest_sites_by_bandwidth: dict[float, tuple[tuple[int, ...], ...]]
+    """Per target, per grid bandwidth: the fewest sites within each premium (0: no plan)."""
+    limits: tuple[Limit, ...]
+    at_sites: tuple[AtSites, ...]
+    quality_lines: tuple[QualityLine, ...]
+    samples: int = 0
+    max_site_kw: float | None = None
+    """The per-site power cap searched under, kW (None: none)."""
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON (schema in docs/frontier.md): P(reach) first, then the limits per (target, premium)."""
+        t = self.targets_flop
+
+        def per_target(d: dict[float, Any], key: str) -> list[dict[str, Any]]:
+            return [{"target_flop": x, key: _listify(d[x])} for x in t]
+
+        return {
+            "p_reach": [{"target_flop": x, "p_reach": self.p_reach[x]} for x in t],
+            "schema_version": SCHEMA_VERSION,
+            "mode": self.mode,
+            "regime": self.regime,
+            "metric": self.metric,
+            "samples": self.samples,
+            "max_site_kw": self.max_site_kw,
+            "targets_flop": list(t),
+            "premiums": list(self.premiums),
+            "bandwidth_grid_bits_per_s": list(self.bandwidth_grid_bits_per_s),
+            "reach_bandwidth_bits_per_s": reach_bandwidth(self.bandwidth_grid_bits_per_s),
+            "centralized_cost_usd": [{"target_flop": x, "cost_usd": self.centralized_cost_usd[x]} for x in t],
+            "cost_by_bandwidth_usd": per_target(self.cost_by_bandwidth_usd, "cost_usd"),
+            "most_sites_by_bandwidth": per_target(self.most_sites_by_bandwidth, "sites"),
+            "fewest_sites_by_bandwidth": per_target(self.fewest_sites_by_bandwidth, "sites"),
+            "limits": [lim.to_dict() for lim in self.limits],
+            "at_sites": [a.to_dict() for a in self.at_sites],
+            "quality_lines": [q.to_dict() for q in self.quality_lines],
+            "notes": list(self.notes),
+        }
+
+
+def reach_bandwidth(grid: tuple[float, ...]) -> float:
+    """The grid rate of the P(reach) figures: REACH_BANDWIDTH_BITS_PER_S, or the grid rate nearest to
+    it (in log) when the grid does not hold it."""
+    return grid[int(np.argmin([abs(math.log(b / REACH_BANDWIDTH_BITS_PER_S)) for b in grid]))]
+
+
+def _listify(v: Any) -> Any:
+    return [_listify(x) for x in v] if isinstance(v, tuple | list) else v
+
+
+def power_per_site_kw(o: planner.PlanOption) -> float:
+    """Electrical power of one site, kW: chips x TDP x PUE (the kernel's energy inputs; catalogue TDP,
+    PUE from the scenario)."""
+    acc = accelerator(o.hardware)
+    return o.chips_per_node * acc.tdp_w * o.scenario.pue / 1000.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Layout:
+    """Where each condition of the search sits: the bandwidth grid (ascending), distances, durations."""
+
+    conds: tuple[Condition, ...]
+    bw: tuple[int, ...]
+    """Condition index per grid bandwidth (ascending)."""
+    dist: tuple[int, ...]
+    dist_m: tuple[float, ...]
+    dur: tuple[int, ...]
+    """Condition index per duration (ascending), the last the full time budget."""
+    dur_days: tuple[float, ...]
+
+
+def _layout(grid: tuple[float, ...], c: Constraints) -> _Layout:
+    """Conditions: the grid from the top down (condition 0 = the screen's), then the distances and
+    the shorter durations at the top rate."""
+    full = c.max_duration_s
+    conds = [
+        Condition(bandwidth_bits_per_s=b, latency_s=c.latency_s, duration_s=full) for b in reversed(grid)
+    ]
+    bw = tuple(len(grid) - 1 - i for i in range(len(grid)))
+    dist_m = tuple(d for d in DISTANCE_GRID_M if latency_from_distance(d) > c.latency_s)
+    dist = []
+    for d in dist_m:
+        dist.append(len(conds))
+        conds.append(
+            Condition(bandwidth_bits_per_s=grid[-1], latency_s=latency_from_distance(d), duration_s=full)
+        )
+    days = tuple(d for d in DURATION_GRID_DAYS if d * units.SECONDS_PER_DAY < full * (1 - 1e-9))
+    dur = []
+    for d in days:
+        dur.append(len(conds))
+        conds.append(
+            Condition(
+                bandwidth_bits_per_s=grid[-1], latency_s=c.latency_s, duration_s=d * units.SECONDS_PER_DAY
+            )
+        )
+    return _Layout(
+        conds=tuple(conds),
+        bw=bw,
+        dist=tuple(dist),
+        dist_m=dist_m,
+        dur=(*dur, 0),
+        dur_days=(*days, full / units.SECONDS_PER_DAY),
+    )
