@@ -1,0 +1,172 @@
+"""``--algorithm decoupled`` on this machine: the syncer as a thread of the supervisor, one learner
+process per worker id, the fault plan's kills and rejoins as for the other algorithms.
+
+The syncer starts from the same initial weights as every learner (seed ``cfg.seed``), merges with
+``cfg.merge`` on a quorum (``cfg.effective_quorum``) or a deadline (``cfg.sync_deadline_s``) and
+applies the outer Nesterov step (``outer_lr``, ``outer_momentum``). Each merge is one line of
+``metrics.jsonl`` (version, who was merged, their staleness, median training loss, validation loss
+every ``eval_every`` versions). When every learner has exited, what is still pending is merged, the
+final global state is evaluated on the validation batches and ``summary.json`` is written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from dispersal.testbed.config import TestbedConfig
+from dispersal.testbed.events import log_event
+
+
+def _syncer(cfg: TestbedConfig, secret: bytes) -> Any:
+    from dispersal.testbed.codecs import make_codec
+    from dispersal.testbed.gpt import GPT, GPTConfig
+    from dispersal.testbed.outer import NesterovOuter, OuterStep, flat_params, make_rule
+    from dispersal.testbed.syncer import Syncer
+
+    torch.manual_seed(cfg.seed)  # the learners' initial weights (worker.Worker does the same)
+    theta = flat_params(GPT(GPTConfig(**cfg.gpt_kwargs()), precision=cfg.precision))
+    return Syncer(
+        theta,
+        OuterStep(make_rule(cfg.merge), NesterovOuter(theta.numel(), cfg.outer_lr, cfg.outer_momentum)),
+        secret=secret,
+        codec=make_codec(cfg.codec, block=cfg.block, topk_fraction=cfg.topk_fraction),
+        workers=cfg.workers,
+        quorum=cfg.effective_quorum,
+        deadline_s=cfg.sync_deadline_s,
+        max_staleness=cfg.max_staleness,
+    )
+
+
+class _Metrics:
+    """One metrics.jsonl row per merge (called by the server after each merge, outside its lock)."""
+
+    def __init__(self, cfg: TestbedConfig, out: Path, syncer: Any) -> None:
+        self.cfg, self.out, self.syncer = cfg, out, syncer
+        self.t0 = time.monotonic()
+
+    def __call__(self, info: dict[str, Any]) -> None:
+        from dispersal._io import _clean
+        from dispersal.testbed.decoupled import eval_global
+
+        v = info["version"]
+        val = None
+        if info["applied"] and v % self.cfg.eval_every == 0:
+            val = eval_global(self.cfg, self.out, self.syncer.theta.clone())
+        per = self.cfg.inner_steps * self.cfg.batch_size * self.cfg.block_size
+        row = {
+            "round": v - 1,
+            "version": v,
+            "merged": info["senders"],
+            "staleness": info["staleness"],
+            "weights": info["weights"],
+            "loss": info["loss"],
+            "val_loss": val,
+            "waited_s": info["waited_s"],
+            "tokens": self.syncer.merged_updates * per,
+            "wall_s": time.monotonic() - self.t0,
+        }
+        with open(self.out / "metrics.jsonl", "a") as fh:
+            fh.write(json.dumps(_clean(row), allow_nan=False) + "\n")
+
+
+def run_decoupled(
+    cfg: TestbedConfig, out: Path, *, on_progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    """Run a decoupled job; returns summary.json's dict (supervisor.run_local's contract)."""
+    from dispersal.testbed.decoupled import SyncServer
+    from dispersal.testbed.secure import SignedStore, listen_store, new_secret
+    from dispersal.testbed.supervisor import _spawn, _start, supervise
+
+    torch.set_num_threads(1)  # the syncer shares the cores with the learners
+    cfg_path = _start(cfg, out, resume=False)
+    secret = new_secret()
+    store = SignedStore(
+        listen_store("127.0.0.1", 0),
+        secret,
+        on_forged=lambda key: log_event(out, worker="supervisor", event="forged_store_value", key=key),
+    )
+    port = store.raw.port
+    syncer = _syncer(cfg, secret)
+    server = SyncServer(
+        syncer,
+        secret=secret,
+        io_timeout_s=cfg.collective_timeout_s,
+        on_merge=_Metrics(cfg, out, syncer),
+        log=lambda **f: log_event(out, worker="syncer", **f),
+    ).start()
+    store.set("syncer", f"{server.host}:{server.port}")
+    log_event(
+        out, worker="supervisor", event="listening", store=f"127.0.0.1:{port}", syncer=store.get_str("syncer")
+    )
+    module = "dispersal.testbed.learner"
+    t0 = time.perf_counter()
+    timed_out = supervise(
+        cfg,
+        out,
+        store,
+        lambda w, inc, join_at: _spawn(cfg_path, out, w, port, inc, False, secret, join_at, module=module),
+        on_progress=on_progress,
+    )
+    wall_s = time.perf_counter() - t0
+    server.merge_if_due(force=True)  # what is still pending when the last learner is gone
+    server.close()
+    return _summary(cfg, out, syncer, store, timed_out, wall_s)
+
+
+def _summary(
+    cfg: TestbedConfig, out: Path, syncer: Any, store: Any, timed_out: bool, wall_s: float
+) -> dict[str, Any]:
+    from dispersal._io import atomic_write_text, dumps_json
+    from dispersal.testbed.decoupled import eval_global
+    from dispersal.testbed.rounds import _util
+
+    rows: dict[str, dict[str, Any]] = {}
+    for w in cfg.worker_ids:
+        raw = store.get(f"learner_done/{w}")
+        try:
+            rows[w] = json.loads(raw) if raw is not None else {}
+        except ValueError:
+            rows[w] = {}
+    final_val = eval_global(cfg, out, syncer.theta)
+    limit = cfg.divergence_factor * math.log(cfg.vocab_size)
+    diverged = "" if final_val <= limit else f"final validation loss {final_val:.4g} > {limit:.3g}"
+    # Every learner's last incarnation reached the end (a killed one that never came back did not).
+    finished = all(r.get("rounds") is not None for r in rows.values())
+    reason = "timed out" if timed_out else ("" if finished else "a learner did not finish")
+    stats = {w: r for w, r in rows.items() if r}
+    summary = {
+        "completed": not timed_out and finished and not diverged,
+        "diverged": bool(diverged),
+        "reason": diverged or reason,
+        "algorithm": cfg.algorithm,
+        "merge": cfg.merge,
+        "codec": cfg.codec,
+        "workers": cfg.workers,
+        "quorum": cfg.effective_quorum,
+        "params": syncer.numel,
+        "versions": syncer.version,
+        "merged_updates": syncer.merged_updates,
+        "steps": cfg.steps,
+        "tokens": syncer.merged_updates * cfg.inner_steps * cfg.batch_size * cfg.block_size,
+        "final_val_loss": final_val,
+        "virtual_time_s": max((r["clock_s"] for r in stats.values()), default=0.0),
+        "bytes_sent_per_worker": {w: int(r["bytes_sent"]) for w, r in stats.items()},
+        "bytes_received_per_worker": {w: int(r["bytes_received"]) for w, r in stats.items()},
+        "compute_s_per_worker": {w: r["compute_s"] for w, r in stats.items()},
+        "exposed_comm_s_per_worker": {w: r["exposed_s"] for w, r in stats.items()},
+        "utilisation": {w: _util(r) for w, r in stats.items()},
+        "rounds_per_worker": {w: r["rounds"] for w, r in stats.items()},
+        "updates_rejected": dict(syncer.rejected),
+        "train_wall_s": max((r["train_wall_s"] for r in stats.values()), default=0.0),
+        "run_wall_s": wall_s,
+        "config": cfg.to_dict(),
+    }
+    atomic_write_text(out / "summary.json", dumps_json(summary) + "\n")
+    return summary
