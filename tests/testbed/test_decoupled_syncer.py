@@ -192,7 +192,6 @@ def test_server_and_client_on_loopback() -> None:
         why, version, state = client.push(frame([0.5] * N, "w1", 0, 0, 0), base=0, have=0)
         assert (why, version) == ("", 1) and state is not None and state[1].tolist() == [-0.5] * N
         assert client.pull(1) is None
-        assert len(merges) == 1
         client.close()
         with socket.create_connection((server.host, server.port), timeout=5.0) as raw:
             msg = bytearray(
@@ -204,7 +203,9 @@ def test_server_and_client_on_loopback() -> None:
             raw.sendall(PREFIX.pack(b"DSDC", 10, 1 << 30))  # announces a 1 GiB body: refused unread
             assert raw.recv(16) == b""
     finally:
-        server.close()
+        server.close()  # records the merges still queued
+    assert [m["version"] for m in merges] == [1]
+    assert merges[0]["theta"].tolist() == [-0.5] * N  # the state it published, for the evaluation
     assert [f["why"] for f in logged] == ["unauthenticated", "message too large (10 + 1073741824 bytes)"]
 
 
@@ -230,3 +231,39 @@ def test_config_fields() -> None:
     with pytest.raises(InputError) as exc:
         TestbedConfig(algorithm="diloco", workers=3, steps=20, inner_steps=10, merge="norm_preserving")
     assert exc.value.field == "merge"
+
+
+def test_server_bounds_its_connections() -> None:
+    """A second connection beyond max_connections is closed unanswered; the first still works."""
+    syncer = Syncer(
+        torch.zeros(N),
+        OuterStep(MeanRule(), FakeOuter()),
+        secret=SECRET,
+        codec=make_codec("none"),
+        workers=3,
+        quorum=1,
+        deadline_s=5.0,
+        max_staleness=2,
+    )
+    logged: list[dict[str, object]] = []
+    server = SyncServer(
+        syncer,
+        secret=SECRET,
+        io_timeout_s=5.0,
+        on_merge=lambda _: None,
+        log=lambda **f: logged.append(f),
+        max_connections=1,
+    ).start()
+    try:
+        client = SyncClient(
+            server.host, server.port, worker="w0", incarnation=0, secret=SECRET, numel=N, timeout_s=5.0
+        )
+        assert client.pull(-1) is not None  # holds the one slot
+        with socket.create_connection((server.host, server.port), timeout=5.0) as raw:
+            raw.sendall(encode({"op": "pull", "worker": "w1", "incarnation": 0, "have": -1}, b"", SECRET))
+            assert raw.recv(16) == b""
+        assert client.pull(-1) is not None
+        client.close()
+    finally:
+        server.close()
+    assert logged == [{"event": "syncer_rejected", "claimed": "?", "why": "too many connections"}]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import queue
 import socket
 import socketserver
 import struct
@@ -109,17 +110,27 @@ class SyncServer:
         on_merge: Callable[[dict[str, Any]], None],
         log: Callable[..., None],
         host: str = "127.0.0.1",
+        max_connections: int = 64,
     ) -> None:
         self.syncer, self.secret, self.on_merge, self.log = syncer, secret, on_merge, log
         self.lock = threading.Lock()
         self.max_up = HEADER_BYTES + syncer.codec.nbytes(syncer.numel) + TAGS_BYTES
         self._stop = threading.Event()
+        self._merged: queue.Queue[dict[str, Any]] = queue.Queue()
+        # Connections served at once: a learner holds one; more are refused (a local flood is bounded).
+        self._slots = threading.BoundedSemaphore(max_connections)
         outer = self
 
         class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
-                self.request.settimeout(io_timeout_s)
-                outer._serve(self.request)
+                if not outer._slots.acquire(blocking=False):
+                    outer.log(event="syncer_rejected", claimed="?", why="too many connections")
+                    return
+                try:
+                    self.request.settimeout(io_timeout_s)
+                    outer._serve(self.request)
+                finally:
+                    outer._slots.release()
 
         class Server(socketserver.ThreadingTCPServer):
             daemon_threads = True
@@ -141,11 +152,23 @@ class SyncServer:
     def _tick(self) -> None:
         while not self._stop.wait(TICK_S):
             self.merge_if_due()
+            self._drain()
 
     def merge_if_due(self, force: bool = False) -> None:
+        """Merge if due; the merge's record (with a copy of the new global weights) is queued for
+        ``on_merge``, which runs on the tick thread: a learner's reply never waits for an evaluation."""
         with self.lock:
             info = self.syncer.merge(time.monotonic(), force=force)
-        if info is not None:
+            if info is not None:
+                info["theta"] = self.syncer.theta.clone()
+                self._merged.put(info)
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                info = self._merged.get_nowait()
+            except queue.Empty:
+                return
             self.on_merge(info)
 
     def _serve(self, sock: socket.socket) -> None:
@@ -185,9 +208,12 @@ class SyncServer:
         return encode({"ok": not why, "why": why, "version": version}, out, self.secret)
 
     def close(self) -> None:
+        """Stop serving; merges still queued for ``on_merge`` are recorded first."""
         self._stop.set()
         self.server.shutdown()
         self.server.server_close()
+        self._threads[1].join(5.0)
+        self._drain()
 
 
 # ---------------------------------------------------------------------- the client (learner side)
@@ -265,16 +291,26 @@ def mix(local: torch.Tensor, global_flat: torch.Tensor, alpha: float) -> torch.T
     return alpha * local + (1.0 - alpha) * global_flat
 
 
-def eval_global(cfg: Any, out: Path, theta: torch.Tensor) -> float:
-    """Mean validation loss of ``theta`` on the same fixed batches as worker.Worker.evaluate."""
-    from dispersal.testbed.data import open_datasets
-    from dispersal.testbed.gpt import GPT, GPTConfig
-    from dispersal.testbed.outer import set_flat_params
+class Evaluator:
+    """Mean validation loss of a flat weight vector on the same fixed batches as
+    worker.Worker.evaluate (model and data built once)."""
 
-    model = GPT(GPTConfig(**cfg.gpt_kwargs()), precision=cfg.precision)
-    set_flat_params(model, theta)
-    _, val = open_datasets(cfg, out / "data", "cpu")
-    with torch.no_grad():
-        losses = [float(model(*val.batch(12345, 0, i))[1].item()) for i in range(cfg.eval_batches)]
-    mean = sum(losses) / len(losses)
-    return mean if math.isfinite(mean) else math.inf
+    def __init__(self, cfg: Any, out: Path) -> None:
+        from dispersal.testbed.data import open_datasets
+        from dispersal.testbed.gpt import GPT, GPTConfig
+
+        self.cfg = cfg
+        self.model = GPT(GPTConfig(**cfg.gpt_kwargs()), precision=cfg.precision)
+        self.val = open_datasets(cfg, out / "data", "cpu")[1]
+
+    def __call__(self, theta: torch.Tensor) -> float:
+        from dispersal.testbed.outer import set_flat_params
+
+        set_flat_params(self.model, theta)
+        with torch.no_grad():
+            losses = [
+                float(self.model(*self.val.batch(12345, 0, i))[1].item())
+                for i in range(self.cfg.eval_batches)
+            ]
+        mean = sum(losses) / len(losses)
+        return mean if math.isfinite(mean) else math.inf

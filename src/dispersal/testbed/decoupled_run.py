@@ -47,18 +47,17 @@ def _syncer(cfg: TestbedConfig, secret: bytes) -> Any:
 class _Metrics:
     """One metrics.jsonl row per merge (called by the server after each merge, outside its lock)."""
 
-    def __init__(self, cfg: TestbedConfig, out: Path, syncer: Any) -> None:
-        self.cfg, self.out, self.syncer = cfg, out, syncer
+    def __init__(self, cfg: TestbedConfig, out: Path, syncer: Any, evaluate: Callable[[Any], float]) -> None:
+        self.cfg, self.out, self.syncer, self.evaluate = cfg, out, syncer, evaluate
         self.t0 = time.monotonic()
 
     def __call__(self, info: dict[str, Any]) -> None:
         from dispersal._io import _clean
-        from dispersal.testbed.decoupled import eval_global
 
         v = info["version"]
         val = None
         if info["applied"] and v % self.cfg.eval_every == 0:
-            val = eval_global(self.cfg, self.out, self.syncer.theta.clone())
+            val = self.evaluate(info["theta"])
         per = self.cfg.inner_steps * self.cfg.batch_size * self.cfg.block_size
         row = {
             "round": v - 1,
@@ -80,7 +79,7 @@ def run_decoupled(
     cfg: TestbedConfig, out: Path, *, on_progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
     """Run a decoupled job; returns summary.json's dict (supervisor.run_local's contract)."""
-    from dispersal.testbed.decoupled import SyncServer
+    from dispersal.testbed.decoupled import Evaluator, SyncServer
     from dispersal.testbed.secure import SignedStore, listen_store, new_secret
     from dispersal.testbed.supervisor import _spawn, _start, supervise
 
@@ -94,11 +93,13 @@ def run_decoupled(
     )
     port = store.raw.port
     syncer = _syncer(cfg, secret)
+    evaluate = Evaluator(cfg, out)
     server = SyncServer(
         syncer,
         secret=secret,
         io_timeout_s=cfg.collective_timeout_s,
-        on_merge=_Metrics(cfg, out, syncer),
+        on_merge=_Metrics(cfg, out, syncer, evaluate),
+        max_connections=4 * cfg.workers,
         log=lambda **f: log_event(out, worker="syncer", **f),
     ).start()
     store.set("syncer", f"{server.host}:{server.port}")
@@ -117,14 +118,13 @@ def run_decoupled(
     wall_s = time.perf_counter() - t0
     server.merge_if_due(force=True)  # what is still pending when the last learner is gone
     server.close()
-    return _summary(cfg, out, syncer, store, timed_out, wall_s)
+    return _summary(cfg, out, syncer, store, timed_out, wall_s, evaluate(syncer.theta))
 
 
 def _summary(
-    cfg: TestbedConfig, out: Path, syncer: Any, store: Any, timed_out: bool, wall_s: float
+    cfg: TestbedConfig, out: Path, syncer: Any, store: Any, timed_out: bool, wall_s: float, final_val: float
 ) -> dict[str, Any]:
     from dispersal._io import atomic_write_text, dumps_json
-    from dispersal.testbed.decoupled import eval_global
     from dispersal.testbed.rounds import _util
 
     rows: dict[str, dict[str, Any]] = {}
@@ -134,7 +134,6 @@ def _summary(
             rows[w] = json.loads(raw) if raw is not None else {}
         except ValueError:
             rows[w] = {}
-    final_val = eval_global(cfg, out, syncer.theta)
     limit = cfg.divergence_factor * math.log(cfg.vocab_size)
     diverged = "" if final_val <= limit else f"final validation loss {final_val:.4g} > {limit:.3g}"
     # Every learner's last incarnation reached the end (a killed one that never came back did not).

@@ -27,6 +27,7 @@ import sys
 import time
 import zlib
 from pathlib import Path
+from typing import NoReturn
 
 import torch
 
@@ -122,8 +123,11 @@ class Learner(Worker):
                 return
             others = [self.store.get_int(f"progress/{w}") for w in self.cfg.worker_ids if w != self.wid]
             first_round = math.ceil(max([join_at_step] + [p for p in others if p is not None]) / k)
-        client = self._connect()
-        self._take(client.pull(-1), alpha=0.0)  # start (or rejoin) from the current global state
+        try:
+            client = self._connect()
+            self._take(client.pull(-1), alpha=0.0)  # start (or rejoin) from the current global state
+        except (OSError, ValueError, RuntimeError) as exc:  # ProtocolError is an OSError
+            self._give_up(exc)
         if self.incarnation == 0:
             self._start_together()
         log_event(
@@ -152,7 +156,10 @@ class Learner(Worker):
             c.bytes_sent += up
             c.messages += 1
             base = self.version
-            why, _newest, state = client.push(frame, base=base, have=self.version)
+            try:
+                why, _newest, state = client.push(frame, base=base, have=self.version)
+            except (OSError, ValueError) as exc:
+                self._give_up(exc)
             done["refused"] += bool(why)
             self._take(state, alpha=self.cfg.mixing_alpha)
             self.tokens += k * self.cfg.batch_size * self.cfg.block_size
@@ -172,6 +179,14 @@ class Learner(Worker):
         self.train_wall_s = time.perf_counter() - t_loop
         client.close()
         self._report(done)
+
+    def _give_up(self, exc: BaseException) -> NoReturn:
+        """The syncer is gone or sent something that fails its checks: this island stops (exit 3),
+        logged; nothing it received touched the model."""
+        log_event(
+            self.out, worker=self.wid, event="syncer_unreachable", round=self.round, error=str(exc)[:200]
+        )
+        sys.exit(3)
 
     def _start_together(self) -> None:
         """First processes wait (once, at most rejoin_timeout_s) until every learner has loaded: process
