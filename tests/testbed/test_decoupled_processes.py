@@ -22,9 +22,11 @@ RATE_MARGIN = 0.5
 """The survivors' step rate while a learner is dead must be at least this fraction of their rate
 before. Why 0.5 and not 1: on this shared 2-core machine the dead window also holds the replacement
 process's start-up (importing torch, building the model and data: seconds of a core, by design a warm
-standby) and other jobs' load; measured here the ratio ranged 0.6-1.5. A survivor that waited for the
-dead learner, as synchronous DiLoCo's group does (heartbeat timeout 3 s, re-forming, then holding
-the boundary for the rejoin), falls far below it (benchmarks/bench_decoupled.py measures both)."""
+standby) and other jobs' load; measured here the ratio was 0.96-1.4 in this configuration (0.6 in an
+earlier one without the slept round trip). A survivor that waited for the dead learner, as a
+synchronous DiLoCo group does (the round in flight is dropped, the group re-forms, then holds the
+rejoin step until the replacement has started: 5-9 s of start-up, docs/testbed.md), makes no
+steps for most of such a window."""
 
 
 def _events(out: Path) -> list[dict[str, Any]]:
@@ -38,7 +40,7 @@ def _cfg(faults: tuple[str, ...] = ()) -> TestbedConfig:
     return TestbedConfig(
         algorithm="decoupled",
         workers=3,
-        steps=100,
+        steps=120,
         inner_steps=10,
         link_latency_s=1.0,
         realtime=True,
@@ -54,7 +56,7 @@ def _cfg(faults: tuple[str, ...] = ()) -> TestbedConfig:
 
 def _step_at(points: list[tuple[float, int]], t: float) -> float:
     """Inner steps a learner had done at time t (piecewise-linear between its round_done events)."""
-    prev = (points[0][0], 0)
+    prev = points[0]
     for ti, si in points:
         if ti >= t:
             if ti == prev[0]:
@@ -71,7 +73,7 @@ def _rate(points: list[tuple[float, int]], t0: float, t1: float) -> float:
 def test_killed_learner_island_stops_others_go_on_and_it_rejoins(tmp_path: Path) -> None:
     clean = run_local(_cfg(), tmp_path / "clean")
     assert clean["completed"], clean
-    faulted = run_local(_cfg(("kill w2@step10", "rejoin w2@step20")), tmp_path / "fault")
+    faulted = run_local(_cfg(("kill w2@step30", "rejoin w2@step40")), tmp_path / "fault")
     assert faulted["completed"], faulted
     ev = _events(tmp_path / "fault")
     t_kill = next(e["t"] for e in ev if e["event"] == "killed" and e["worker"] == "w2")
@@ -80,26 +82,31 @@ def test_killed_learner_island_stops_others_go_on_and_it_rejoins(tmp_path: Path)
     )
     t_back = back["t"]
     # The island stopped: w2's first process did no round after its kill step, and its new one began
-    # where the others were (at or after the planned step 20), from the syncer's current version.
+    # where the others were (at or after the planned step 40), from the syncer's current version.
     w2_rounds = [(e["round"], e["t"]) for e in ev if e["event"] == "round_done" and e["worker"] == "w2"]
     assert not [r for r, t in w2_rounds if t_kill < t < t_back]
-    assert back["round"] >= 2 and back["version"] > 0
-    assert 1 <= faulted["rounds_per_worker"]["w2"] == 10 - back["round"]
+    assert back["round"] >= 4 and back["version"] > 0
+    assert 1 <= faulted["rounds_per_worker"]["w2"] == 12 - back["round"]
+    # It began at the others' progress when it read it (they may finish one more round before it logs).
     others_then = [
         e["step"] for e in ev if e["event"] == "round_done" and e["worker"] != "w2" and e["t"] <= t_back
     ]
-    assert back["round"] * 10 >= max(others_then)
+    assert back["others_step"] >= 40 and back["round"] * 10 >= back["others_step"] >= max(others_then) - 10
     # The others went on: their step rate while w2 was dead (from its kill until it was back or they
-    # had finished) is not below RATE_MARGIN x their rate before it (from their first round), summed
-    # over the two survivors.
+    # had finished) is not below RATE_MARGIN x their rate before it (from their start), summed over
+    # the two survivors; both windows hold at least a second of training.
     before = dead = 0.0
     for w in ("w0", "w1"):
-        points = [(e["t"], e["step"]) for e in ev if e["event"] == "round_done" and e["worker"] == w]
-        assert [s for _, s in points] == list(range(10, 110, 10))
+        start = next(e["t"] for e in ev if e["event"] == "learner_started" and e["worker"] == w)
+        points = [(start, 0)] + [
+            (e["t"], e["step"]) for e in ev if e["event"] == "round_done" and e["worker"] == w
+        ]
+        assert [s for _, s in points] == list(range(0, 130, 10))
         end = min(t_back, points[-1][0])
-        assert end - t_kill > 1.0
-        before += _rate(points, points[0][0], t_kill)
+        assert t_kill - start > 1.0 and end - t_kill > 1.0, (start, t_kill, end)
+        before += _rate(points, start, t_kill)
         dead += _rate(points, t_kill, end)
+    assert before > 0
     assert dead >= RATE_MARGIN * before, (before, dead)
     # Merges kept coming while w2 was dead (quorum 2 of the two survivors).
     merged_dead = [

@@ -1,5 +1,6 @@
-"""``--algorithm decoupled`` on this machine: the syncer as a thread of the supervisor, one learner
-process per worker id, the fault plan's kills and rejoins as for the other algorithms.
+"""``--algorithm decoupled``'s supervisor-side pieces (supervisor.run_decoupled runs them): the syncer
+as a thread of the supervisor, one learner process per worker id, the fault plan's kills and rejoins as
+for the other algorithms.
 
 The syncer starts from the same initial weights as every learner (seed ``cfg.seed``), merges with
 ``cfg.merge`` on a quorum (``cfg.effective_quorum``) or a deadline (``cfg.sync_deadline_s``) and
@@ -21,10 +22,9 @@ from typing import Any
 import torch
 
 from dispersal.testbed.config import TestbedConfig
-from dispersal.testbed.events import log_event
 
 
-def _syncer(cfg: TestbedConfig, secret: bytes) -> Any:
+def make_syncer(cfg: TestbedConfig, secret: bytes) -> Any:
     from dispersal.testbed.codecs import make_codec
     from dispersal.testbed.gpt import GPT, GPTConfig
     from dispersal.testbed.outer import NesterovOuter, OuterStep, flat_params, make_rule
@@ -44,7 +44,7 @@ def _syncer(cfg: TestbedConfig, secret: bytes) -> Any:
     )
 
 
-class _Metrics:
+class Metrics:
     """One metrics.jsonl row per merge (called by the server after each merge, outside its lock)."""
 
     def __init__(self, cfg: TestbedConfig, out: Path, syncer: Any, evaluate: Callable[[Any], float]) -> None:
@@ -75,53 +75,7 @@ class _Metrics:
             fh.write(json.dumps(_clean(row), allow_nan=False) + "\n")
 
 
-def run_decoupled(
-    cfg: TestbedConfig, out: Path, *, on_progress: Callable[[int, int], None] | None = None
-) -> dict[str, Any]:
-    """Run a decoupled job; returns summary.json's dict (supervisor.run_local's contract)."""
-    from dispersal.testbed.decoupled import Evaluator, SyncServer
-    from dispersal.testbed.secure import SignedStore, listen_store, new_secret
-    from dispersal.testbed.supervisor import _spawn, _start, supervise
-
-    torch.set_num_threads(1)  # the syncer shares the cores with the learners
-    cfg_path = _start(cfg, out, resume=False)
-    secret = new_secret()
-    store = SignedStore(
-        listen_store("127.0.0.1", 0),
-        secret,
-        on_forged=lambda key: log_event(out, worker="supervisor", event="forged_store_value", key=key),
-    )
-    port = store.raw.port
-    syncer = _syncer(cfg, secret)
-    evaluate = Evaluator(cfg, out)
-    server = SyncServer(
-        syncer,
-        secret=secret,
-        io_timeout_s=cfg.collective_timeout_s,
-        on_merge=_Metrics(cfg, out, syncer, evaluate),
-        max_connections=4 * cfg.workers,
-        log=lambda **f: log_event(out, worker="syncer", **f),
-    ).start()
-    store.set("syncer", f"{server.host}:{server.port}")
-    log_event(
-        out, worker="supervisor", event="listening", store=f"127.0.0.1:{port}", syncer=store.get_str("syncer")
-    )
-    module = "dispersal.testbed.learner"
-    t0 = time.perf_counter()
-    timed_out = supervise(
-        cfg,
-        out,
-        store,
-        lambda w, inc, join_at: _spawn(cfg_path, out, w, port, inc, False, secret, join_at, module=module),
-        on_progress=on_progress,
-    )
-    wall_s = time.perf_counter() - t0
-    server.merge_if_due(force=True)  # what is still pending when the last learner is gone
-    server.close()
-    return _summary(cfg, out, syncer, store, timed_out, wall_s, evaluate(syncer.theta))
-
-
-def _summary(
+def summary(
     cfg: TestbedConfig, out: Path, syncer: Any, store: Any, timed_out: bool, wall_s: float, final_val: float
 ) -> dict[str, Any]:
     from dispersal._io import atomic_write_text, dumps_json

@@ -115,14 +115,15 @@ class Learner(Worker):
         state, at the first round boundary at or after ``join_at_step`` and the others' progress."""
         self.heartbeat.start()
         k = self.cfg.inner_steps
-        first_round = 0
+        first_round = others_step = 0
         if join_at_step:
             # A standby replacement: once the others are at the planned step, it begins where they are
             # now (its island's steps while it was dead are lost, as a synchronous group's round is).
             if not self.ms.wait_until_step(join_at_step, self.cfg.worker_ids):
                 return
             others = [self.store.get_int(f"progress/{w}") for w in self.cfg.worker_ids if w != self.wid]
-            first_round = math.ceil(max([join_at_step] + [p for p in others if p is not None]) / k)
+            others_step = max([p for p in others if p is not None], default=0)
+            first_round = math.ceil(max(join_at_step, others_step) / k)
         try:
             client = self._connect()
             self._take(client.pull(-1), alpha=0.0)  # start (or rejoin) from the current global state
@@ -137,6 +138,7 @@ class Learner(Worker):
             incarnation=self.incarnation,
             round=first_round,
             version=self.version,
+            others_step=others_step,
         )
         done = {"rounds": 0, "refused": 0}
         t_loop = time.perf_counter()

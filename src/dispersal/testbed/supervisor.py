@@ -226,8 +226,6 @@ def run_local(
     The store and the relay listen on 127.0.0.1 only; a fresh per-run secret signs everything.
     ``--algorithm decoupled`` runs learners and a syncer instead (decoupled_run.run_decoupled)."""
     if cfg.algorithm == "decoupled":
-        from dispersal.testbed.decoupled_run import run_decoupled
-
         return run_decoupled(cfg, out, on_progress=on_progress)
     cfg_path = _start(cfg, out, resume)
     secret = new_secret()
@@ -326,6 +324,55 @@ def supervise(
             p.kill()
             p.wait()
     return timed_out
+
+
+def run_decoupled(
+    cfg: TestbedConfig, out: Path, *, on_progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    """``--algorithm decoupled``: the syncer (decoupled.SyncServer) as a thread here, one learner process
+    per worker id (learner.py), the same fault hand-shakes and rejoins as the other algorithms.
+    Returns summary.json's dict (run_local's contract)."""
+    import torch
+
+    from dispersal.testbed.decoupled import Evaluator, SyncServer
+    from dispersal.testbed.decoupled_run import Metrics, make_syncer, summary
+
+    torch.set_num_threads(1)  # the syncer shares the cores with the learners
+    cfg_path = _start(cfg, out, resume=False)
+    secret = new_secret()
+    store = SignedStore(
+        listen_store("127.0.0.1", 0),
+        secret,
+        on_forged=lambda key: log_event(out, worker="supervisor", event="forged_store_value", key=key),
+    )
+    port = store.raw.port
+    syncer = make_syncer(cfg, secret)
+    evaluate = Evaluator(cfg, out)
+    server = SyncServer(
+        syncer,
+        secret=secret,
+        io_timeout_s=cfg.collective_timeout_s,
+        on_merge=Metrics(cfg, out, syncer, evaluate),
+        max_connections=4 * cfg.workers,
+        log=lambda **f: log_event(out, worker="syncer", **f),
+    ).start()
+    store.set("syncer", f"{server.host}:{server.port}")
+    log_event(
+        out, worker="supervisor", event="listening", store=f"127.0.0.1:{port}", syncer=store.get_str("syncer")
+    )
+    module = "dispersal.testbed.learner"
+    t0 = time.perf_counter()
+    timed_out = supervise(
+        cfg,
+        out,
+        store,
+        lambda w, inc, join_at: _spawn(cfg_path, out, w, port, inc, False, secret, join_at, module=module),
+        on_progress=on_progress,
+    )
+    wall_s = time.perf_counter() - t0
+    server.merge_if_due(force=True)  # what is still pending when the last learner is gone
+    server.close()
+    return summary(cfg, out, syncer, store, timed_out, wall_s, evaluate(syncer.theta))
 
 
 def _final_summary(out: Path, timed_out: bool) -> dict[str, Any]:
