@@ -45,11 +45,18 @@ def make_syncer(cfg: TestbedConfig, secret: bytes) -> Any:
 
 
 class Metrics:
-    """One metrics.jsonl row per merge (called by the server after each merge, outside its lock)."""
+    """One metrics.jsonl row per merge (called on the server's tick thread, outside its lock). ``step``
+    is the merged inner steps per learner (merged updates x H / workers), so ``train --report`` plots
+    it like the other algorithms; ``bytes_sent`` counts what the syncer took from each learner
+    (merged updates x (payload + CRC32))."""
 
     def __init__(self, cfg: TestbedConfig, out: Path, syncer: Any, evaluate: Callable[[Any], float]) -> None:
+        from dispersal.testbed.codecs import CRC_BYTES
+
         self.cfg, self.out, self.syncer, self.evaluate = cfg, out, syncer, evaluate
         self.t0 = time.monotonic()
+        self.frame_bytes = syncer.codec.nbytes(syncer.numel) + CRC_BYTES
+        self.bytes_sent: dict[str, int] = {}
 
     def __call__(self, info: dict[str, Any]) -> None:
         from dispersal._io import _clean
@@ -59,16 +66,20 @@ class Metrics:
         if info["applied"] and v % self.cfg.eval_every == 0:
             val = self.evaluate(info["theta"])
         per = self.cfg.inner_steps * self.cfg.batch_size * self.cfg.block_size
+        for w in info["senders"]:
+            self.bytes_sent[w] = self.bytes_sent.get(w, 0) + self.frame_bytes
         row = {
             "round": v - 1,
             "version": v,
+            "step": info["merged_updates"] * self.cfg.inner_steps // self.cfg.workers,
             "merged": info["senders"],
             "staleness": info["staleness"],
             "weights": info["weights"],
             "loss": info["loss"],
             "val_loss": val,
             "waited_s": info["waited_s"],
-            "tokens": self.syncer.merged_updates * per,
+            "tokens": info["merged_updates"] * per,
+            "bytes_sent": dict(sorted(self.bytes_sent.items())),
             "wall_s": time.monotonic() - self.t0,
         }
         with open(self.out / "metrics.jsonl", "a") as fh:

@@ -169,7 +169,7 @@ class Syncer:
             self.outer_step.apply(self.theta, agg)
             self.version += 1
             self.merged_updates += len(fresh)
-        info["version"] = self.version
+        info["version"], info["merged_updates"] = self.version, self.merged_updates
         return info
 
     def snapshot(self) -> tuple[int, torch.Tensor]:
