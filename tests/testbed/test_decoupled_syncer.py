@@ -4,9 +4,11 @@ protocol on 127.0.0.1 (one server thread, one client) and the config's new field
 
 from __future__ import annotations
 
+import json
 import math
 import socket
 import zlib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -82,6 +84,7 @@ def test_quorum_merges_the_mean_and_versions() -> None:
     assert offer(s, [3.0] * N, "w1", 0) == ""
     info = s.merge(0.2)
     assert info is not None and info["version"] == 1 and info["senders"] == ["w0", "w1"]
+    assert info["merged_updates"] == 2 and info["staleness"] == [0, 0] and info["weights"] == [0.5, 0.5]
     assert fake.steps == [[2.0] * N]  # the mean of 1 and 3
     assert s.theta.tolist() == [-2.0] * N and s.pending == []
     assert s.merge(0.3) is None  # nothing pending
@@ -177,7 +180,7 @@ def test_server_and_client_on_loopback() -> None:
         deadline_s=5.0,
         max_staleness=2,
     )
-    merges: list[dict[str, object]] = []
+    merges: list[dict[str, Any]] = []
     logged: list[dict[str, object]] = []
     server = SyncServer(
         syncer, secret=SECRET, io_timeout_s=5.0, on_merge=merges.append, log=lambda **f: logged.append(f)
@@ -267,3 +270,36 @@ def test_server_bounds_its_connections() -> None:
     finally:
         server.close()
     assert logged == [{"event": "syncer_rejected", "claimed": "?", "why": "too many connections"}]
+
+
+def test_summary_completes_without_a_learner_killed_for_good(tmp_path: Path) -> None:
+    """A learner the plan kills without a rejoin stops its island; the run still completes. One that
+    should have finished and did not (or a timeout) makes it incomplete."""
+    from dispersal.testbed.decoupled_run import summary
+
+    row = {"rounds": 2, "bytes_sent": 10, "bytes_received": 20, "compute_s": 1.0, "exposed_s": 0.5}
+    row |= {"clock_s": 1.5, "train_wall_s": 2.0}
+
+    class Store:
+        def __init__(self, done: list[str]) -> None:
+            self.done = done
+
+        def get(self, key: str) -> bytes | None:
+            return json.dumps(row).encode() if key.split("/")[1] in self.done else None
+
+    syncer, _ = make()
+    kill = ("kill w1@step10",)
+    cfg = TestbedConfig(algorithm="decoupled", workers=3, steps=20, inner_steps=10, faults=kill)
+    s = summary(cfg, tmp_path, syncer, Store(["w0", "w2"]), False, 3.0, 2.5)
+    assert s["completed"] and s["reason"] == "" and s["rounds_per_worker"] == {"w0": 2, "w2": 2}
+    assert s["utilisation"] == {"w0": pytest.approx(2 / 3), "w2": pytest.approx(2 / 3)}
+    assert json.loads((tmp_path / "summary.json").read_text())["completed"] is True
+    rejoin = TestbedConfig(
+        algorithm="decoupled", workers=3, steps=20, inner_steps=10, faults=(*kill, "rejoin w1@step15")
+    )
+    assert (
+        summary(rejoin, tmp_path, syncer, Store(["w0", "w2"]), False, 3.0, 2.5)["reason"]
+        == "a learner did not finish"
+    )
+    assert summary(cfg, tmp_path, syncer, Store(["w0", "w2"]), True, 3.0, 2.5)["reason"] == "timed out"
+    assert summary(cfg, tmp_path, syncer, Store(["w0", "w2"]), False, 3.0, 99.0)["diverged"] is True

@@ -101,8 +101,14 @@ def summary(
             rows[w] = {}
     limit = cfg.divergence_factor * math.log(cfg.vocab_size)
     diverged = "" if final_val <= limit else f"final validation loss {final_val:.4g} > {limit:.3g}"
-    # Every learner's last incarnation reached the end (a killed one that never came back did not).
-    finished = all(r.get("rounds") is not None for r in rows.values())
+    # Every learner reached the end except those the fault plan kills for good (their island stopped;
+    # the run goes on without them, as a synchronous group does without a dead member).
+    from dispersal.testbed.faults import FaultPlan
+
+    plan = FaultPlan.parse(cfg.faults)
+    gone = {f.worker for f in plan.of("kill")} - {f.worker for f in plan.of("rejoin")}
+    done = {w for w, r in rows.items() if r.get("rounds") is not None}
+    finished = bool(done) and done >= set(cfg.worker_ids) - gone
     reason = "timed out" if timed_out else ("" if finished else "a learner did not finish")
     stats = {w: r for w, r in rows.items() if r}
     summary = {
