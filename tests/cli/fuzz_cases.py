@@ -367,6 +367,25 @@ def site_pipeline_cases() -> Iterator[Case]:
         yield ["estimate", "--set", pair], pair.split("=")[0]
 
 
+def train_cases() -> Iterator[Case]:
+    """`dispersal train --algorithm decoupled`'s flags (issue 22): refused before any process starts."""
+    dc = ["train", "--algorithm", "decoupled", "--workers", "3", "--steps", "20", "-H", "10"]
+    for v in BAD_ENUM:
+        yield [*dc, "--merge", v], "merge"
+    yield ["train", "--merge", "norm_preserving"], "merge"  # the syncer's rule, not diloco's
+    for v in ("-1", "4", "99999999999999999999999", "abc", "", "1.5", "nan"):
+        yield [*dc, "--quorum", v], "quorum"
+    for v in BAD_POSITIVE:
+        yield [*dc, "--sync-deadline", v], "sync-deadline"
+    yield [*dc, "--sync-deadline", "3601"], "sync-deadline"
+    for v in ("-1", "1001", "abc", "", "2.5"):
+        yield [*dc, "--max-staleness", v], "max-staleness"
+    yield [*dc, "--link-mode", "real"], "link-mode"
+    yield [*dc, "--resume"], "resume"
+    yield [*dc, "--kill", "w1@step10/allgather"], "fault"
+    yield [*dc, "--checkpoint-every", "1"], "checkpoint-every"
+
+
 GROUPS = {
     "estimate": estimate_cases,
     "plan": plan_cases,
@@ -384,6 +403,7 @@ GROUPS = {
     "frontier": frontier_cases,
     "decoupled": lambda: decoupled_cases(),
     "site_pipeline": site_pipeline_cases,
+    "train": train_cases,
 }
 
 

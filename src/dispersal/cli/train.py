@@ -16,7 +16,9 @@ TORCH_MISSING = "the testbed needs torch: pip install 'dispersal[train]'"
 
 @guarded
 def train(
-    algorithm: Annotated[str, typer.Option(help="ddp | diloco | streaming")] = "diloco",
+    algorithm: Annotated[
+        str, typer.Option(help="ddp | diloco | streaming | decoupled (asynchronous learners + a syncer)")
+    ] = "diloco",
     workers: Annotated[int, typer.Option(help="Worker processes M.")] = 4,
     inner_steps: Annotated[
         int, typer.Option("--inner-steps", "-H", help="H: inner steps between syncs.")
@@ -116,6 +118,21 @@ def train(
             help="Outer Nesterov momentum (DiLoCo: 0.9; from scratch it can overshoot early, docs/testbed.md).",
         ),
     ] = 0.9,
+    merge: Annotated[
+        str, typer.Option(help="Decoupled: the syncer's merge rule, mean | norm_preserving.")
+    ] = "mean",
+    quorum: Annotated[
+        int, typer.Option(help="Decoupled: learners the syncer waits for before merging (0 = majority).")
+    ] = 0,
+    sync_deadline: Annotated[
+        float,
+        typer.Option(
+            "--sync-deadline", help="Decoupled: seconds an update waits before a merge without quorum."
+        ),
+    ] = 2.0,
+    max_staleness: Annotated[
+        int, typer.Option(help="Decoupled: drop an update built on a global version older than this many.")
+    ] = 4,
     trust: Annotated[
         str,
         typer.Option(
@@ -179,6 +196,9 @@ def _config(opts: dict[str, Any]) -> Any:
         "outer_momentum",
         "aggregator",
         "trust",
+        "merge",
+        "quorum",
+        "max_staleness",
     ]
     cfg = TestbedConfig(
         **{k: opts[k] for k in same},
@@ -194,7 +214,10 @@ def _config(opts: dict[str, Any]) -> Any:
         faults=tuple(specs),
         attacks=tuple(opts["attack"] or ()),
         run_timeout_s=opts["run_timeout"],
+        sync_deadline_s=opts["sync_deadline"],
     )
+    if cfg.algorithm == "decoupled" and opts["resume"]:
+        raise fail("resume: decoupled writes no checkpoints yet; start the run again without --resume")
     if cfg.device == "cuda":
         from dispersal.testbed.device import resolve_device
 

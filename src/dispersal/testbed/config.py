@@ -15,7 +15,9 @@ from typing import Any
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.units import parse_duration, parse_up_down
 
-ALGORITHMS = ("ddp", "diloco", "streaming")
+ALGORITHMS = ("ddp", "diloco", "streaming", "decoupled")
+MERGES = ("mean", "norm_preserving")
+"""Decoupled DiLoCo: how the syncer merges the pseudo-gradients it has (robust.py's rules of those names)."""
 CODECS = ("none", "bf16", "int8", "int4", "topk")
 LINK_MODES = ("virtual", "real")
 TOKENIZERS = ("byte", "bpe")
@@ -129,7 +131,8 @@ class TestbedConfig:
     __test__ = False  # not a pytest class, despite the name
 
     algorithm: str = "diloco"
-    """ddp (all-reduce every step), diloco (H local steps, outer Nesterov) or streaming."""
+    """ddp (all-reduce every step), diloco (H local steps, outer Nesterov), streaming, or decoupled
+    (asynchronous learners and a syncer, decoupled.py)."""
     workers: int = 4
     steps: int = 200
     """Inner optimizer steps per worker (equal total tokens across algorithms)."""
@@ -153,7 +156,20 @@ class TestbedConfig:
     overlap_steps: int = 1
     """Streaming DiLoCo: tau, inner steps the communication overlaps before the merge."""
     mixing_alpha: float = 0.5
-    """Streaming DiLoCo: merged = alpha * local + (1 - alpha) * global."""
+    """Streaming DiLoCo: merged = alpha * local + (1 - alpha) * global; decoupled: the same mix when a
+    learner picks up a newer global state at the end of a round (decoupled.py)."""
+    merge: str = "mean"
+    """Decoupled: the syncer's merge rule, mean or norm_preserving (MERGES)."""
+    quorum: int = 0
+    """Decoupled: distinct learners whose updates the syncer waits for before merging; 0 = a majority,
+    floor(workers / 2) + 1 (assumption: the paper's "minimum quorum", arXiv 2604.21428, has no value
+    for three learners)."""
+    sync_deadline_s: float = 2.0
+    """Decoupled: the grace window; an update older than this is merged without a quorum (assumption:
+    a few rounds of the tiny preset on this machine, so a lone survivor still moves the global model)."""
+    max_staleness: int = 4
+    """Decoupled: an update built on a global version more than this many versions old is dropped
+    (assumption: bounded staleness, as in asynchronous Local-SGD, Liu et al. 2024, arXiv 2401.09135)."""
     codec: str = "none"
     topk_fraction: float = 0.01
     block: int = 64
@@ -291,6 +307,7 @@ class TestbedConfig:
             "link-mode",
             "real supports ddp and diloco (streaming's overlapped transfer runs on the virtual clock only)",
         )
+        self._check_decoupled()
         require(self.collective_timeout_s > 0, "collective-timeout", "must be > 0 s")
         require(self.run_timeout_s > 0, "run-timeout", "must be > 0 s")
         require(self.rejoin_timeout_s >= 0, "rejoin-timeout", "must be >= 0 s")
@@ -335,6 +352,53 @@ class TestbedConfig:
                 "attack",
                 f"worker {worker} does not exist (w0..w{self.workers - 1})",
             )
+
+    def _check_decoupled(self) -> None:
+        require(self.merge in MERGES, "merge", f"one of {', '.join(MERGES)}, got {self.merge!r}")
+        require(
+            self.merge == "mean" or self.algorithm == "decoupled",
+            "merge",
+            "is the decoupled syncer's rule (use --aggregator for the other algorithms)",
+        )
+        require(
+            0 <= self.quorum <= self.workers,
+            "quorum",
+            f"an integer in 0..workers={self.workers} (0 = majority), got {self.quorum}",
+        )
+        require(
+            math.isfinite(self.sync_deadline_s) and 0 < self.sync_deadline_s <= 3600,
+            "sync-deadline",
+            f"seconds in (0, 3600], got {self.sync_deadline_s}",
+        )
+        require(0 <= self.max_staleness <= 1000, "max-staleness", f"in 0..1000, got {self.max_staleness}")
+        if self.algorithm == "decoupled":
+            require(
+                self.link_mode == "virtual",
+                "link-mode",
+                "decoupled runs on the virtual-clock link (the relay serves synchronous rounds)",
+            )
+            require(
+                self.device == "cpu", "device", "decoupled learners run on the cpu (the syncer holds fp32)"
+            )
+            bad = [
+                f for f in self.faults if f.split(" ", 1)[0] not in ("kill", "rejoin", "straggle", "corrupt")
+            ]
+            require(not bad, "fault", f"decoupled takes kill, rejoin, straggle, corrupt; got {bad[:1]}")
+            require(
+                all("/" not in f for f in self.faults if f.startswith("kill")),
+                "fault",
+                "decoupled has no all_gather or group checkpoint: kill wN@stepS without a /phase",
+            )
+            require(
+                self.checkpoint_every == 0 and self.stop_after_rounds == 0,
+                "checkpoint-every",
+                "decoupled writes no checkpoints yet (no --checkpoint-every, --stop-after, --resume)",
+            )
+
+    @property
+    def effective_quorum(self) -> int:
+        """Decoupled: the quorum the syncer uses (``quorum``, or a majority when it is 0)."""
+        return self.quorum or self.workers // 2 + 1
 
     @property
     def round_steps(self) -> int:

@@ -129,13 +129,15 @@ def _spawn(
     resume: bool,
     secret: bytes,
     join_at_step: int = 0,
+    module: str = "dispersal.testbed.worker",
 ) -> subprocess.Popen[bytes]:
+    """One worker (or, decoupled, learner: ``module`` dispersal.testbed.learner) process."""
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     cmd = [
         sys.executable,
         "-m",
-        "dispersal.testbed.worker",
+        module,
         "--config",
         str(cfg_path),
         "--worker",
@@ -221,7 +223,10 @@ def run_local(
 ) -> dict[str, Any]:
     """Run a whole training job on this machine: one OS process per worker. Returns summary.json's dict.
 
-    The store and the relay listen on 127.0.0.1 only; a fresh per-run secret signs everything."""
+    The store and the relay listen on 127.0.0.1 only; a fresh per-run secret signs everything.
+    ``--algorithm decoupled`` runs learners and a syncer instead (decoupled_run.run_decoupled)."""
+    if cfg.algorithm == "decoupled":
+        return run_decoupled(cfg, out, on_progress=on_progress)
     cfg_path = _start(cfg, out, resume)
     secret = new_secret()
     store = SignedStore(
@@ -244,8 +249,36 @@ def run_local(
         store.set("relay", f"{relay.host}:{relay.port}")
     where = {"store": f"127.0.0.1:{port}", "relay": f"{relay.host}:{relay.port}" if relay else None}
     log_event(out, worker="supervisor", event="listening", **where)
+    timed_out = supervise(
+        cfg,
+        out,
+        store,
+        lambda w, inc, join_at: _spawn(cfg_path, out, w, port, inc, resume, secret, join_at),
+        tick=lambda: coord.tick(expected_at_start=len(cfg.worker_ids)),
+        on_exit=coord.mark_dead,
+        on_progress=on_progress,
+    )
+    if relay is not None:
+        relay.close(out / "relay.json")
+    return _final_summary(out, timed_out)
+
+
+def supervise(
+    cfg: TestbedConfig,
+    out: Path,
+    store: SignedStore,
+    spawn: Callable[[str, int, int], subprocess.Popen[bytes]],
+    *,
+    tick: Callable[[], None] | None = None,
+    on_exit: Callable[[str, int], None] | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> bool:
+    """Start every worker (``spawn(worker, incarnation, join_at_step)``), obey the fault plan's
+    hand-shakes, restart planned rejoins, and wait (bounded by run_timeout_s) until every process has
+    exited. ``tick``: the membership coordinator's step, called every 0.1 s; ``on_exit(worker,
+    incarnation)``: a process was seen gone. Returns True on timeout."""
     plan = FaultPlan.parse(cfg.faults)
-    procs = {w: _spawn(cfg_path, out, w, port, 0, resume, secret) for w in cfg.worker_ids}
+    procs = {w: spawn(w, 0, 0) for w in cfg.worker_ids}
     incarnation = dict.fromkeys(cfg.worker_ids, 0)
     exited: set[tuple[str, int]] = set()
     rejoins = list(plan.of("rejoin"))
@@ -253,12 +286,14 @@ def run_local(
     deadline = time.monotonic() + cfg.run_timeout_s
     timed_out = True
     while time.monotonic() < deadline:
-        coord.tick(expected_at_start=len(cfg.worker_ids))
+        if tick is not None:
+            tick()
         for w, p in procs.items():
             hands.poll(w, p, incarnation[w])
             if p.poll() is not None and (w, incarnation[w]) not in exited:
                 exited.add((w, incarnation[w]))
-                coord.mark_dead(w, incarnation[w])
+                if on_exit is not None:
+                    on_exit(w, incarnation[w])
         step = _progress(store, cfg.worker_ids)
         for f in list(rejoins):
             # Start the replacement as soon as the old process is gone, as a warm standby: it loads
@@ -268,9 +303,7 @@ def run_local(
             # and if the group never got there (a stall) the replacement would never be started.
             if procs[f.worker].poll() is not None and not store.valid("finished"):
                 incarnation[f.worker] += 1
-                procs[f.worker] = _spawn(
-                    cfg_path, out, f.worker, port, incarnation[f.worker], False, secret, join_at_step=f.step
-                )
+                procs[f.worker] = spawn(f.worker, incarnation[f.worker], f.step)
                 log_event(
                     out,
                     worker=f.worker,
@@ -290,9 +323,56 @@ def run_local(
         if p.poll() is None:
             p.kill()
             p.wait()
-    if relay is not None:
-        relay.close(out / "relay.json")
-    return _final_summary(out, timed_out)
+    return timed_out
+
+
+def run_decoupled(
+    cfg: TestbedConfig, out: Path, *, on_progress: Callable[[int, int], None] | None = None
+) -> dict[str, Any]:
+    """``--algorithm decoupled``: the syncer (decoupled.SyncServer) as a thread here, one learner process
+    per worker id (learner.py), the same fault hand-shakes and rejoins as the other algorithms.
+    Returns summary.json's dict (run_local's contract)."""
+    import torch
+
+    from dispersal.testbed.decoupled import Evaluator, SyncServer
+    from dispersal.testbed.decoupled_run import Metrics, make_syncer, summary
+
+    torch.set_num_threads(1)  # the syncer shares the cores with the learners
+    cfg_path = _start(cfg, out, resume=False)
+    secret = new_secret()
+    store = SignedStore(
+        listen_store("127.0.0.1", 0),
+        secret,
+        on_forged=lambda key: log_event(out, worker="supervisor", event="forged_store_value", key=key),
+    )
+    port = store.raw.port
+    syncer = make_syncer(cfg, secret)
+    evaluate = Evaluator(cfg, out)
+    server = SyncServer(
+        syncer,
+        secret=secret,
+        io_timeout_s=cfg.collective_timeout_s,
+        on_merge=Metrics(cfg, out, syncer, evaluate),
+        max_connections=4 * cfg.workers,
+        log=lambda **f: log_event(out, worker="syncer", **f),
+    ).start()
+    store.set("syncer", f"{server.host}:{server.port}")
+    log_event(
+        out, worker="supervisor", event="listening", store=f"127.0.0.1:{port}", syncer=store.get_str("syncer")
+    )
+    module = "dispersal.testbed.learner"
+    t0 = time.perf_counter()
+    timed_out = supervise(
+        cfg,
+        out,
+        store,
+        lambda w, inc, join_at: _spawn(cfg_path, out, w, port, inc, False, secret, join_at, module=module),
+        on_progress=on_progress,
+    )
+    wall_s = time.perf_counter() - t0
+    server.merge_if_due(force=True)  # what is still pending when the last learner is gone
+    server.close()
+    return summary(cfg, out, syncer, store, timed_out, wall_s, evaluate(syncer.theta))
 
 
 def _final_summary(out: Path, timed_out: bool) -> dict[str, Any]:
