@@ -95,9 +95,45 @@ def register(app: typer.Typer) -> None:
         samples: Annotated[int, typer.Option(help="Monte Carlo draws for P(reach) (0 = not drawn).")] = 100,
         seed: Annotated[int, typer.Option(help="Seed for --samples.")] = 0,
         json_out: Annotated[bool, typer.Option("--json", help="Print JSON (docs/frontier.md).")] = False,
+        year: Annotated[
+            bool,
+            typer.Option(
+                "--year", help="The frontier over time: per algorithm generation, then projections."
+            ),
+        ] = False,
+        until: Annotated[int, typer.Option(help="--year: last projected year.")] = 2030,
+        published_h: Annotated[bool, typer.Option("--published-h", help="--year: each paper's H.")] = False,
+        plot: Annotated[str | None, typer.Option(help="--year: also draw it to this PNG.")] = None,
+        compare: Annotated[
+            bool, typer.Option("--compare", help="One building vs N sites: monitor, survivability, power.")
+        ] = False,
+        wan: Annotated[
+            str | None, typer.Option(help="--compare: per-site WAN of the N-site plan (1Gbps).")
+        ] = None,
+        lose_sites: Annotated[int, typer.Option(help="--compare: sites lost (for ever).")] = 1,
     ) -> None:
         """The limits of dispersal: least bandwidth per site, sites, power per site and distance within each
         premium over one datacenter, with the constraint that binds."""
+        if year or compare:  # cli/frontier_time.py (issue 23 items 3-5)
+            from dispersal.cli import frontier_time as ftc
+
+            tg = _targets(target, ()) or None
+            if year:
+                ftc.run_year(
+                    targets=tg,
+                    premiums=_premiums(premium, ()) or None,
+                    regime=regime,
+                    mode=mode,
+                    until=until,
+                    published_h=published_h,
+                    plot=plot,
+                    json_out=json_out,
+                )
+            else:
+                ftc.run_compare(
+                    targets=tg, wan=wan, regime=regime, mode=mode, lose_sites=lose_sites, json_out=json_out
+                )
+            return
         from dispersal.model.analyses.frontier import DEFAULT_PREMIUMS, DEFAULT_TARGETS_FLOP, frontier
 
         number_in(samples, "samples", 0, MAX_SAMPLES)

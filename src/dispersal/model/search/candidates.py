@@ -148,6 +148,19 @@ SEARCH_OUTPUTS: tuple[str, ...] = (
 )
 
 
+#: Scenario fields `Constraints.scenario_overrides` may set: how replicas sync, not what is searched.
+OVERRIDABLE_FIELDS: tuple[str, ...] = (
+    "codec",
+    "aggregation",
+    "overlap_communication",
+    "fragments",
+    "overlap_depth",
+    "inner_steps",
+    "error_feedback",
+    "capex_multiplier",
+)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Constraints:
     """What the evader must live with. SI units."""
@@ -188,6 +201,10 @@ class Constraints:
     chips_per_node: int | None = None
     """Fix the node size (capped at the regime's cap); None = the exact search tries every size of
     `node_sizes`, the bisection the regime's cap (the paper's)."""
+    scenario_overrides: tuple[tuple[str, Any], ...] = ()
+    """Scenario fields set on every candidate, (name, value) pairs from `OVERRIDABLE_FIELDS` (an
+    algorithm generation's codec, overlap, fragments, H: `dispersal.model.analyses.frontier_time`).
+    `planner.centralized_baseline` passes them on; callers wanting a plain baseline drop them."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -231,6 +248,12 @@ class Constraints:
         )
         for hw in self.hardware:
             accelerator(hw)
+        for name, _ in self.scenario_overrides:
+            require(
+                name in OVERRIDABLE_FIELDS,
+                "scenario_overrides",
+                f"{name!r} cannot be overridden; allowed: {', '.join(OVERRIDABLE_FIELDS)}",
+            )
         require(
             self.quality_mapping in ("compute", "loss"),
             "quality_mapping",
@@ -375,6 +398,8 @@ class CandidateSpace:
             )
             for v in variants
         ]
+        if c.scenario_overrides:
+            self.base_scenarios = [s.replace(**dict(c.scenario_overrides)) for s in self.base_scenarios]
         rows = [kernel_inputs(s, mode, p) for s in self.base_scenarios]
         self.hw_inputs = {k: np.asarray([float(r[k]) for r in rows]) for k in rows[0]}
         ddp = [ALGO_DDP] if c.data_parallel else []
