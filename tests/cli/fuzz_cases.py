@@ -354,6 +354,7 @@ def frontier_time_cases() -> Iterator[Case]:
         {
             "--wan": (*BAD_UNITS, "0", "", "abc"),
             "--lose-sites": ("-1", "abc", "99999999999999999999999", ""),
+            "--premium": ("1,2", "0.5", "nan"),
             "--target": tuple(t for t in BAD_TARGETS if t != "1,5"),
         },
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from dispersal.model.analyses import frontier_time as ft
@@ -46,7 +48,7 @@ def test_scenario_overrides_reach_the_plan() -> None:
 
 def test_frontier_over_time_small() -> None:
     f = ft.frontier_over_time(
-        target_flop=1e23, premiums=(5.0,), bandwidth_grid_bits_per_s=(1e8, 1e10), until_year=2028
+        target_flop=1e22, premiums=(5.0,), bandwidth_grid_bits_per_s=(1e8, 1e10), until_year=2028
     )
     assert [p.generation.name for p in f.points] == [g.name for g in ft.generations()]
     assert [pr.year for pr in f.projections] == [2027, 2028]
@@ -62,3 +64,41 @@ def test_frontier_over_time_small() -> None:
             assert cost is not None and cost <= 5.0 * f.centralized_cost_usd * (1 + 1e-12)
     with pytest.raises(InputError, match="until"):
         ft.frontier_over_time(until_year=2020)
+
+
+def _point(name: str, year: int, bw: float | None) -> ft.GenerationPoint:
+    g = ft.Generation(
+        name=name,
+        label=name,
+        year=year,
+        codec="bf16",
+        overlap_communication=True,
+        fragments=1,
+        merge_rule="mean",
+        sync="synchronous",
+        inner_steps=100,
+        source="test",
+    )
+    lim = ft.GenerationLimit(
+        premium=2.0,
+        least_bandwidth_bits_per_s=bw,
+        bandwidth_bracket_bits_per_s=None,
+        binds="",
+        sites=None,
+        hardware=None,
+        power_per_site_kw=None,
+    )
+    return ft.GenerationPoint(generation=g, cost_by_bandwidth_usd=(), limits=(lim,))
+
+
+def test_envelope_is_the_best_published_by_each_year() -> None:
+    pts = [_point("a", 2023, 1e10), _point("b", 2025, None), _point("c", 2026, 3e9), _point("d", 2026, 1e9)]
+    env = ft.envelope(pts)
+    assert [(e["year"], e["bits_per_s"], e["generation"]) for e in env] == [
+        (2023, 1e10, "a"),
+        (2025, 1e10, "a"),
+        (2026, 1e9, "d"),
+    ]
+    # never rises: a newer generation can only add options
+    vals = [e["bits_per_s"] for e in env]
+    assert all(b <= a for a, b in itertools.pairwise(vals))

@@ -131,7 +131,13 @@ def register(app: typer.Typer) -> None:
                 )
             else:
                 ftc.run_compare(
-                    targets=tg, wan=wan, regime=regime, mode=mode, lose_sites=lose_sites, json_out=json_out
+                    targets=tg,
+                    wan=wan,
+                    premiums=_premiums(premium, ()) or None,
+                    regime=regime,
+                    mode=mode,
+                    lose_sites=lose_sites,
+                    json_out=json_out,
                 )
             return
         from dispersal.model.analyses.frontier import DEFAULT_PREMIUMS, DEFAULT_TARGETS_FLOP, frontier

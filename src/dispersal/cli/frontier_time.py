@@ -59,6 +59,11 @@ def run_year(
     Console().print(render_year(f))
 
 
+def _held(pr: Any, x: float) -> str:
+    v = pr.least_bandwidth_bits_per_s.get(x)
+    return _bw(v) + (" (line covers)" if v is not None and pr.line_bits_per_s >= v else "")
+
+
 def render_year(f: Any) -> Any:
     """Rich table: least bandwidth per site per premium, one row per generation, then projections."""
     from rich.console import Group
@@ -90,8 +95,8 @@ def render_year(f: Any) -> Any:
     for pr in f.projections:
         t.add_row(
             f"{pr.year} projection",
-            f"{next(p.generation.label for p in f.points if p.generation.name == pr.basis)} held",
-            *[_bw(pr.least_bandwidth_bits_per_s.get(x)) for x in f.premiums],
+            "best by then, held",
+            *[_held(pr, x) for x in f.premiums],
             _bw(pr.line_bits_per_s),
             f"{pr.compute_per_dollar_gain:.2f}x",
         )
@@ -106,38 +111,57 @@ def render_year(f: Any) -> Any:
 
 
 def _plot(f: Any, path: Path) -> None:
-    """Least bandwidth per site (log) by year: generations as points, projections dashed, and the line
-    rate a fixed spend buys."""
+    """Least bandwidth per site (log) by year: each generation's point, the envelope (best published
+    by then) as a step line, its projection dashed, and the line rate a fixed spend buys dotted."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    from dispersal.model.analyses.frontier_time import envelope
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    env = envelope(f.points)
     for x in f.premiums:
+        colour = ax.plot([], [])[0].get_color()
         pts = [
             (p.generation.year, lim.least_bandwidth_bits_per_s)
             for p in f.points
             for lim in p.limits
             if lim.premium == x
         ]
-        ok = [(yr, v / 1e6) for yr, v in pts if v is not None]
-        ax.plot([a for a, _ in ok], [b for _, b in ok], "o-", label=f"least Mbps/site within {x:g}x")
-        proj = [(pr.year, pr.least_bandwidth_bits_per_s.get(x)) for pr in f.projections]
-        okp = [(yr, v / 1e6) for yr, v in proj if v is not None]
-        if okp and ok:
-            ax.plot([ok[-1][0], *[a for a, _ in okp]], [ok[-1][1], *[b for _, b in okp]], "--", color="grey")
+        ax.scatter([a for a, v in pts if v], [v / 1e6 for _, v in pts if v], color=colour, s=18, alpha=0.6)
+        e = [(r["year"], r["bits_per_s"] / 1e6) for r in env if r["premium"] == x and r["bits_per_s"]]
+        if e:
+            ax.step(
+                [a for a, _ in e], [b for _, b in e], where="post", color=colour, label=f"limit within {x:g}x"
+            )
+            if f.projections:
+                ax.plot([e[-1][0], f.projections[-1].year], [e[-1][1]] * 2, "--", color=colour)
+    seen: dict[int, int] = {}
+    for p in f.points:
+        v = next((lim.least_bandwidth_bits_per_s for lim in p.limits if lim.least_bandwidth_bits_per_s), None)
+        if v:
+            n = seen[p.generation.year] = seen.get(p.generation.year, -1) + 1
+            ax.annotate(
+                p.generation.label,
+                (p.generation.year, v / 1e6),
+                xytext=(4, 4 - 9 * n),
+                textcoords="offset points",
+                fontsize=6,
+            )
     if f.projections:
         ax.plot(
             [pr.year for pr in f.projections],
             [pr.line_bits_per_s / 1e6 for pr in f.projections],
             ":",
+            color="black",
             label="projection: line a fixed spend buys",
         )
     ax.set_yscale("log")
-    ax.set_xlabel("year")
-    ax.set_ylabel("Mbps per site")
-    ax.set_title(f"The frontier over time, {f.target_flop:.0e} FLOP (dashed/dotted: projections)")
+    ax.set_xlabel("year (after the last generation: projections)")
+    ax.set_ylabel("least Mbps per site")
+    ax.set_title(f"The frontier over time, {f.target_flop:.0e} FLOP, {', '.join(f.hardware)}")
     ax.legend(fontsize=7)
     fig.tight_layout()
     save_figure(fig, path)
@@ -147,13 +171,19 @@ def run_compare(
     *,
     targets: tuple[float, ...] | None,
     wan: str | None,
+    premiums: tuple[float, ...] | None,
     regime: str,
     mode: str,
     lose_sites: int,
     json_out: bool,
 ) -> None:
-    """Compute and print one building vs the N-site plan per target (default 1e25 and 1e26)."""
+    """Compute and print one building vs the N-site plan per target (default 1e25 and 1e26); with one
+    premium, the N-site plan is that premium's frontier plan instead of the plan at --wan."""
     from dispersal.model.analyses import monitor
+    from dispersal.model.inputs.errors import InputError
+
+    if premiums is not None and len(premiums) != 1:
+        raise InputError("premium", f"--compare takes one premium, got {len(premiums)}")
 
     number_in(lose_sites, "lose_sites", 0, 1_000_000)
     rate = (
@@ -164,6 +194,7 @@ def run_compare(
     d = monitor.compare(
         targets_flop=targets or monitor.DEFAULT_TARGETS_FLOP,
         wan_bits_per_s=rate,
+        premium=premiums[0] if premiums else None,
         regime_name=regime,
         mode=mode,
         lose_sites=lose_sites,
@@ -196,6 +227,13 @@ def compare_rows(d: dict[str, Any]) -> list[tuple[str, list[str]]]:
     rows: list[tuple[str, list[str]]] = [
         ("target", [f"{c['target_flop']:.0e}" for c, _ in cols]),
         ("layout", [L["name"] for _, L in cols]),
+        (
+            "WAN per site asked",
+            [
+                "datacenter" if L["name"] == "one building" else units.format_bandwidth(c["wan_bits_per_s"])
+                for c, L in cols
+            ],
+        ),
         ("hardware", [L["hardware"] for _, L in cols]),
         ("chips", [f"{L['chips']:,}" for _, L in cols]),
         ("kW per site", [f"{L['power']['site_kw']:,.1f}" for _, L in cols]),
@@ -225,7 +263,7 @@ def compare_rows(d: dict[str, Any]) -> list[tuple[str, list[str]]]:
     rows.append(
         (
             f"lose {k} site(s): DiLoCo / ddp",
-            [surv(L, "ddp" if L["delivery_sites"] == 1 else "diloco") for _, L in cols],
+            [surv(L, "ddp" if L["name"] == "one building" else "diloco") for _, L in cols],
         )
     )
     rows.append((f"lose {k} site(s): Decoupled", [surv(L, "decoupled") for _, L in cols]))

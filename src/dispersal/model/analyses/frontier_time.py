@@ -12,7 +12,9 @@ Method (docs/frontier.md, "The frontier over time"):
   from the top down, stopping at the first plan that cannot reach the target or costs more than the
   largest premium's budget (the cost never falls as the bandwidth falls). Per premium x: the least
   grid bandwidth whose plan costs <= x C0, and what binds one grid point below (as `frontier`).
-- Projections (every one labelled "projection"): after the last generation the algorithm is held
+- How the limit moved (`envelope`): in each generation year, per premium, the least bandwidth of any
+  generation published by then.
+- Projections (every one labelled "projection"): after the last generation year the envelope is held
   (no new algorithm assumed); what a fixed line spend buys grows by `bandwidth_growth_per_year` from
   `reference_line_bits_per_s` in `reference_year`; the compute a fixed budget buys grows as FLOP/s per
   dollar, doubling every `flop_per_s_per_dollar_doubling_years`. Both sides of the premium buy the same
@@ -168,9 +170,11 @@ class Projection:
 
     year: int
     basis: str
-    """The generation held (no new algorithm assumed)."""
+    """What is held: the best generation published by the last generation year (no new algorithm)."""
     least_bandwidth_bits_per_s: dict[float, float | None]
-    """Per premium: the basis generation's least bandwidth (unchanged: the trends do not move it)."""
+    """Per premium: the envelope's least bandwidth in the last generation year (held: bandwidth is not
+    costed by the planner and both sides of the premium buy the same chips, so the trends do not move
+    it)."""
     line_bits_per_s: float
     """What a fixed line spend buys that year (bandwidth trend)."""
     compute_per_dollar_gain: float
@@ -188,6 +192,10 @@ class Projection:
                 {"premium": x, "bits_per_s": v} for x, v in self.least_bandwidth_bits_per_s.items()
             ],
             "line_bits_per_s": self.line_bits_per_s,
+            "line_covers": [
+                {"premium": x, "covered": v is not None and self.line_bits_per_s >= v}
+                for x, v in self.least_bandwidth_bits_per_s.items()
+            ],
             "compute_per_dollar_gain": self.compute_per_dollar_gain,
             "target_at_same_budget_flop": self.target_at_same_budget_flop,
         }
@@ -223,6 +231,7 @@ class FrontierOverTime:
             "centralized_cost_usd": self.centralized_cost_usd,
             "bandwidth_grid_bits_per_s": list(self.bandwidth_grid_bits_per_s),
             "generations": [p.to_dict() for p in self.points],
+            "envelope": envelope(self.points),
             "projections": [p.to_dict() for p in self.projections],
             "trends": [{k: getattr(t, k) for k in t.__slots__} for t in self.trends],
             "notes": list(self.notes),
@@ -242,10 +251,11 @@ def compute_per_dollar_gain(years: float, doubling_years: float) -> float:
     return float(2.0 ** (years / doubling_years))
 
 
-def _walk(
+def walk_down(
     t: float, regime_name: str, c: Constraints, m: Mode, grid: tuple[float, ...], budget: float
 ) -> dict[int, planner.Plan]:
-    """Plans from the top of the grid down until one cannot reach `t` or costs more than `budget`."""
+    """Plans from the top of the grid down until one cannot reach `t` or costs more than `budget`
+    (every lower grid point would too: the cost never falls as the bandwidth falls), {index: plan}."""
     out: dict[int, planner.Plan] = {}
     for i in range(len(grid) - 1, -1, -1):
         bw = grid[i]
@@ -337,19 +347,20 @@ def frontier_over_time(
     points: list[GenerationPoint] = []
     for g in gens:
         gc = c.replace(scenario_overrides=g.overrides(published_h=published_h))
-        plans = _walk(target_flop, regime_name, gc, m, grid, max(prem) * c0) if c0 is not None else {}
+        plans = walk_down(target_flop, regime_name, gc, m, grid, max(prem) * c0) if c0 is not None else {}
         costs = tuple(
             b.cost_usd if i in plans and (b := plans[i].best) is not None else None for i in range(len(grid))
         )
         limits = tuple(_limit(x, c0, grid, plans) for x in prem) if c0 is not None else ()
         points.append(GenerationPoint(generation=g, cost_by_bandwidth_usd=costs, limits=limits))
     tr = trends()
-    latest = max(points, key=lambda p: (p.generation.year, _best_rank(p)))
+    env = envelope(points)
+    held = {e["premium"]: e["bits_per_s"] for e in env if e["year"] == last_year}
     projections = tuple(
         Projection(
             year=y,
-            basis=latest.generation.name,
-            least_bandwidth_bits_per_s={lim.premium: lim.least_bandwidth_bits_per_s for lim in latest.limits},
+            basis=f"the best generation published by {last_year}",
+            least_bandwidth_bits_per_s=held,
             line_bits_per_s=line_rate_bits_per_s(
                 y,
                 reference_bits_per_s=tr["reference_line_bits_per_s"].value,
@@ -387,10 +398,21 @@ def frontier_over_time(
     )
 
 
-def _best_rank(p: GenerationPoint) -> float:
-    """Lower least bandwidth ranks higher (for choosing the projection basis among same-year ones)."""
-    vals = [lim.least_bandwidth_bits_per_s for lim in p.limits if lim.least_bandwidth_bits_per_s is not None]
-    return -min(vals) if vals else -math.inf
+def envelope(points: Sequence[GenerationPoint]) -> list[dict[str, Any]]:
+    """How the limit moved: for each generation year Y and premium x, the least bandwidth of any
+    generation published by Y (min over year <= Y; None when none fits), and which generation gives it."""
+    out: list[dict[str, Any]] = []
+    for y in sorted({p.generation.year for p in points}):
+        known = [p for p in points if p.generation.year <= y]
+        for i, lim in enumerate(known[0].limits if known else ()):
+            cands = [
+                (q.limits[i].least_bandwidth_bits_per_s, q.generation.name)
+                for q in known
+                if q.limits[i].least_bandwidth_bits_per_s is not None
+            ]
+            best = min(cands, key=lambda c: (c[0], c[1])) if cands else (None, None)
+            out.append({"year": y, "premium": lim.premium, "bits_per_s": best[0], "generation": best[1]})
+    return out
 
 
 __all__ = [
@@ -405,9 +427,11 @@ __all__ = [
     "Projection",
     "Trend",
     "compute_per_dollar_gain",
+    "envelope",
     "frontier_over_time",
     "generation",
     "generations",
     "line_rate_bits_per_s",
     "trends",
+    "walk_down",
 ]

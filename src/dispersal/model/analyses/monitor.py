@@ -205,7 +205,8 @@ class Comparison:
     """One building vs the N-site plan for one target."""
 
     target_flop: float
-    wan_bits_per_s: float
+    wan_bits_per_s: float | None
+    """Per-site WAN of the N-site plan (None: no frontier plan within the premium)."""
     building: Layout | None
     sites: Layout | None
     reasons: tuple[str, ...]
@@ -221,19 +222,41 @@ class Comparison:
         }
 
 
+def _frontier_plan(
+    t: float, premium: float, regime_name: str, m: Mode, base_cost: float
+) -> tuple[planner.Plan | None, float | None]:
+    """The frontier plan of (t, premium): the plan at the least grid bandwidth within premium x the
+    one-building cost (`frontier_time.walk_down` over `frontier.BANDWIDTH_GRID_BITS_PER_S`)."""
+    from dispersal.model.analyses.frontier import BANDWIDTH_GRID_BITS_PER_S
+    from dispersal.model.analyses.frontier_time import walk_down
+
+    grid = tuple(sorted(BANDWIDTH_GRID_BITS_PER_S))
+    plans = walk_down(t, regime_name, Constraints(), m, grid, premium * base_cost)
+    ok = [
+        i
+        for i, p in plans.items()
+        if p.best is not None and p.best.cost_usd <= premium * base_cost * (1 + 1e-12)
+    ]
+    return (plans[min(ok)], grid[min(ok)]) if ok else (plans[len(grid) - 1], None)
+
+
 def compare(
     *,
     targets_flop: Sequence[float] = DEFAULT_TARGETS_FLOP,
     wan_bits_per_s: float = DEFAULT_WAN_BITS_PER_S,
+    premium: float | None = None,
     regime_name: str = "treaty",
     mode: Mode | str = Mode.DEFAULT,
     lose_sites: int = 1,
     params: det.DetectionParams | None = None,
 ) -> dict[str, Any]:
-    """For each target: one building (`planner.centralized_baseline`) vs the planner's cheapest plan at
-    `wan_bits_per_s` per site: footprints, detection by every monitor, survivability. JSON-ready dict
-    (schema: docs/frontier.md, "One building vs N sites")."""
+    """For each target: one building (`planner.centralized_baseline`) vs the N-site plan: the planner's
+    cheapest at `wan_bits_per_s` per site, or with `premium` the frontier plan (the least grid
+    bandwidth within premium x the building's cost; slower: a walk down the grid). Footprints,
+    detection by every monitor, survivability. JSON-ready dict (docs/frontier.md, "One building vs
+    N sites")."""
     require(math.isfinite(wan_bits_per_s) and wan_bits_per_s > 0, "wan", "must be > 0 bit/s")
+    require(premium is None or (math.isfinite(premium) and premium >= 1), "premium", "must be >= 1")
     case = SurvivalCase(lose_sites=lose_sites)
     regime(regime_name)  # an unknown regime fails here, before any planning
     m = Mode(mode)
@@ -241,28 +264,36 @@ def compare(
     out = []
     for t in targets_flop:
         base = planner.centralized_baseline(t, constraints=c, mode=m)
-        plan = planner.plan(t, regime_name=regime_name, constraints=c, mode=m)
-        reasons = tuple(r.split("; closest:")[0] for r in (*base.reasons, *plan.reasons))
+        rate: float | None = wan_bits_per_s
+        if premium is None:
+            plan: planner.Plan | None = planner.plan(t, regime_name=regime_name, constraints=c, mode=m)
+        elif base.best is not None:
+            plan, rate = _frontier_plan(t, premium, regime_name, m, base.best.cost_usd)
+        else:
+            plan, rate = None, None
+        reasons = tuple(r.split("; closest:")[0] for r in (*base.reasons, *(plan.reasons if plan else ())))
+        if premium is not None and rate is None:
+            reasons += (f"no grid bandwidth fits {premium:g}x one building's cost",)
         b = (
             layout("one building", base.best, one_building=True, params=params, case=case)
             if base.best
             else None
         )
+        best = plan.best if plan is not None and rate is not None else None
         s = (
-            layout(f"{plan.best.nodes} sites", plan.best, one_building=False, params=params, case=case)
-            if plan.best
+            layout(f"{best.nodes} sites", best, one_building=False, params=params, case=case)
+            if best
             else None
         )
         out.append(
-            Comparison(
-                target_flop=float(t), wan_bits_per_s=wan_bits_per_s, building=b, sites=s, reasons=reasons
-            )
+            Comparison(target_flop=float(t), wan_bits_per_s=rate, building=b, sites=s, reasons=reasons)
         )
     return {
         "schema_version": SCHEMA_VERSION,
         "regime": regime_name,
         "mode": m.value,
         "lose_sites": lose_sites,
+        "premium": premium,
         "comparisons": [x.to_dict() for x in out],
         "rates": [
             {
