@@ -42,6 +42,8 @@ def test_scenario_overrides_reach_the_plan() -> None:
     p = planner.plan(1e23, constraints=c)
     assert p.best is not None
     assert p.best.scenario.codec == "fp4_e3m0" and p.best.scenario.fragments == 4
+    fixed = planner.plan(1e23, constraints=c.replace(scenario_overrides=(("inner_steps", 64),)))
+    assert fixed.best is not None and fixed.best.inner_steps == 64 == fixed.best.scenario.inner_steps
     with pytest.raises(InputError, match="scenario_overrides"):
         Constraints(scenario_overrides=(("params", 1e9),))
 

@@ -103,8 +103,13 @@ def render_year(f: Any) -> Any:
     lines = []
     for p in f.points:
         for lim in p.limits:
-            what = "binds below it" if lim.least_bandwidth_bits_per_s is not None else "none on the grid"
-            lines.append(f"{p.generation.label} {lim.premium:g}x: {what}: {lim.binds}")
+            if lim.least_bandwidth_bits_per_s is None:
+                lines.append(f"{p.generation.label} {lim.premium:g}x: none on the grid: {lim.binds}")
+            else:
+                lines.append(
+                    f"{p.generation.label} {lim.premium:g}x: {lim.sites:,} sites x {lim.hardware}, "
+                    f"{lim.power_per_site_kw:,.1f} kW/site ({lim.grid_class}); binds below it: {lim.binds}"
+                )
     lines += [f"trend {tr.name} = {tr.value:g} {tr.unit} ({tr.status}): {tr.source}" for tr in f.trends]
     lines += [f"note: {n}" for n in f.notes]
     return Group(t, Text("\n".join(lines)))

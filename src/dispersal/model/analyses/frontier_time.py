@@ -32,6 +32,7 @@ from importlib import resources
 from typing import Any
 
 from dispersal.model.analyses.frontier import BANDWIDTH_GRID_BITS_PER_S, power_per_site_kw
+from dispersal.model.analyses.frontier_survive import grid_class
 from dispersal.model.inputs.catalog import regime
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.scenario import Mode
@@ -127,6 +128,8 @@ class GenerationLimit:
     sites: int | None
     hardware: str | None
     power_per_site_kw: float | None
+    grid_class: str | None = None
+    """The site's grid-connection class (`frontier_survive.grid_class`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -310,6 +313,7 @@ def _limit(x: float, c0: float, grid: tuple[float, ...], plans: dict[int, planne
         sites=o.nodes,
         hardware=o.label,
         power_per_site_kw=power_per_site_kw(o),
+        grid_class=grid_class(power_per_site_kw(o)).name,
     )
 
 
@@ -388,6 +392,14 @@ def frontier_over_time(
         projections=projections,
         trends=tuple(tr.values()),
         notes=(
+            *(
+                (
+                    "paper mode ignores the codec (wire bits = precision bits / compression ratio): there the "
+                    "generations differ only by overlap and fragments",
+                )
+                if m is Mode.PAPER
+                else ()
+            ),
             "generations: the paper's codec, overlap and fragments as planner overrides; H = the planner's "
             "H_min unless published H is asked for; the hardware is held fixed",
             "merge rule and asynchrony are not in the planner's time model: Decoupled DiLoCo's bandwidth "

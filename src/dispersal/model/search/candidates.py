@@ -468,7 +468,7 @@ class CandidateSpace:
         x["params"] = P
         x["active_params"] = P
         x["num_nodes"] = np.broadcast_to(np.asarray(n, dtype=np.float64), P.shape)
-        x["inner_steps"] = np.zeros(())
+        # inner_steps stays the base scenario's: 0 (H_min) unless `scenario_overrides` fixes H.
         x["tokens"] = np.zeros(())
         return x
 
