@@ -294,3 +294,39 @@ def render_compare(d: dict[str, Any]) -> Any:
     for c in d["comparisons"]:
         lines += [f"{c['target_flop']:.0e}: {r}" for r in c["reasons"]]
     return Group(t, Text("\n".join(lines)))
+
+
+def compare_markdown(d: dict[str, Any]) -> str:
+    """`monitor.compare`'s dict as a Markdown table (docs/frontier.md), rates and formulas below it."""
+    rows = compare_rows(d)
+    head = "| | " + " | ".join(rows[0][1]) + " |"
+    out = [head, "|---|" + "--:|" * len(rows[0][1])]
+    out += ["| " + label.strip() + " | " + " | ".join(cells) + " |" for label, cells in rows[1:]]
+    return "\n".join(out)
+
+
+def year_markdown(f: Any) -> str:
+    """A FrontierOverTime as a Markdown table (docs/frontier.md)."""
+    prem = list(f.premiums)
+    out = [
+        "| year | generation | "
+        + " | ".join(f"least bandwidth within {x:g}x" for x in prem)
+        + " | line a fixed spend buys |",
+        "|---|---|" + "--:|" * (len(prem) + 1),
+    ]
+    for p in f.points:
+        g = p.generation
+        cells = [_bw(lim.least_bandwidth_bits_per_s) for lim in p.limits]
+        out.append(
+            f"| {g.year} | {g.label} ({g.codec}, {'overlap' if g.overlap_communication else 'no overlap'}) | "
+            + " | ".join(cells)
+            + " | - |"
+        )
+    for pr in f.projections:
+        cells = [_held(pr, x) for x in prem]
+        out.append(
+            f"| {pr.year} (projection) | best by then, held | "
+            + " | ".join(cells)
+            + f" | {_bw(pr.line_bits_per_s)} |"
+        )
+    return "\n".join(out)

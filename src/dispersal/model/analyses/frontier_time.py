@@ -418,11 +418,12 @@ def envelope(points: Sequence[GenerationPoint]) -> list[dict[str, Any]]:
         known = [p for p in points if p.generation.year <= y]
         for i, lim in enumerate(known[0].limits if known else ()):
             cands = [
-                (q.limits[i].least_bandwidth_bits_per_s, q.generation.name)
+                (q.limits[i].least_bandwidth_bits_per_s, q.generation.name, q.generation.year)
                 for q in known
                 if q.limits[i].least_bandwidth_bits_per_s is not None
             ]
-            best = min(cands, key=lambda c: (c[0], c[1])) if cands else (None, None)
+            # Ties go to the earliest generation: the one that first reached that limit.
+            best = min(cands, key=lambda c: (c[0], c[2], c[1])) if cands else (None, None, 0)
             out.append({"year": y, "premium": lim.premium, "bits_per_s": best[0], "generation": best[1]})
     return out
 
