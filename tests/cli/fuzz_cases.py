@@ -349,6 +349,7 @@ def frontier_time_cases() -> Iterator[Case]:
     for p in BAD_OUT_FILES:
         yield ["frontier", "--year", "--plot", p], "plot"
     yield ["frontier", "--year", "--plot", "{DIR}/x.json"], "plot"
+    yield ["frontier", "--year", "--compare"], "compare"
     yield from _flag_cases(
         ["frontier", "--compare"],
         {

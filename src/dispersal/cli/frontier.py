@@ -117,6 +117,8 @@ def register(app: typer.Typer) -> None:
         if year or compare:  # cli/frontier_time.py (issue 23 items 3-5)
             from dispersal.cli import frontier_time as ftc
 
+            if year and compare:
+                raise InputError("compare", "give --year or --compare, not both")
             tg = _targets(target, ()) or None
             if year:
                 ftc.run_year(
