@@ -157,7 +157,7 @@ def building_survival(b: PlanOption, case: SurvivalCase) -> Survival:
     """One building of all `b`'s chips (synchronous data parallel) losing itself when k >= 1."""
     chips = b.nodes * b.chips_per_node
     k = min(case.lose_sites, 1)
-    spec = _spec(chips, 1, 0.5)
+    spec = _spec(chips, 1, 0.5)  # the round time is unused by ddp (resilience's default 30 min kept)
     r = _outcome(spec, k, b.days * 24.0, case.at_fraction, "ddp")
     return Survival(
         layout="one building",
