@@ -386,6 +386,31 @@ def train_cases() -> Iterator[Case]:
     yield [*dc, "--checkpoint-every", "1"], "checkpoint-every"
 
 
+def frontier_time_cases() -> Iterator[Case]:
+    """`frontier --year` and `frontier --compare` (cli/frontier_time.py)."""
+    yield from _flag_cases(
+        ["frontier", "--year"],
+        {
+            "--until": ("1999", "2101", "abc", "", "-1", "99999999999999999999999"),
+            "--target": ("1e24,1e25", *(t for t in BAD_TARGETS if t != "1,5")),
+            "--premium": ("nan", "0.5", "abc"),
+        },
+    )
+    for p in BAD_OUT_FILES:
+        yield ["frontier", "--year", "--plot", p], "plot"
+    yield ["frontier", "--year", "--plot", "{DIR}/x.json"], "plot"
+    yield ["frontier", "--year", "--compare"], "compare"
+    yield from _flag_cases(
+        ["frontier", "--compare"],
+        {
+            "--wan": (*BAD_UNITS, "0", "", "abc"),
+            "--lose-sites": ("-1", "abc", "99999999999999999999999", ""),
+            "--premium": ("1,2", "0.5", "nan"),
+            "--target": tuple(t for t in BAD_TARGETS if t != "1,5"),
+        },
+    )
+
+
 GROUPS = {
     "estimate": estimate_cases,
     "plan": plan_cases,
@@ -404,6 +429,7 @@ GROUPS = {
     "decoupled": lambda: decoupled_cases(),
     "site_pipeline": site_pipeline_cases,
     "train": train_cases,
+    "frontier_time": frontier_time_cases,
 }
 
 

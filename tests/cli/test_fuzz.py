@@ -139,6 +139,11 @@ def set_tripwires(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sweep, "plan", _trip)
     monkeypatch.setattr(frontier, "_limit", _trip)
     monkeypatch.setattr(frontier, "_p_reach", _trip)
+    import dispersal.model.analyses.frontier_time as frontier_time
+    import dispersal.model.analyses.monitor as monitor
+
+    monkeypatch.setattr(frontier_time, "frontier_over_time", _trip)
+    monkeypatch.setattr(monitor, "compare", _trip)
 
 
 def check(r: Result, token: str) -> list[str]:

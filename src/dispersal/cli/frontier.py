@@ -222,12 +222,58 @@ def register(app: typer.Typer) -> None:
             int, typer.Option(help="Monte Carlo draws per target for P(reach) and the bands (0 = none).")
         ] = DEFAULT_SAMPLES,
         seed: Annotated[int, typer.Option(help="Seed for --samples.")] = 0,
-        plot: Annotated[str | None, typer.Option(help="Write both frontier charts to this PNG.")] = None,
+        plot: Annotated[
+            str | None,
+            typer.Option(help="Write the frontier charts (with --year: the frontier over time) to this PNG."),
+        ] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print JSON (docs/frontier.md).")] = False,
+        year: Annotated[
+            bool,
+            typer.Option(
+                "--year", help="The frontier over time: per algorithm generation, then projections."
+            ),
+        ] = False,
+        until: Annotated[int, typer.Option(help="--year: last projected year.")] = 2030,
+        published_h: Annotated[bool, typer.Option("--published-h", help="--year: each paper's H.")] = False,
+        compare: Annotated[
+            bool, typer.Option("--compare", help="One building vs N sites: monitor, survivability, power.")
+        ] = False,
+        wan: Annotated[
+            str | None, typer.Option(help="--compare: per-site WAN of the N-site plan (1Gbps).")
+        ] = None,
+        lose_sites: Annotated[int, typer.Option(help="--compare: sites lost (for ever).")] = 1,
     ) -> None:
         """The limits of dispersal per target and premium over one datacenter: least bandwidth per site,
         most sites, least power per site, shortest run, longest distance and the largest target at N
         sites, each with what binds; Monte Carlo bands with P(reach) first."""
+        if year or compare:  # cli/frontier_time.py (issue 23 items 3-5)
+            from dispersal.cli import frontier_time as ftc
+
+            if year and compare:
+                raise InputError("compare", "give --year or --compare, not both")
+            tg = _targets(target, ()) or None
+            if year:
+                ftc.run_year(
+                    targets=tg,
+                    premiums=_premiums(premium, ()) or None,
+                    regime=regime,
+                    mode=mode,
+                    until=until,
+                    published_h=published_h,
+                    plot=plot,
+                    json_out=json_out,
+                )
+            else:
+                ftc.run_compare(
+                    targets=tg,
+                    wan=wan,
+                    premiums=_premiums(premium, ()) or None,
+                    regime=regime,
+                    mode=mode,
+                    lose_sites=lose_sites,
+                    json_out=json_out,
+                )
+            return
         from dispersal.model.analyses.frontier import (
             BANDWIDTH_GRID_BITS_PER_S,
             DEFAULT_PREMIUMS,

@@ -150,6 +150,19 @@ SEARCH_OUTPUTS: tuple[str, ...] = (
 )
 
 
+#: Scenario fields `Constraints.scenario_overrides` may set: how replicas sync, not what is searched.
+OVERRIDABLE_FIELDS: tuple[str, ...] = (
+    "codec",
+    "aggregation",
+    "overlap_communication",
+    "fragments",
+    "overlap_depth",
+    "inner_steps",
+    "error_feedback",
+    "capex_multiplier",
+)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Constraints:
     """What the evader must live with. SI units."""
@@ -198,6 +211,10 @@ class Constraints:
     """Also search site-pipeline DiLoCo with sites of each of these node counts on a fast local fabric
     (the scenario's default fabric; the covered-cluster rule counts a site as one cluster). Empty =
     none: every node its own site, the paper's threat model."""
+    scenario_overrides: tuple[tuple[str, Any], ...] = ()
+    """Scenario fields set on every candidate, (name, value) pairs from `OVERRIDABLE_FIELDS` (an
+    algorithm generation's codec, overlap, fragments, H: `dispersal.model.analyses.frontier_time`).
+    `planner.centralized_baseline` passes them on; callers wanting a plain baseline drop them."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -253,6 +270,12 @@ class Constraints:
             "site_sizes",
             f"must be integers in [2, 10,000] nodes per site, got {self.site_sizes}",
         )
+        for name, _ in self.scenario_overrides:
+            require(
+                name in OVERRIDABLE_FIELDS,
+                "scenario_overrides",
+                f"{name!r} cannot be overridden; allowed: {', '.join(OVERRIDABLE_FIELDS)}",
+            )
         require(
             self.quality_mapping in ("compute", "loss"),
             "quality_mapping",
@@ -407,6 +430,8 @@ class CandidateSpace:
             )
             for v in variants
         ]
+        if c.scenario_overrides:
+            self.base_scenarios = [s.replace(**dict(c.scenario_overrides)) for s in self.base_scenarios]
         rows = [kernel_inputs(s, mode, p) for s in self.base_scenarios]
         self.hw_inputs = {k: np.asarray([float(r[k]) for r in rows]) for k in rows[0]}
         ddp = [ALGO_DDP] if c.data_parallel else []
@@ -494,7 +519,7 @@ class CandidateSpace:
         x["params"] = P
         x["active_params"] = P
         x["num_nodes"] = np.broadcast_to(np.asarray(n, dtype=np.float64), P.shape)
-        x["inner_steps"] = np.zeros(())
+        # inner_steps stays the base scenario's: 0 (H_min) unless `scenario_overrides` fixes H.
         x["tokens"] = np.zeros(())
         return x
 

@@ -1,0 +1,53 @@
+"""`dispersal frontier --year` and `--compare` (cli/frontier_time.py) end to end, on small targets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from dispersal.cli import app
+
+
+def _json(argv: list[str]) -> dict:  # type: ignore[type-arg]
+    r = CliRunner().invoke(app, argv)
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+@pytest.mark.slow
+def test_year_json() -> None:
+    d = _json(["frontier", "--year", "--target", "1e23", "--premium", "5", "--until", "2027", "--json"])
+    assert d["target_flop"] == 1e23 and d["premiums"] == [5.0]
+    assert [g["year"] for g in d["generations"]] == sorted(g["year"] for g in d["generations"])
+    assert [p["year"] for p in d["projections"]] == [2027] and d["projections"][0]["projection"] is True
+    assert {t["status"] for t in d["trends"]} <= {"sourced", "assumption"}
+    assert d["envelope"] and all(e["year"] <= 2026 for e in d["envelope"])
+
+
+@pytest.mark.slow
+def test_year_plot(tmp_path: Path) -> None:
+    png = tmp_path / "year.png"
+    r = CliRunner().invoke(
+        app, ["frontier", "--year", "--target", "1e23", "--until", "2027", "--plot", str(png)]
+    )
+    assert r.exit_code == 0, r.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "projection" in r.stdout
+
+
+def test_compare_json() -> None:
+    d = _json(["frontier", "--compare", "--target", "1e22", "--wan", "1Gbps", "--json"])
+    (c,) = d["comparisons"]
+    b, s = c["building"], c["sites"]
+    assert b["delivery_sites"] == 1 and s["delivery_sites"] >= 1
+    for lay in (b, s):
+        for k in ("p_site", "p_independent", "p_correlated", "p_building_finder"):
+            assert 0.0 <= lay[k] <= 1.0
+        assert lay["p_independent"] >= max(lay["p_site"], lay["p_central"]) - 1e-12
+    (bs,) = b["survival"]
+    assert bs["delay_days"] is None and bs["finishes_within_budget"] is False
+    assert {r["status"] for r in d["rates"]} <= {"sourced", "assumed", "baseline"}
+    assert set(d["formulas"]) == {"independent", "correlated", "building_finder"}
