@@ -288,10 +288,7 @@ def plan_cmd(
         algorithms=algorithms,
     )
     if site_nodes:
-        for k in site_nodes:
-            if not 2 <= k <= 10_000:
-                raise InputError("site_nodes", f"must be in [2, 10,000] nodes per site, got {k}")
-        c = c.replace(site_sizes=tuple(site_nodes))
+        c = c.replace(site_sizes=_site_sizes(site_nodes))
     extra: dict[str, Any] = {}
     if calibration is not None:
         from dispersal.calibration import load_calibration
@@ -316,37 +313,76 @@ def plan_cmd(
         for t in targets
     ]
     dicts: list[dict[str, Any]] = [p.to_dict() for p in plans]
-    tables: list[Any] = []
-    if samples:
-        from rich.progress import Progress, TaskID
-
-        from dispersal.cli.uncertainty import render_samples_table
-        from dispersal.model.analyses import uncertainty
-
-        with Progress(transient=True, disable=json_) as prog:
-            for p, d in zip(plans, dicts, strict=True):
-                task = prog.add_task(f"Monte Carlo {p.target_flop:.3g}", total=samples)
-
-                def advance(done: int, total: int, t: TaskID = task) -> None:
-                    prog.update(t, completed=done, total=total)
-
-                res = uncertainty.plan_samples(
-                    p.target_flop,
-                    samples=samples,
-                    seed=seed,
-                    regime_name=regime,
-                    constraints=c,
-                    mode=m,
-                    metric=metric,
-                    search=search,
-                    progress=advance,
-                )
-                d.update(res.to_dict())
-                tables.append(render_samples_table(res))
+    tables = _sample_tables(
+        plans,
+        dicts,
+        samples=samples,
+        seed=seed,
+        regime=regime,
+        c=c,
+        m=m,
+        metric=metric,
+        search=search,
+        quiet=json_,
+    )
     if json_:
         print_json(dicts)
         return
     _print_plans(plans, dicts, tables, runners_up)
+
+
+def _site_sizes(site_nodes: list[int]) -> tuple[int, ...]:
+    """`--site-nodes`, checked: 2 to 10,000 nodes per site."""
+    for k in site_nodes:
+        if not 2 <= k <= 10_000:
+            raise InputError("site_nodes", f"must be in [2, 10,000] nodes per site, got {k}")
+    return tuple(site_nodes)
+
+
+def _sample_tables(
+    plans: list[Plan],
+    dicts: list[dict[str, Any]],
+    *,
+    samples: int,
+    seed: int,
+    regime: str,
+    c: Any,
+    m: Any,
+    metric: str | None,
+    search: str | None,
+    quiet: bool,
+) -> list[Any]:
+    """Monte Carlo per plan (`--samples`): each plan's dict gains the sample summary (P(reach) first);
+    returns the tables to print. No samples: nothing."""
+    tables: list[Any] = []
+    if not samples:
+        return tables
+    from rich.progress import Progress, TaskID
+
+    from dispersal.cli.uncertainty import render_samples_table
+    from dispersal.model.analyses import uncertainty
+
+    with Progress(transient=True, disable=quiet) as prog:
+        for p, d in zip(plans, dicts, strict=True):
+            task = prog.add_task(f"Monte Carlo {p.target_flop:.3g}", total=samples)
+
+            def advance(done: int, total: int, t: TaskID = task) -> None:
+                prog.update(t, completed=done, total=total)
+
+            res = uncertainty.plan_samples(
+                p.target_flop,
+                samples=samples,
+                seed=seed,
+                regime_name=regime,
+                constraints=c,
+                mode=m,
+                metric=metric,
+                search=search,
+                progress=advance,
+            )
+            d.update(res.to_dict())
+            tables.append(render_samples_table(res))
+    return tables
 
 
 def _print_plans(plans: list[Plan], dicts: list[dict[str, Any]], tables: list[Any], runners_up: bool) -> None:

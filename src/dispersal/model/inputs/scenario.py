@@ -345,14 +345,7 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
     (the identical-node inputs with its paced figures).
     """
     mode = Mode(mode)
-    if s.sites:
-        # Its identical-node figures would silently ignore the sites' links and hardware; a command
-        # that reads sites calls dispersal.model.kernel.sites.scenario_inputs instead.
-        raise InputError(
-            "site",
-            "this command evaluates identical nodes only; [[site]] tables are read by estimate, solve, "
-            "validate and plan --sites",
-        )
+    _refuse_sites(s)
     acc = s.accelerator
     reg = s.regime_entry
     chips = s.resolved_chips_per_node()
@@ -361,18 +354,11 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
     paper = mode is Mode.PAPER
     wan_min = min(s.bandwidth_up_bits_per_s, s.bandwidth_down_bits_per_s)
     split = s.links_split()
-    if paper:
-        side_bw, side_lat = wan_min, s.latency_s
-    elif split:
+    if split and not paper:
         side_bw, side_lat = DEFAULT_REGIONAL_BITS_PER_S, DEFAULT_REGIONAL_LATENCY_S
     else:
         side_bw, side_lat = wan_min, s.latency_s
-    streaming = s.overlap_communication
-    if s.algorithm is Algorithm.DILOCO:
-        streaming = False
-    elif s.algorithm in (Algorithm.STREAMING, Algorithm.DECOUPLED):
-        # Decoupled DiLoCo's learners never block on a sync: always overlapped.
-        streaming = True
+    streaming = _streaming(s)
     on = frozenset() if paper else params.correction_set()
     if paper:
         wire_bits = BITS_PER_VALUE[prec] / s.compression_ratio
@@ -494,6 +480,27 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         "syncer_at_site": s.syncer == "site",
     }
     return x
+
+
+def _refuse_sites(s: Scenario) -> None:
+    """Refuse a scenario with ``[[site]]`` tables: its identical-node figures would silently ignore the
+    sites' links and hardware; a command that reads sites calls `kernel.sites.scenario_inputs`."""
+    if s.sites:
+        raise InputError(
+            "site",
+            "this command evaluates identical nodes only; [[site]] tables are read by estimate, solve, "
+            "validate and plan --sites",
+        )
+
+
+def _streaming(s: Scenario) -> bool:
+    """Whether outer steps overlap the next inner steps: `diloco` never, `streaming` always, Decoupled
+    DiLoCo always (its learners never block on a sync), otherwise `overlap_communication`."""
+    if s.algorithm is Algorithm.DILOCO:
+        return False
+    if s.algorithm in (Algorithm.STREAMING, Algorithm.DECOUPLED):
+        return True
+    return s.overlap_communication
 
 
 def ddp_aggregation(s: Scenario, paper: bool, agg: str, ddp_bits: float, wire_bits: float) -> str:
