@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from dispersal.model.checks.validation import load_cases, miss_reason, quality_cases, run_cases
@@ -19,7 +21,7 @@ def test_intellect1_and_wall_time_cases_within_tolerance() -> None:
 def test_every_case_has_a_source_status_and_tolerance() -> None:
     for c in load_cases():
         assert c["source"] and c["status"] in ("published", "reconstructed")
-        assert c["tolerance_kind"] in ("absolute", "relative") and c["tolerance"] > 0
+        assert c["tolerance_kind"] in ("absolute", "relative", "at_least") and c["tolerance"] > 0
 
 
 def test_quality_table4_residuals_within_03_points() -> None:
@@ -38,3 +40,13 @@ def test_full_validation_every_miss_has_a_reason() -> None:
     for r in results:
         if not r.within:
             assert miss_reason(r.id), r.id
+
+
+def test_a_published_lower_bound_is_met_by_any_prediction_above_it() -> None:
+    """`tolerance_kind = "at_least"` (a figure printed as "more than X"): the Decoupled DiLoCo case's
+    prediction above 20x is within, with no error; a prediction far below the bound is not."""
+    (r,) = run_cases(["decoupled_12b_speedup"])
+    assert r.tolerance_kind == "at_least" and r.predicted_default > r.reported
+    assert r.within and r.error == 0.0
+    low = dataclasses.replace(r, predicted_default=r.reported * 0.5)
+    assert low.error == -0.5

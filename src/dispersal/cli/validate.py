@@ -67,7 +67,7 @@ def build_report(results: list[CaseResult], quality: list[QualityCase], seconds:
         "`src/dispersal/data/published_runs.toml` (sources and reconstruction notes in "
         "`docs/validation_sources.md`). Nothing was fitted to them: each is a test case. The default mode is "
         "judged against the tolerance (utilisation within 5 points, bandwidth thresholds within 25%, wall times "
-        "within 15%); paper mode keeps Rahman 2026's formulas and is shown for comparison.",
+        'within 15%; a figure printed as a lower bound, "more than X", is met by any prediction at or above it); paper mode keeps Rahman 2026\'s formulas and is shown for comparison.',
         "",
         f"**{n_in} of {len(results)} cases within tolerance in default mode** ({seconds:.1f} s).",
         "",

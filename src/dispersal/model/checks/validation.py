@@ -133,6 +133,9 @@ class CaseResult:
         """Default-mode error in the tolerance's own terms: points (absolute) or a relative error."""
         if self.tolerance_kind == "absolute":
             return self.predicted_default - self.reported
+        if self.tolerance_kind == "at_least":
+            # A published lower bound ("more than 20x"): any prediction above it is no error.
+            return min(0.0, self.ratio_default - 1.0)
         return self.ratio_default - 1.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -288,6 +291,8 @@ def run_case(case: dict[str, Any], p: ModelParams = DEFAULT_PARAMS) -> CaseResul
         within = False
     elif kind == "absolute":
         within = abs(pred_d - reported) <= tol + 1e-12
+    elif kind == "at_least":
+        within = pred_d >= reported * (1.0 - tol) - 1e-12
     else:
         within = abs(pred_d / reported - 1.0) <= tol + 1e-12
     return CaseResult(
