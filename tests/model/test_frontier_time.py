@@ -104,3 +104,14 @@ def test_envelope_is_the_best_published_by_each_year() -> None:
     # never rises: a newer generation can only add options
     vals = [e["bits_per_s"] for e in env]
     assert all(b <= a for a, b in itertools.pairwise(vals))
+
+
+def test_only_the_asynchronous_generation_may_plan_decoupled_diloco() -> None:
+    """A 2023-2025 generation never gets the Decoupled DiLoCo slot; the asynchronous 2026 one may, and its
+    merge rule reaches the candidates as an override."""
+    kinds = {g.name: g.slot_kinds for g in ft.generations()}
+    assert kinds["decoupled_diloco_2026"] == ("auto", "hierarchical", "decoupled")
+    assert all("decoupled" not in k for n, k in kinds.items() if n != "decoupled_diloco_2026")
+    (dec,) = [g for g in ft.generations() if g.sync == "asynchronous"]
+    assert ("merge_rule", "norm_preserving") in dec.overrides()
+    Constraints(scenario_overrides=dec.overrides(), algorithms=dec.slot_kinds)  # valid as constraints

@@ -73,10 +73,18 @@ class Generation:
             ("codec", self.codec),
             ("overlap_communication", self.overlap_communication),
             ("fragments", self.fragments),
+            ("merge_rule", self.merge_rule),
         ]
         if published_h:
             out.append(("inner_steps", self.inner_steps))
         return tuple(out)
+
+    @property
+    def slot_kinds(self) -> tuple[str, ...]:
+        """The planner's slots this generation may use: synchronous generations never the asynchronous
+        Decoupled DiLoCo slot (it did not exist yet); an asynchronous one also everything before it."""
+        base = ("auto", "hierarchical")
+        return (*base, "decoupled") if self.sync == "asynchronous" else base
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -350,7 +358,7 @@ def frontier_over_time(
     c0 = base.best.cost_usd if base.best is not None else None
     points: list[GenerationPoint] = []
     for g in gens:
-        gc = c.replace(scenario_overrides=g.overrides(published_h=published_h))
+        gc = c.replace(scenario_overrides=g.overrides(published_h=published_h), algorithms=g.slot_kinds)
         plans = walk_down(target_flop, regime_name, gc, m, grid, max(prem) * c0) if c0 is not None else {}
         costs = tuple(
             b.cost_usd if i in plans and (b := plans[i].best) is not None else None for i in range(len(grid))
@@ -402,8 +410,9 @@ def frontier_over_time(
             ),
             "generations: the paper's codec, overlap and fragments as planner overrides; H = the planner's "
             "H_min unless published H is asked for; the hardware is held fixed",
-            "merge rule and asynchrony are not in the planner's time model: Decoupled DiLoCo's bandwidth "
-            "limit equals its time-model twin's; its fault isolation shows in survivability (--compare)",
+            "asynchronous generations may use the planner's Decoupled DiLoCo slot (learners on their own "
+            "clocks, quorum merge); synchronous ones may not; fault isolation shows in survivability "
+            "(--compare), since the planner prices no failures",
             "projections hold the last generation (no new algorithm assumed); every projected number is "
             "a projection of the trends listed, not a model result",
         ),

@@ -160,6 +160,7 @@ OVERRIDABLE_FIELDS: tuple[str, ...] = (
     "inner_steps",
     "error_feedback",
     "capex_multiplier",
+    "merge_rule",
 )
 
 
