@@ -56,7 +56,7 @@ def fleet_cmd(
 
     The fleet is the scenario (preset or file, then --hardware, --nodes, --bandwidth, --latency or
     --distance, --days, --regime, --set). The search runs over the algorithm, the wire codec, the model
-    size (the paper's 71 sizes) and H; --params, --algorithm fix those, --tokens caps the tokens.
+    size (the planner's grid) and H; --params, --algorithm fix those, --tokens caps the tokens.
     With no options: the paper's threat model fleet (16 x H100 FP8, 100 Mbps, 100 ms, 740 days).
     """
     m = check_mode(mode)
@@ -100,7 +100,7 @@ def answer_lines(ans: FleetAnswer) -> list[str]:
     f = ans.fleet
     days = f.duration_s / units.SECONDS_PER_DAY
     where = (
-        f"{f.num_nodes:,} x {f.resolved_chips_per_node()} {f.hardware} {f.precision.value} "
+        f"{f.num_nodes:,} nodes x {f.resolved_chips_per_node()} {f.hardware} {f.precision.value} "
         f"({_links(ans)}; {days:.4g} days; regime {f.regime})"
     )
     if ans.best is None:
@@ -122,7 +122,7 @@ def answer_lines(ans: FleetAnswer) -> list[str]:
     ]
     if ans.gains:
         g = ", ".join(f"{k} x{v:.3g}" for k, v in ans.gains.items())
-        lines.append(f"Binding constraint: {ans.binding} (metric gain when doubled: {g}).")
+        lines.append(f"Binding constraint: {ans.binding} (C_quality gain when doubled: {g}).")
     lines.append(
         f"Cite this: {ans.mode} mode, metric {ans.metric}, links {_links(ans)}; "
         f"{ans.configurations:,} configurations searched."

@@ -136,8 +136,8 @@ class FleetAnswer:
     per_algorithm: tuple[FleetOption, ...]
     """The best option of each algorithm label (hierarchical with its group size), best first."""
     gains: dict[str, float] = field(default_factory=dict)
-    """Metric with the constraint doubled / metric now, for "days", "bandwidth", "nodes"
-    (loss: now / doubled, so > 1 is better in every case)."""
+    """C_quality of the best answer with the constraint doubled / now, for "days", "bandwidth",
+    "nodes" (for every metric: with metric loss, of the lowest-loss answers)."""
     binding: str = ""
     """The constraint whose doubling gains most (BINDING_MIN_GAIN), or a sentence why none does."""
     configurations: int = 0
@@ -471,12 +471,6 @@ def _option(
     )
 
 
-def _value(o: FleetOption, met: FleetMetric) -> float:
-    if met is FleetMetric.LOSS:
-        return o.loss
-    return o.c_quality_flop if met is FleetMetric.C_QUALITY else o.c_local_flop
-
-
 def _binding(
     fleet: Scenario,
     best: FleetOption,
@@ -500,15 +494,12 @@ def _binding(
         ),
         "nodes": fleet.replace(num_nodes=2 * fleet.num_nodes),
     }
-    now = _value(best, met)
+    # Gains are ratios of C_quality for every metric: a loss ratio of 1.01 can be a large change.
+    now = best.c_quality_flop
     gains: dict[str, float] = {}
     for name, s in doubled.items():
         b, _, _, _ = _search(s, m, met, p, grid, h_grid, algorithms, codec_names, min_ot, max_ot, max_tokens)
-        if b is None:
-            gains[name] = 1.0
-            continue
-        new = _value(b, met)
-        gains[name] = (now / new) if met is FleetMetric.LOSS else (new / now)
+        gains[name] = 1.0 if b is None or not now > 0 else b.c_quality_flop / now
     top = max(gains, key=lambda k: gains[k])
     if gains[top] < 1 + BINDING_MIN_GAIN:
         if best.stopped_early:
