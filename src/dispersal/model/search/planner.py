@@ -68,6 +68,36 @@ def _best_at(space: CandidateSpace, n_per_hw: Arr, metric: Metric) -> Arr:
     return np.asarray(np.maximum.reduceat(m, space.hw_start), dtype=np.float64)
 
 
+#: Relative widening of the overtraining window in N (`CandidateSpace.node_window` with slack) that
+#: the paper's bisection uses to skip candidates outside it: tokens are proportional to the workers
+#: (compute-bound by construction of H_min), so the window is exact; the slack covers rounding and
+#: the backup-worker factor at N = 1 (1.1). Only which candidates are evaluated, never the result.
+BISECT_WINDOW_SLACK = 0.25
+
+
+def _best_of(
+    space: CandidateSpace, hws: IntArr, n: Arr, metric: Metric, window: tuple[BoolArr, Arr, Arr]
+) -> Arr:
+    """best(N) of hardware `hws` (distinct) at node counts `n` (one per hardware): as `_best_at`,
+    evaluating only those hardware's candidates whose widened overtraining `window` (usable, lowest
+    N, highest N per candidate) holds N (-inf where none does)."""
+    usable, lo, hi = window
+    parts = []
+    for h, nh in zip(hws, np.asarray(n, dtype=np.float64), strict=True):
+        c = space.combos_of(int(h))
+        parts.append(c[~usable[c] | ((lo[c] <= nh) & (nh <= hi[c]))])
+    sizes = np.asarray([len(c) for c in parts], dtype=np.int64)
+    out = np.full(len(parts), -np.inf)
+    if sizes.sum() == 0:
+        return out
+    r = space.run(np.concatenate(parts), np.repeat(np.asarray(n, dtype=np.float64), sizes))
+    m = np.where(r["valid"] > 0, metric_of(r, metric), -np.inf)
+    has = sizes > 0
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))[has]
+    out[has] = np.maximum.reduceat(m, starts)
+    return out
+
+
 def reachable_by_nodes(
     space: CandidateSpace, node_counts: Sequence[float] | Arr, metric: Metric = Metric.C_QUALITY
 ) -> Arr:
@@ -86,17 +116,54 @@ def reachable_by_nodes(
     return np.asarray(np.maximum.accumulate(best, axis=0), dtype=np.float64)
 
 
-def _final_at(space: CandidateSpace, hw: int, n: int, target: float, metric: Metric) -> int | None:
-    """final(N, target): among valid candidates meeting the target, the highest C_quality (if none,
-    the highest metric). Returns a combo index or None. Flat precedes hierarchical on ties."""
-    combos = space.combos_of(hw)
-    r = space.run(combos, float(n))
+def _picks_and_options(
+    space: CandidateSpace,
+    hws: list[int],
+    found: dict[int, int],
+    target: float,
+    metric: Metric,
+    m: Mode,
+    memo: dict[tuple[int, int, int], tuple[int | None, PlanOption | None]],
+) -> None:
+    """final(N, target) and its plan option for hardware `hws` at their node counts `found`, in two
+    kernel calls (all picks, then all options with every output) instead of two per hardware; into
+    `memo` as (pick, option), (None, None) where no candidate is valid."""
+    if not hws:
+        return
+    parts = [space.combos_of(h) for h in hws]
+    sizes = [len(c) for c in parts]
+    r = space.run(np.concatenate(parts), np.repeat([float(found[h]) for h in hws], sizes))
+    picks: dict[int, int] = {}
+    start = 0
+    for h, c, k in zip(hws, parts, sizes, strict=True):
+        pick = _pick(c, {key: val[start : start + k] for key, val in r.items()}, target, metric)
+        start += k
+        if pick is None:
+            memo[(id(space), h, found[h])] = (None, None)
+        else:
+            picks[h] = pick
+    if not picks:
+        return
+    rows = space.run(
+        np.asarray(list(picks.values()), dtype=np.int64),
+        np.asarray([float(found[h]) for h in picks]),
+        every_output=True,
+    )
+    for i, (h, pick) in enumerate(picks.items()):
+        row = {key: np.asarray(val).reshape(-1)[i : i + 1] for key, val in rows.items()}
+        memo[(id(space), h, found[h])] = (pick, _option(space, h, found[h], pick, m, row))
+
+
+def _pick(combos: IntArr, r: dict[str, Arr], target: float, metric: Metric) -> int | None:
+    """final(N, target) among `combos` from their kernel outputs `r` (with validity): among valid
+    candidates meeting the target, the highest C_quality (if none, the highest metric). Returns a
+    combo index or None. Flat precedes hierarchical on ties (the first maximum)."""
     valid = r["valid"] > 0
     if not valid.any():
         return None
-    m = metric_of(r, metric)
-    meets = valid & (m >= target)
-    score = np.where(meets, r["c_quality_flop"], -np.inf) if meets.any() else np.where(valid, m, -np.inf)
+    mv = metric_of(r, metric)
+    meets = valid & (mv >= target)
+    score = np.where(meets, r["c_quality_flop"], -np.inf) if meets.any() else np.where(valid, mv, -np.inf)
     return int(combos[int(np.argmax(score))])
 
 
@@ -111,12 +178,15 @@ def _bisect(space: CandidateSpace, target: float, metric: Metric) -> dict[int, i
     top = _best_at(space, cap, metric)
     active = (one < target) & (top >= target) & (space.n_cap >= 1)
 
+    # Candidates outside their overtraining window at a step's N are invalid there: each step
+    # evaluates only the others (the window widened by BISECT_WINDOW_SLACK, so never one too few).
+    allc = np.arange(len(space.combo_hw))
+    n_ref = space.reference_nodes(allc)
+    usable, w_lo, w_hi = space.node_window(space.run_raw(allc, n_ref), allc, n_ref, slack=BISECT_WINDOW_SLACK)
+
     def meets(sel: IntArr, n: Arr) -> BoolArr:
-        # best(N) is evaluated for every hardware at once (one kernel call per step); only the
-        # hardware still bisecting is read.
-        n_all = np.ones(space.n_hw)
-        n_all[sel] = n
-        return np.asarray(_best_at(space, n_all, metric)[sel] >= target)
+        # best(N) of the hardware still bisecting only, all of them in one kernel call per step.
+        return np.asarray(_best_of(space, sel, n, metric, (usable, w_lo, w_hi)) >= target)
 
     lo = first_true(np.where(active, 2.0, cap), cap, meets)
     for h in range(space.n_hw):
@@ -299,11 +369,13 @@ def compare_searches(
     found_b = _bisect(space, target_flop, met)
     exact = [(space, _exact(space, target_flop, met, found_b))]
     exact += _exact_smaller_nodes(exact[0], target_flop, met, regime_name, None, PAPER_GROUP_SIZES)
+    # One memo for both plans: where both searches found the same N, one pick and one option.
+    memo: dict[tuple[int, int, int], tuple[int | None, PlanOption | None]] = {}
     return {
         "bisect": _make_plan(
-            [(space, found_b)], target_flop, regime_name, m, met, Objective.COST, Search.BISECT
+            [(space, found_b)], target_flop, regime_name, m, met, Objective.COST, Search.BISECT, memo
         ),
-        "exact": _make_plan(exact, target_flop, regime_name, m, met, Objective.COST, Search.EXACT),
+        "exact": _make_plan(exact, target_flop, regime_name, m, met, Objective.COST, Search.EXACT, memo),
     }
 
 
@@ -388,11 +460,14 @@ def _make_plan(
     met: Metric,
     obj: Objective,
     srch: Search,
+    memo: dict[tuple[int, int, int], tuple[int | None, PlanOption | None]] | None = None,
 ) -> Plan:
     """The Plan from node counts found: `searched` is [(space, {hw: N})], the first space at the
     regime's cap (its unmet node types give the failures), the others other node sizes (the
-    cheapest option per accelerator and precision over all sizes is kept)."""
+    cheapest option per accelerator and precision over all sizes is kept). `memo` keeps the pick
+    and option of each (space, hardware, N) for another plan of the same target and metric."""
     space, found = searched[0]
+    memo = {} if memo is None else memo
 
     def key(o: PlanOption) -> tuple[float, float]:
         return (o.nodes, o.cost_usd) if obj is Objective.NODES else (o.cost_usd, -o.c_quality_flop)
@@ -400,11 +475,14 @@ def _make_plan(
     best_of: dict[tuple[str, str], PlanOption] = {}
     short: dict[int, float] = {}
     for sp, fd in searched:
+        _picks_and_options(
+            sp, [h for h in sorted(fd) if (id(sp), h, fd[h]) not in memo], fd, target_flop, met, m, memo
+        )
         for h in sorted(fd):
-            pick = _final_at(sp, h, fd[h], target_flop, met)
-            if pick is None:
+            pick, opt_m = memo[(id(sp), h, fd[h])]
+            if pick is None or opt_m is None:
                 continue
-            opt = _option(sp, h, fd[h], pick, m)
+            opt = opt_m
             if _metric_value(opt, met) < target_flop * (1 - 1e-9):
                 if sp is space:
                     short[h] = _metric_value(opt, met)
@@ -486,9 +564,13 @@ def _metric_value(o: PlanOption, met: Metric) -> float:
     return o.c_local_flop if met is Metric.C_LOCAL else o.c_quality_flop
 
 
-def _option(space: CandidateSpace, h: int, n: int, combo: int, m: Mode) -> PlanOption:
+def _option(
+    space: CandidateSpace, h: int, n: int, combo: int, m: Mode, r: dict[str, Arr] | None = None
+) -> PlanOption:
+    """The plan option of `combo` at n nodes; `r`: its kernel outputs (every output) if evaluated."""
     pi, slot = int(space.combo_p[combo]), int(space.combo_slot[combo])
-    r = space.run(np.asarray([combo]), float(n), every_output=True)
+    if r is None:
+        r = space.run(np.asarray([combo]), float(n), every_output=True)
     v = {k: float(np.asarray(val).reshape(-1)[0]) for k, val in r.items()}
     algo_code = int(v["algorithm_resolved"])
     algo = SCENARIO_ALGORITHM[algo_code]
