@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -66,6 +67,23 @@ def _best_at(space: CandidateSpace, n_per_hw: Arr, metric: Metric) -> Arr:
     r = space.run(combos, np.asarray(n_per_hw, dtype=np.float64)[space.combo_hw])
     m = np.where(r["valid"] > 0, metric_of(r, metric), -np.inf)
     return np.asarray(np.maximum.reduceat(m, space.hw_start), dtype=np.float64)
+
+
+#: Each candidate space's reference run (`_reference_run`), kept while the space lives: the paper
+#: bisection and the exact search of one plan read the same one.
+_REFERENCE_RUNS: weakref.WeakKeyDictionary[CandidateSpace, tuple[IntArr, Arr, dict[str, Arr]]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _reference_run(space: CandidateSpace) -> tuple[IntArr, Arr, dict[str, Arr]]:
+    """(every combo, its reference node count, `run_raw` there): what `node_window` reads."""
+    got = _REFERENCE_RUNS.get(space)
+    if got is None:
+        allc = np.arange(len(space.combo_hw))
+        n_ref = space.reference_nodes(allc)
+        got = _REFERENCE_RUNS[space] = (allc, n_ref, space.run_raw(allc, n_ref))
+    return got
 
 
 #: Relative widening of the overtraining window in N (`CandidateSpace.node_window` with slack) that
@@ -180,9 +198,8 @@ def _bisect(space: CandidateSpace, target: float, metric: Metric) -> dict[int, i
 
     # Candidates outside their overtraining window at a step's N are invalid there: each step
     # evaluates only the others (the window widened by BISECT_WINDOW_SLACK, so never one too few).
-    allc = np.arange(len(space.combo_hw))
-    n_ref = space.reference_nodes(allc)
-    usable, w_lo, w_hi = space.node_window(space.run_raw(allc, n_ref), allc, n_ref, slack=BISECT_WINDOW_SLACK)
+    allc, n_ref, ref = _reference_run(space)
+    usable, w_lo, w_hi = space.node_window(ref, allc, n_ref, slack=BISECT_WINDOW_SLACK)
 
     def meets(sel: IntArr, n: Arr) -> BoolArr:
         # best(N) of the hardware still bisecting only, all of them in one kernel call per step.
@@ -205,24 +222,39 @@ EXACT_POINTS_PER_CALL = 1024
 
 
 def exact_search_window(
-    space: CandidateSpace, upper: dict[int, int], *, best_cost: float = math.inf
+    space: CandidateSpace, upper: dict[int, int], *, best_cost: float = math.inf, target: float | None = None
 ) -> tuple[IntArr, Arr, Arr]:
     """(candidates worth searching, lowest N, highest N per combo) for the exact search.
 
     N lies in the candidate's overtraining window, at least 1, at most the node cap and at most the
     node count whose cost first exceeds the cheapest answer in `upper` ({hw: N}, the bisection's)
-    or `best_cost` (USD, an answer found in another candidate space), whichever is lower.
+    or `best_cost` (USD, an answer found in another candidate space), whichever is lower. With a
+    `target` (FLOP), N is also at least the fewest nodes whose compute could reach it
+    (`min_nodes_for`): no candidate meets the target below that, so the search starts there.
     """
-    allc = np.arange(len(space.combo_hw))
-    n_ref = space.reference_nodes(allc)
-    usable, n_lo, n_hi = space.node_window(space.run_raw(allc, n_ref), allc, n_ref)
+    allc, n_ref, ref = _reference_run(space)
+    usable, n_lo, n_hi = space.node_window(ref, allc, n_ref)
     best_cost = min(best_cost, min((upper[h] * space.node_cost[h] for h in upper), default=math.inf))
     cap_hw = space.n_cap.copy()
     if math.isfinite(best_cost):
         cap_hw = np.minimum(cap_hw, np.floor(best_cost / space.node_cost) + 1)
     lo_all = np.maximum(n_lo, 1.0)
+    if target is not None:
+        lo_all = np.maximum(lo_all, min_nodes_for(space, target)[space.combo_hw])
     hi_all = np.minimum(n_hi, cap_hw[space.combo_hw])
     return np.nonzero(usable & (hi_all >= lo_all))[0], lo_all, hi_all
+
+
+def min_nodes_for(space: CandidateSpace, target: float) -> Arr:
+    """Per node type: the fewest nodes whose compute could reach `target` FLOP in the time budget.
+
+    Either metric is at most C_local = 6 P D eta <= N F T ETA_BOUND (F = the node's peak x MFU:
+    no run trains faster than its compute allows; eta <= ETA_BOUND), so N >= target / (F T
+    ETA_BOUND), rounded up with a 1e-9 margin: the bound `_exact_smaller_nodes` prunes node types by.
+    """
+    flop = space.hw_inputs["node_peak_flop_per_s"] * space.hw_inputs["mfu"]
+    need = target / (flop * space.c.max_duration_s * ETA_BOUND) * (1 - 1e-9)
+    return np.asarray(np.maximum(1.0, np.ceil(need)), dtype=np.float64)
 
 
 def _exact(
@@ -242,7 +274,7 @@ def _exact(
     exceeds the paper-bisection answer are never needed, nor node counts at or above the smallest
     one already found for the candidate's hardware.
     """
-    idx, lo_all, hi_all = exact_search_window(space, upper, best_cost=best_cost)
+    idx, lo_all, hi_all = exact_search_window(space, upper, best_cost=best_cost, target=target)
     if idx.size == 0:
         return {}
     hw_of = space.combo_hw[idx]
