@@ -579,10 +579,17 @@ def _screen(space: CandidateSpace, target: float, met: Metric) -> list[int]:
     SCREEN_MARGIN of the target: the only ones the exact search then walks when no cost ceiling
     is known yet. Without it an infeasible target walks every node size's whole window."""
     cap = np.maximum(space.n_cap, 1.0)
+    # Grid points with too few nodes to reach the threshold (`min_nodes_for`) cannot keep a node
+    # type, so they are not evaluated: the same node types are kept.
+    n_min = min_nodes_for(space, target * (1 - SCREEN_MARGIN))
     grid = {
         h: np.unique(np.round(np.geomspace(1.0, float(cap[h]), WHY_NOT_GRID_POINTS))).astype(np.float64)
         for h in range(space.n_hw)
     }
+    grid = {h: g[g >= n_min[h]] for h, g in grid.items()}
+    grid = {h: g for h, g in grid.items() if g.size}
+    if not grid:
+        return []
     reach = best_over(space, grid, met)
     return [h for h, (best, _) in reach.items() if best >= target * (1 - SCREEN_MARGIN)]
 
