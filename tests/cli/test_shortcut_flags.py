@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import typer.main
-from click import Command, Parameter
 
 import dispersal.cli._scenario as scen
 from dispersal.cli import app
@@ -30,28 +29,28 @@ _REFERENCE = {
 }
 
 
-def _walk(cmd: Command, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], Command]:
+def _walk(cmd: Any, path: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
     """Every leaf command under `cmd` (sub-groups included), by its path of names."""
     subs = getattr(cmd, "commands", None)  # a group (typer vendors its own click: no isinstance)
     if subs is not None:
-        out: dict[tuple[str, ...], Command] = {}
+        out: dict[tuple[str, ...], Any] = {}
         for name, sub in subs.items():
             out.update(_walk(sub, (*path, name)))
         return out
     return {path: cmd}
 
 
-def _options(cmd: Command) -> dict[str, Parameter]:
+def _options(cmd: Any) -> dict[str, Any]:
     return {o: p for p in cmd.params for o in getattr(p, "opts", [])}
 
 
-def _takes_scenario(cmd: Command) -> bool:
+def _takes_scenario(cmd: Any) -> bool:
     """A command takes a scenario when one of its parameters is named `scenario` (an option such
     as --scenario, or report's positional preset / file)."""
     return any(p.name == "scenario" for p in cmd.params)
 
 
-def scenario_commands() -> dict[str, Command]:
+def scenario_commands() -> dict[str, Any]:
     return {" ".join(k): v for k, v in _walk(COMMAND).items() if _takes_scenario(v)}
 
 

@@ -5,6 +5,7 @@ gives less."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -14,7 +15,7 @@ from dispersal.model.inputs import units
 from dispersal.model.inputs.catalog import accelerator
 from dispersal.model.inputs.errors import InputError
 from dispersal.model.inputs.params import DEFAULT_PARAMS
-from dispersal.model.inputs.scenario import Algorithm, Scenario
+from dispersal.model.inputs.scenario import Algorithm, Precision, Scenario
 from dispersal.model.kernel.estimate import Estimate, estimate
 from dispersal.model.search.fleet import FleetMetric, fleet_search
 
@@ -23,7 +24,7 @@ DAY = units.SECONDS_PER_DAY
 TINY = Scenario(
     name="tiny fleet",
     hardware="h100_sxm",
-    precision="bf16",
+    precision=Precision.BF16,
     chips_per_node=8,
     num_nodes=8,
     bandwidth_up_bits_per_s=100e6,
@@ -35,7 +36,7 @@ TINY = Scenario(
 GRID = (1e9, 7e9, 30e9)
 H_GRID = (0, 100)
 ALGOS = ("streaming", "diloco")
-SMALL = {"params_grid": GRID, "h_grid": H_GRID, "algorithms": ALGOS, "codec_names": ("auto",)}
+SMALL: dict[str, Any] = {"params_grid": GRID, "h_grid": H_GRID, "algorithms": ALGOS, "codec_names": ("auto",)}
 
 
 def _brute_force(fleet: Scenario, max_ot: float = 100.0) -> tuple[float, Estimate]:

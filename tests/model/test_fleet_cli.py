@@ -4,6 +4,7 @@ the shortcut flags build the fleet, --params / --algorithm / --tokens restrict t
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -17,7 +18,7 @@ runner = CliRunner()
 ARGS = ["--hardware", "h100_sxm", "--nodes", "8", "--bandwidth", "1Gbps", "--days", "90", "--regime", "none"]
 
 
-def _json(args: list[str]) -> dict:  # type: ignore[type-arg]
+def _json(args: list[str]) -> Any:
     r = runner.invoke(app, ["fleet", *args, "--json"])
     assert r.exit_code == 0, r.output
     return json.loads(r.stdout)
