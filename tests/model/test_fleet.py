@@ -189,3 +189,15 @@ def test_more_bandwidth_or_more_days_never_gives_less(
         bigger = base.replace(duration_s=days * more * DAY)
     now, then = _best(base, metric), _best(bigger, metric)
     assert then >= now - 1e-9 * abs(now), (which, now, then)
+
+
+def test_a_fleet_over_the_cap_says_so() -> None:
+    """4,096 H100 per node is over the treaty's covered-cluster cap: nothing runs, and the reason says why."""
+    ans = fleet_search(
+        TINY.replace(regime="treaty", chips_per_node=4096),
+        binding=False,
+        params_grid=GRID,
+        codec_names=("auto",),
+    )
+    assert not ans.feasible
+    assert ans.reasons == ("each node (4096 x h100_sxm) is over regime treaty's covered-cluster cap",)

@@ -78,7 +78,8 @@ def fleet_cmd(
     from dispersal.cli._render import console
 
     con = console()
-    con.print(fleet_table(ans))
+    if ans.per_algorithm:
+        con.print(fleet_table(ans))
     for line in answer_lines(ans):
         con.print(line, markup=False, highlight=False, soft_wrap=True)
 

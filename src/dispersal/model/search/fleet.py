@@ -62,6 +62,8 @@ BINDING_MIN_GAIN = 0.01
 #: Kernel outputs the search reads.
 FLEET_OUTPUTS: tuple[str, ...] = (
     "feasible",
+    "fits",
+    "under_cap",
     "algorithm_resolved",
     "groups",
     "inner_steps",
@@ -423,10 +425,15 @@ def _why_none(
     fleet: Scenario, r: dict[str, Arr], valid: npt.NDArray[np.bool_], min_ot: float
 ) -> tuple[str, ...]:
     feasible = r["feasible"] > 0
+    node = f"{fleet.resolved_chips_per_node()} x {fleet.hardware}"
+    if not (r["under_cap"] > 0).any():
+        return (f"each node ({node}) is over regime {fleet.regime}'s covered-cluster cap",)
+    if not (r["fits"] > 0).any():
+        return (f"no model size of the grid fits {fleet.num_nodes:,} nodes of {node} (memory)",)
     if not feasible.any():
         return (
-            f"no configuration is feasible on {fleet.num_nodes:,} x {fleet.hardware}: the memory rule, "
-            "the covered-cluster cap or the time budget rules out every model size and algorithm",
+            f"no configuration is feasible on {fleet.num_nodes:,} nodes of {node}: the memory rule or "
+            "the time budget rules out every model size and algorithm",
         )
     return (
         f"every feasible configuration trains fewer than {min_ot:g} x the compute-optimal tokens per parameter in the "
