@@ -457,3 +457,14 @@ def all_cases() -> list[Case]:
                 seen.add(tuple(argv))
                 out.append((argv, token))
     return out
+
+
+def fleet_cases() -> Iterator[Case]:
+    """`dispersal fleet` (issue 24 item 7): the scenario part and its own --metric."""
+    yield from _scenario_cases(["fleet"])
+    yield from _flag_cases(["fleet"], SCENARIO_FLAGS)
+    yield ["fleet", "--latency", "10ms", "--distance", "100km"], "latency"
+    yield from _flag_cases(["fleet"], {"--regime": BAD_ENUM, "--metric": (*BAD_ENUM, "c_qualityx")})
+
+
+GROUPS["fleet"] = fleet_cases

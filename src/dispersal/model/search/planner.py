@@ -6,7 +6,8 @@ Streaming DiLoCo plus hierarchical DiLoCo for each group size n_g with N >= 2 n_
 PP-group DiLoCo with S stages and G = floor(N / S) >= 2 groups. H = H_min. Candidates outside
 min_overtraining <= OT <= max_overtraining are dropped. The candidate space, its validity rule and
 overtraining window live in `dispersal.model.search.candidates` (shared with the Monte Carlo), the
-integer bisections in `dispersal.model.search.bisection`. Everything is evaluated with `kernel.evaluate`
+two searches over N for one candidate space in `dispersal.model.search.node_search`, the integer
+bisections in `dispersal.model.search.bisection`. Everything is evaluated with `kernel.evaluate`
 on NumPy arrays: one call per bisection step for all hardware at once, and one call per chunk of
 (candidate, N) pairs in the exact search.
 
@@ -35,7 +36,6 @@ from dispersal.model.inputs.codes import ALGO_HIERARCHICAL, ALGORITHM_NAMES
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.inputs.scenario import SCENARIO_ALGORITHM, Mode
-from dispersal.model.search.bisection import first_in_pieces, first_true
 from dispersal.model.search.candidates import (
     PAPER_GROUP_SIZES,
     PAPER_PARAM_GRID_B,
@@ -45,6 +45,16 @@ from dispersal.model.search.candidates import (
     hardware_variants,
     make_space,
 )
+from dispersal.model.search.node_search import (
+    BISECT_WINDOW_SLACK,
+    ETA_BOUND,
+    EXACT_POINTS_PER_CALL,
+    exact_search_window,
+    min_nodes_for,
+)
+from dispersal.model.search.node_search import best_at as _best_at
+from dispersal.model.search.node_search import bisect as _bisect
+from dispersal.model.search.node_search import exact as _exact
 from dispersal.model.search.plan_result import Metric, Objective, Plan, PlanOption, Search
 from dispersal.model.search.why_not import (
     WHY_NOT_GRID_POINTS,
@@ -58,14 +68,6 @@ from dispersal.model.search.why_not import (
 Arr = npt.NDArray[np.float64]
 IntArr = npt.NDArray[np.int64]
 BoolArr = npt.NDArray[np.bool_]
-
-
-def _best_at(space: CandidateSpace, n_per_hw: Arr, metric: Metric) -> Arr:
-    """best(N) for every hardware at its own N: the highest metric among valid candidates."""
-    combos = np.arange(len(space.combo_hw))
-    r = space.run(combos, np.asarray(n_per_hw, dtype=np.float64)[space.combo_hw])
-    m = np.where(r["valid"] > 0, metric_of(r, metric), -np.inf)
-    return np.asarray(np.maximum.reduceat(m, space.hw_start), dtype=np.float64)
 
 
 def reachable_by_nodes(
@@ -86,110 +88,55 @@ def reachable_by_nodes(
     return np.asarray(np.maximum.accumulate(best, axis=0), dtype=np.float64)
 
 
-def _final_at(space: CandidateSpace, hw: int, n: int, target: float, metric: Metric) -> int | None:
-    """final(N, target): among valid candidates meeting the target, the highest C_quality (if none,
-    the highest metric). Returns a combo index or None. Flat precedes hierarchical on ties."""
-    combos = space.combos_of(hw)
-    r = space.run(combos, float(n))
+def _picks_and_options(
+    space: CandidateSpace,
+    hws: list[int],
+    found: dict[int, int],
+    target: float,
+    metric: Metric,
+    m: Mode,
+    memo: dict[tuple[int, int, int], tuple[int | None, PlanOption | None]],
+) -> None:
+    """final(N, target) and its plan option for hardware `hws` at their node counts `found`, in two
+    kernel calls (all picks, then all options with every output) instead of two per hardware; into
+    `memo` as (pick, option), (None, None) where no candidate is valid."""
+    if not hws:
+        return
+    parts = [space.combos_of(h) for h in hws]
+    sizes = [len(c) for c in parts]
+    r = space.run(np.concatenate(parts), np.repeat([float(found[h]) for h in hws], sizes))
+    picks: dict[int, int] = {}
+    start = 0
+    for h, c, k in zip(hws, parts, sizes, strict=True):
+        pick = _pick(c, {key: val[start : start + k] for key, val in r.items()}, target, metric)
+        start += k
+        if pick is None:
+            memo[(id(space), h, found[h])] = (None, None)
+        else:
+            picks[h] = pick
+    if not picks:
+        return
+    rows = space.run(
+        np.asarray(list(picks.values()), dtype=np.int64),
+        np.asarray([float(found[h]) for h in picks]),
+        every_output=True,
+    )
+    for i, (h, pick) in enumerate(picks.items()):
+        row = {key: np.asarray(val).reshape(-1)[i : i + 1] for key, val in rows.items()}
+        memo[(id(space), h, found[h])] = (pick, _option(space, h, found[h], pick, m, row))
+
+
+def _pick(combos: IntArr, r: dict[str, Arr], target: float, metric: Metric) -> int | None:
+    """final(N, target) among `combos` from their kernel outputs `r` (with validity): among valid
+    candidates meeting the target, the highest C_quality (if none, the highest metric). Returns a
+    combo index or None. Flat precedes hierarchical on ties (the first maximum)."""
     valid = r["valid"] > 0
     if not valid.any():
         return None
-    m = metric_of(r, metric)
-    meets = valid & (m >= target)
-    score = np.where(meets, r["c_quality_flop"], -np.inf) if meets.any() else np.where(valid, m, -np.inf)
+    mv = metric_of(r, metric)
+    meets = valid & (mv >= target)
+    score = np.where(meets, r["c_quality_flop"], -np.inf) if meets.any() else np.where(valid, mv, -np.inf)
     return int(combos[int(np.argmax(score))])
-
-
-def _bisect(space: CandidateSpace, target: float, metric: Metric) -> dict[int, int]:
-    """The paper's search, for all hardware at once. Returns {hw index: N} for those that can meet.
-
-    The top of the range is max_nodes (the paper: 100,000), or fewer where the budget buys fewer nodes.
-    """
-    out: dict[int, int] = {}
-    cap = np.maximum(space.n_cap, 1.0)
-    one = _best_at(space, np.ones(space.n_hw), metric)
-    top = _best_at(space, cap, metric)
-    active = (one < target) & (top >= target) & (space.n_cap >= 1)
-
-    def meets(sel: IntArr, n: Arr) -> BoolArr:
-        # best(N) is evaluated for every hardware at once (one kernel call per step); only the
-        # hardware still bisecting is read.
-        n_all = np.ones(space.n_hw)
-        n_all[sel] = n
-        return np.asarray(_best_at(space, n_all, metric)[sel] >= target)
-
-    lo = first_true(np.where(active, 2.0, cap), cap, meets)
-    for h in range(space.n_hw):
-        if one[h] >= target and space.n_cap[h] >= 1:
-            out[h] = 1
-        elif active[h]:
-            out[h] = int(lo[h])
-    return out
-
-
-#: Points of the exact search's probe calls (spread over the candidates still searching): a kernel
-#: call costs a fixed overhead of about 800 configurations' worth of work (benchmarks/bench_plan.py
-#: prints both), so a call with fewer points is mostly overhead. It sets only how many points each
-#: call asks about, never which N is found.
-EXACT_POINTS_PER_CALL = 1024
-
-
-def exact_search_window(
-    space: CandidateSpace, upper: dict[int, int], *, best_cost: float = math.inf
-) -> tuple[IntArr, Arr, Arr]:
-    """(candidates worth searching, lowest N, highest N per combo) for the exact search.
-
-    N lies in the candidate's overtraining window, at least 1, at most the node cap and at most the
-    node count whose cost first exceeds the cheapest answer in `upper` ({hw: N}, the bisection's)
-    or `best_cost` (USD, an answer found in another candidate space), whichever is lower.
-    """
-    allc = np.arange(len(space.combo_hw))
-    n_ref = space.reference_nodes(allc)
-    usable, n_lo, n_hi = space.node_window(space.run_raw(allc, n_ref), allc, n_ref)
-    best_cost = min(best_cost, min((upper[h] * space.node_cost[h] for h in upper), default=math.inf))
-    cap_hw = space.n_cap.copy()
-    if math.isfinite(best_cost):
-        cap_hw = np.minimum(cap_hw, np.floor(best_cost / space.node_cost) + 1)
-    lo_all = np.maximum(n_lo, 1.0)
-    hi_all = np.minimum(n_hi, cap_hw[space.combo_hw])
-    return np.nonzero(usable & (hi_all >= lo_all))[0], lo_all, hi_all
-
-
-def _exact(
-    space: CandidateSpace, target: float, metric: Metric, upper: dict[int, int], best_cost: float = math.inf
-) -> dict[int, int]:
-    """The smallest N meeting the target for each hardware, over every integer N.
-
-    For one candidate (hardware, P, slot) the model's step functions of N are the inner-step count
-    H and the regional rounds H_reg (both non-decreasing in N: the straggler factor grows with N),
-    so N splits into a few contiguous *pieces* of constant (H, H_reg). Inside a piece nothing jumps:
-    tokens grow in proportion to the workers while the efficiency falls smoothly and slowly, so the
-    metric rises with N and "meets the target" holds on a final sub-interval of the piece. The
-    overtraining window is exact too (tokens are proportional to the worker count, compute-bound by
-    construction of H_min). So per candidate: walk the pieces from the left, and in the first piece
-    that meets the target at its end, find the first N that does (`bisection.first_in_pieces`; all
-    candidates advance together on NumPy arrays, one kernel call per step). Node counts whose cost
-    exceeds the paper-bisection answer are never needed, nor node counts at or above the smallest
-    one already found for the candidate's hardware.
-    """
-    idx, lo_all, hi_all = exact_search_window(space, upper, best_cost=best_cost)
-    if idx.size == 0:
-        return {}
-    hw_of = space.combo_hw[idx]
-
-    def probe(sel: IntArr, n: Arr) -> tuple[Arr, BoolArr]:
-        """(piece signature, meets the target) of candidates sel at node counts n."""
-        rr = space.run(idx[sel], n)
-        sig = np.asarray(rr["inner_steps"] * 1e6 + rr["regional_rounds"], dtype=np.float64)
-        return sig, np.asarray((rr["valid"] > 0) & (metric_of(rr, metric) >= target))
-
-    first = first_in_pieces(lo_all[idx], hi_all[idx], probe, group=hw_of, budget=EXACT_POINTS_PER_CALL)
-    result: dict[int, int] = {}
-    for h in range(space.n_hw):
-        f = first[hw_of == h]
-        if f.size and np.isfinite(f.min()):
-            result[h] = int(f.min())
-    return result
 
 
 #: Plans kept (`plan` answers a repeated question from memory: the Monte Carlo's nominal plan, the
@@ -299,19 +246,15 @@ def compare_searches(
     found_b = _bisect(space, target_flop, met)
     exact = [(space, _exact(space, target_flop, met, found_b))]
     exact += _exact_smaller_nodes(exact[0], target_flop, met, regime_name, None, PAPER_GROUP_SIZES)
+    # One memo for both plans: where both searches found the same N, one pick and one option.
+    memo: dict[tuple[int, int, int], tuple[int | None, PlanOption | None]] = {}
     return {
         "bisect": _make_plan(
-            [(space, found_b)], target_flop, regime_name, m, met, Objective.COST, Search.BISECT
+            [(space, found_b)], target_flop, regime_name, m, met, Objective.COST, Search.BISECT, memo
         ),
-        "exact": _make_plan(exact, target_flop, regime_name, m, met, Objective.COST, Search.EXACT),
+        "exact": _make_plan(exact, target_flop, regime_name, m, met, Objective.COST, Search.EXACT, memo),
     }
 
-
-#: Upper bound on the efficiency eta in the compute bound below. eta exceeds 1 where the quality
-#: fit's replica term rewards a few replicas over one (default mode: up to 1.043 at 2 nodes in a
-#: scan of the catalogue at default parameters; tests/model/test_planner.py checks eta <= this).
-#: 1.25 leaves room for the Monte Carlo's and tornado's drawn quality parameters (an assumption).
-ETA_BOUND = 1.25
 
 #: Node types (accelerator, precision, size) per candidate space in the exact search's walk over
 #: node sizes below the cap: each batch is one space, searched with the cheapest cost found so far.
@@ -388,11 +331,14 @@ def _make_plan(
     met: Metric,
     obj: Objective,
     srch: Search,
+    memo: dict[tuple[int, int, int], tuple[int | None, PlanOption | None]] | None = None,
 ) -> Plan:
     """The Plan from node counts found: `searched` is [(space, {hw: N})], the first space at the
     regime's cap (its unmet node types give the failures), the others other node sizes (the
-    cheapest option per accelerator and precision over all sizes is kept)."""
+    cheapest option per accelerator and precision over all sizes is kept). `memo` keeps the pick
+    and option of each (space, hardware, N) for another plan of the same target and metric."""
     space, found = searched[0]
+    memo = {} if memo is None else memo
 
     def key(o: PlanOption) -> tuple[float, float]:
         return (o.nodes, o.cost_usd) if obj is Objective.NODES else (o.cost_usd, -o.c_quality_flop)
@@ -400,11 +346,14 @@ def _make_plan(
     best_of: dict[tuple[str, str], PlanOption] = {}
     short: dict[int, float] = {}
     for sp, fd in searched:
+        _picks_and_options(
+            sp, [h for h in sorted(fd) if (id(sp), h, fd[h]) not in memo], fd, target_flop, met, m, memo
+        )
         for h in sorted(fd):
-            pick = _final_at(sp, h, fd[h], target_flop, met)
-            if pick is None:
+            pick, opt_m = memo[(id(sp), h, fd[h])]
+            if pick is None or opt_m is None:
                 continue
-            opt = _option(sp, h, fd[h], pick, m)
+            opt = opt_m
             if _metric_value(opt, met) < target_flop * (1 - 1e-9):
                 if sp is space:
                     short[h] = _metric_value(opt, met)
@@ -469,10 +418,17 @@ def _screen(space: CandidateSpace, target: float, met: Metric) -> list[int]:
     SCREEN_MARGIN of the target: the only ones the exact search then walks when no cost ceiling
     is known yet. Without it an infeasible target walks every node size's whole window."""
     cap = np.maximum(space.n_cap, 1.0)
+    # Grid points with too few nodes to reach the threshold (`min_nodes_for`) cannot keep a node
+    # type, so they are not evaluated: the same node types are kept.
+    n_min = min_nodes_for(space, target * (1 - SCREEN_MARGIN))
     grid = {
         h: np.unique(np.round(np.geomspace(1.0, float(cap[h]), WHY_NOT_GRID_POINTS))).astype(np.float64)
         for h in range(space.n_hw)
     }
+    grid = {h: g[g >= n_min[h]] for h, g in grid.items()}
+    grid = {h: g for h, g in grid.items() if g.size}
+    if not grid:
+        return []
     reach = best_over(space, grid, met)
     return [h for h, (best, _) in reach.items() if best >= target * (1 - SCREEN_MARGIN)]
 
@@ -486,9 +442,13 @@ def _metric_value(o: PlanOption, met: Metric) -> float:
     return o.c_local_flop if met is Metric.C_LOCAL else o.c_quality_flop
 
 
-def _option(space: CandidateSpace, h: int, n: int, combo: int, m: Mode) -> PlanOption:
+def _option(
+    space: CandidateSpace, h: int, n: int, combo: int, m: Mode, r: dict[str, Arr] | None = None
+) -> PlanOption:
+    """The plan option of `combo` at n nodes; `r`: its kernel outputs (every output) if evaluated."""
     pi, slot = int(space.combo_p[combo]), int(space.combo_slot[combo])
-    r = space.run(np.asarray([combo]), float(n), every_output=True)
+    if r is None:
+        r = space.run(np.asarray([combo]), float(n), every_output=True)
     v = {k: float(np.asarray(val).reshape(-1)[0]) for k, val in r.items()}
     algo_code = int(v["algorithm_resolved"])
     algo = SCENARIO_ALGORITHM[algo_code]
@@ -608,8 +568,11 @@ def centralized_baseline(
 
 
 __all__ = [
+    "BISECT_WINDOW_SLACK",
     "DATACENTER_BITS_PER_S",
     "DATACENTER_LATENCY_S",
+    "ETA_BOUND",
+    "EXACT_POINTS_PER_CALL",
     "PAPER_GROUP_SIZES",
     "PAPER_PARAM_GRID_B",
     "Constraints",
@@ -621,6 +584,7 @@ __all__ = [
     "Search",
     "centralized_baseline",
     "compare_searches",
+    "exact_search_window",
     "hardware_variants",
     "plan",
 ]

@@ -1,0 +1,65 @@
+"""`dispersal fleet`: the fleet question from the command line (JSON equals the model's answer,
+the shortcut flags build the fleet, --params / --algorithm / --tokens restrict the search)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from dispersal.cli import app
+from dispersal.cli._scenario import build_scenario
+from dispersal.model.inputs import units
+from dispersal.model.search.fleet import fleet_search
+
+runner = CliRunner()
+ARGS = ["--hardware", "h100_sxm", "--nodes", "8", "--bandwidth", "1Gbps", "--days", "90", "--regime", "none"]
+
+
+def _json(args: list[str]) -> Any:
+    r = runner.invoke(app, ["fleet", *args, "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def test_json_is_the_model_answer() -> None:
+    d = _json([*ARGS, "--params", "7B"])
+    s = build_scenario(None, [], hardware="h100_sxm", nodes=8, bandwidth="1Gbps", days=90, regime="none")
+    want = fleet_search(s, params_grid=[7e9])
+    assert d["question"] == "fleet" and d["mode"] == "default" and d["metric"] == "c_quality"
+    assert d["fleet"]["nodes"] == 8 and d["fleet"]["days"] == pytest.approx(90)
+    assert d["fleet"]["bandwidth_up_bits_per_s"] == 1e9
+    assert want.best is not None
+    assert d["best"]["params"] == 7e9
+    assert d["best"]["c_quality_flop"] == pytest.approx(want.best.c_quality_flop, rel=1e-12)
+    assert d["best"]["days"] == pytest.approx(want.best.run_time_s / units.SECONDS_PER_DAY, rel=1e-12)
+    assert set(d["gains"]) == {"days", "bandwidth", "nodes"} and d["binding"]
+    assert d["assumptions"]
+
+
+def test_algorithm_and_tokens_restrict_the_search() -> None:
+    d = _json([*ARGS, "--params", "7B", "--algorithm", "diloco", "--tokens", "300B"])
+    assert {o["algorithm"] for o in d["per_algorithm"]} == {"diloco"}
+    assert d["best"]["tokens"] <= 300e9 * (1 + 1e-12)
+
+
+def test_table_names_mode_metric_links_and_binding() -> None:
+    r = runner.invoke(app, ["fleet", *ARGS, "--params", "7B"])
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.stdout.split())
+    for token in (
+        "default mode",
+        "metric c_quality",
+        "1000 Mbps per node",
+        "Binding constraint",
+        "utilisation",
+    ):
+        assert token in text, token
+
+
+def test_bad_metric_is_one_line_exit_2() -> None:
+    r = runner.invoke(app, ["fleet", "--metric", "speed"])
+    assert r.exit_code == 2
+    assert "metric" in r.output and "Traceback" not in r.output
