@@ -14,7 +14,8 @@ from dispersal.cli import app
 def _json(argv: list[str]) -> dict:  # type: ignore[type-arg]
     r = CliRunner().invoke(app, argv)
     assert r.exit_code == 0, r.output
-    return json.loads(r.stdout)
+    out: dict = json.loads(r.stdout)  # type: ignore[type-arg]
+    return out
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import pytest
 
 from dispersal.model.inputs.overrides import override_notes
 from dispersal.model.inputs.params import DEFAULT_PARAMS
-from dispersal.model.inputs.scenario import Scenario
+from dispersal.model.inputs.scenario import Algorithm, Scenario
 from dispersal.model.kernel.estimate import estimate
 
 OFF = DEFAULT_PARAMS.replace(corrections="none")
@@ -143,7 +143,7 @@ def test_no_note_where_the_input_is_honoured() -> None:
     assert override_notes(Scenario(), "paper") == []
     assert override_notes(Scenario(), "default") == []
     # A named codec with ddp is honoured in default mode (no note).
-    assert override_notes(Scenario(algorithm="ddp", codec="demo"), "default") == []
+    assert override_notes(Scenario(algorithm=Algorithm.DDP, codec="demo"), "default") == []
 
 
 def test_the_cli_prints_the_note() -> None:

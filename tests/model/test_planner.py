@@ -13,7 +13,7 @@ from dispersal.model.inputs.catalog import accelerator, regime
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Mode, max_chips_under
 from dispersal.model.kernel.estimate import estimate
-from dispersal.model.search import planner, why_not
+from dispersal.model.search import node_search, planner, why_not
 from dispersal.model.search.bisection import (
     Arr,
     BoolArr,
@@ -74,11 +74,13 @@ def test_exact_matches_brute_force_on_a_small_problem() -> None:
     space = make_space(Mode.PAPER, c, "treaty", DEFAULT_PARAMS)
     brute = {}
     for n in range(1, 401):
-        best = planner._best_at(space, np.full(space.n_hw, float(n)), Metric.C_LOCAL)
+        best = node_search.best_at(space, np.full(space.n_hw, float(n)), Metric.C_LOCAL)
         for h in range(space.n_hw):
             if h not in brute and best[h] >= target:
                 brute[h] = n
-    exact = planner._exact(space, target, Metric.C_LOCAL, planner._bisect(space, target, Metric.C_LOCAL))
+    exact = node_search.exact(
+        space, target, Metric.C_LOCAL, node_search.bisect(space, target, Metric.C_LOCAL)
+    )
     assert exact == brute
 
 
@@ -178,11 +180,13 @@ def test_infeasible_reason_ranks_hardware_by_best_reachable_over_n() -> None:
     reach = why_not.reachable(space, list(range(space.n_hw)), Metric.C_QUALITY)
     for h, (value, at) in reach.items():
         # Interior peak: the value there beats the value at the node cap ...
-        at_cap = planner._best_at(space, np.maximum(space.n_cap, 1.0), Metric.C_QUALITY)[h]
+        at_cap = node_search.best_at(space, np.maximum(space.n_cap, 1.0), Metric.C_QUALITY)[h]
         assert 1 <= at < space.n_cap[h] and value > at_cap
         # ... and no N of a dense scan beats the grid maximum by more than 1%.
         dense = np.unique(np.round(np.geomspace(1, space.n_cap[h], 400)))
-        scan = max(float(planner._best_at(space, np.full(space.n_hw, n), Metric.C_QUALITY)[h]) for n in dense)
+        scan = max(
+            float(node_search.best_at(space, np.full(space.n_hw, n), Metric.C_QUALITY)[h]) for n in dense
+        )
         assert value >= scan * 0.99
 
 
@@ -388,8 +392,8 @@ def test_exact_search_equals_the_lockstep_piece_walk(
     m = Mode(mode)
     met = Metric.C_LOCAL if m is Mode.PAPER else Metric.C_QUALITY
     space = make_space(m, c, "treaty", DEFAULT_PARAMS)
-    upper = planner._bisect(space, target, met)
-    assert planner._exact(space, target, met, upper) == _lockstep_exact(space, target, met, upper)
+    upper = node_search.bisect(space, target, met)
+    assert node_search.exact(space, target, met, upper) == _lockstep_exact(space, target, met, upper)
 
 
 def test_bisection_rejects_unbounded_intervals() -> None:

@@ -17,7 +17,8 @@ from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Mode
 from dispersal.model.kernel.quality import QualityParams, compute_fraction
 from dispersal.model.search.candidates import PAPER_GROUP_SIZES, Constraints, make_space
-from dispersal.model.search.planner import Metric, _best_at, reachable_by_nodes
+from dispersal.model.search.node_search import best_at as _best_at
+from dispersal.model.search.planner import Metric, reachable_by_nodes
 
 
 @settings(max_examples=100, deadline=None)

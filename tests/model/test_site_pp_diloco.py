@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispersal.model.inputs.codes import ALGO_AUTO, ALGO_PP_DILOCO, ALGO_SITE_PP
+from dispersal.model.inputs.codes import ALGO_AUTO, ALGO_PP_DILOCO, ALGO_SITE_PP, Straggler
 from dispersal.model.inputs.params import DEFAULT_PARAMS
-from dispersal.model.inputs.scenario import Scenario, as_arrays, kernel_inputs
+from dispersal.model.inputs.scenario import Algorithm, Precision, Scenario, as_arrays, kernel_inputs
 from dispersal.model.kernel.estimate import estimate
 from dispersal.model.kernel.kernel import evaluate
 
@@ -28,19 +28,19 @@ def tiny(**changes: Any) -> dict[str, Any]:
     no straggler stretch, no overlap of any kind, no offload, activations not stored."""
     s = Scenario(
         hardware="h100_sxm",
-        precision="bf16",
+        precision=Precision.BF16,
         regime="none",
         num_nodes=8,
         nodes_per_site=4,
         params=P,
         local_batch_tokens=B,
         micro_batches=MMB,
-        algorithm="site_pp_diloco",
+        algorithm=Algorithm.SITE_PP_DILOCO,
         overlap_communication=False,
         inner_steps=10,
         codec="bf16",
         aggregation="ring",
-        straggler="threshold",
+        straggler=Straggler.THRESHOLD,
         bandwidth_up_bits_per_s=1e9,
         bandwidth_down_bits_per_s=1e9,
         latency_s=0.05,
@@ -92,7 +92,7 @@ def test_step_and_sync_by_hand() -> None:
 def test_a_site_too_small_for_the_pipeline_falls_back_to_the_wan_pipeline() -> None:
     r = run(tiny(nodes_per_site=1))
     assert r["algorithm_resolved"] == ALGO_PP_DILOCO
-    e = estimate(Scenario(params=P * 400, num_nodes=8, nodes_per_site=1, algorithm="site_pp_diloco"))
+    e = estimate(Scenario(params=P * 400, num_nodes=8, nodes_per_site=1, algorithm=Algorithm.SITE_PP_DILOCO))
     assert e.algorithm == "pp_diloco"
     assert any("cannot hold one whole pipeline" in n for n in e.notes)
 
@@ -131,7 +131,7 @@ def test_auto_never_trades_a_feasible_wan_pipeline_for_a_site_over_the_rule() ->
     s = Scenario(params=400e9, num_nodes=32, nodes_per_site=8)
     auto = estimate(s)
     assert auto.algorithm == "pp_diloco" and auto.feasible
-    forced = estimate(s.replace(algorithm="site_pp_diloco"))
+    forced = estimate(s.replace(algorithm=Algorithm.SITE_PP_DILOCO))
     assert not forced.feasible
     assert any("site of 8 nodes over the treaty covered-cluster rule" in r for r in forced.reasons)
 
