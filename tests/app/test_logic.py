@@ -310,7 +310,7 @@ def test_countermeasures_one_at_a_time_equal_analyse() -> None:
 
     ui = logic.default_ui()
     ui.update(mode="paper", plan_target="1e24")
-    conv = views._convention_args(ui, _scenario(ui))
+    conv = views.convention_args({**ui, "cm_convention": "scenario"}, logic.scenario_dict(ui))
     picked = ("threshold_4", "bandwidth_cap+hbm")
     got = views.run_countermeasures("1e24", conv, bundles=picked)
     want = [o.to_dict() for o in cm.analyse(1e24, picked, convention=cm.Convention(**conv))]
