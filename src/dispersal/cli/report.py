@@ -13,6 +13,7 @@ from dispersal.cli._common import (
     MAX_SEED,
     atomic_write_text,
     default_out,
+    flop_target,
     guarded,
     number_in,
     output_file,
@@ -168,6 +169,10 @@ def report_cmd(
         ("convention", convention),
     ):
         _choice(value, field)
+    flop_target(target, "target")
+    from dispersal.model.inputs.catalog import regime as lookup_regime
+
+    lookup_regime(plan_regime, "plan_regime")
     number_in(uncertainty, "uncertainty", 0, MAX_SAMPLES)
     number_in(seed, "seed", 0, MAX_SEED)
     number_in(lose_sites, "lose_sites", 0, 1_000_000)
@@ -193,7 +198,6 @@ def report_cmd(
     from dispersal.present.report import ReportParts, render_html
     from dispersal.present.resilience import DEFAULTS
 
-    q.parse_target(target)
     args = q.planner_args(
         s.to_dict(),
         target=target,
