@@ -92,6 +92,8 @@ _CSS = """
 input::placeholder, textarea::placeholder { color: #5c5c5c !important; opacity: 1 !important; }
 .block-container { max-width: 100%; overflow-x: hidden; }
 [data-testid="stTable"] { overflow-x: auto; }
+[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { overflow-wrap: anywhere; }
+[data-testid="stMarkdownContainer"] code { white-space: pre-wrap !important; overflow-wrap: anywhere; }
 </style>
 """
 
