@@ -691,3 +691,56 @@ def test_bad_link_values_are_ignored_with_a_visible_warning(page: Any, server: s
     page.get_by_text("goodput at").first.wait_for()
     assert page.get_by_text("math domain error").count() == 0
     assert "num_nodes" not in page.url
+
+
+@pytest.mark.timeout(1800)
+def test_docs_screenshots_of_the_five_questions(page: Any, server: str) -> None:
+    """docs/app.md's five questions, in the default mode the docs quote: regenerated on request only
+    (DISPERSAL_WRITE_SCREENSHOTS=1; minutes: default-mode plans and 800 Monte Carlo draws)."""
+    if os.environ.get("DISPERSAL_WRITE_SCREENSHOTS") != "1":
+        pytest.skip("regenerates docs/screenshots/q*.png only with DISPERSAL_WRITE_SCREENSHOTS=1")
+    DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+
+    def panel(name: str) -> None:
+        page.locator("[role=tabpanel]:visible").first.screenshot(path=str(DOCS_SHOTS / f"{name}.png"))
+
+    ui = {**logic.default_ui(), "plan_target": "1e25", "res_down_for_days": 7.0}
+    _open(page, server, ui)
+    # 1. what does 1e25 below the threshold cost, and how sure: the answer card after the Monte Carlo
+    _tab(page, "Uncertainty")
+    page.get_by_role("button", name="Run the Monte Carlo").click()
+    page.get_by_text("feasible draws").first.wait_for(timeout=1_500_000)
+    _wait_idle(page)
+    panel("q1_uncertainty")
+    _plan_in_app(page)
+    page.get_by_test_id("stVerticalBlockBorderWrapper").filter(has_text="Cite this:").first.screenshot(
+        path=str(DOCS_SHOTS / "q1_answer_card.png")
+    )
+    # 2. how far and how slow before the premium passes 2x: cost against bandwidth and distance
+    page.get_by_role("button", name="Draw the comparison charts (15 plans, cached)").click()
+    page.locator("svg[aria-label*='this scenario']").first.wait_for(timeout=1_500_000)
+    _wait_idle(page)
+    page.locator("svg[aria-label*='this scenario']").first.screenshot(
+        path=str(DOCS_SHOTS / "q2_bandwidth.png")
+    )
+    # 3. a site lost for a week: use the plan, then Resilience
+    page.get_by_role("button", name="Use this plan as the scenario").click()
+    _wait_idle(page)
+    _tab(page, "Resilience")
+    page.get_by_text("Site loss").first.wait_for()
+    panel("q3_site_loss")
+    # 4. the strongest countermeasure (the shared report convention)
+    _tab(page, "Countermeasures")
+    page.get_by_role("button", name="Evaluate countermeasures").click()
+    page.get_by_text("expected detection day").first.wait_for(timeout=1_500_000)
+    _wait_idle(page)
+    panel("q4_countermeasures")
+    # 5. a memory threshold: the same plan under the treaty's HBM rule
+    _tab(page, "Planner")
+    page.get_by_label("Regime", exact=True).click()
+    page.get_by_role("option", name="treaty_hbm", exact=True).click()
+    _wait_idle(page)
+    _plan_in_app(page)
+    page.get_by_test_id("stVerticalBlockBorderWrapper").filter(has_text="Cite this:").first.screenshot(
+        path=str(DOCS_SHOTS / "q5_answer_card_hbm.png")
+    )

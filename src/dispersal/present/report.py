@@ -121,7 +121,8 @@ def _sections(parts: ReportParts) -> list[str]:
     if parts.plan is not None:
         p = parts.plan
         out += ["<h2>Plan</h2>", plan_card(p, links=parts.links).html()]
-        out.append(f"<p class='note'>{html.escape(provenance.plan_provenance(p, parts.links))}</p>")
+        if p.get("constraints"):  # the app's and `report --plan`'s plans; a `plan --json` object has none
+            out.append(f"<p class='note'>{html.escape(provenance.plan_provenance(p, parts.links))}</p>")
         if p.get("feasible"):
             out += [_img(figures.plan_figure(p), "plan"), _table(rows.plan_rows(p))]
     if parts.frontier is not None:
