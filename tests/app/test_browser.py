@@ -704,6 +704,13 @@ def test_docs_screenshots_of_the_five_questions(page: Any, server: str) -> None:
     def panel(name: str) -> None:
         page.locator("[role=tabpanel]:visible").first.screenshot(path=str(DOCS_SHOTS / f"{name}.png"))
 
+    def shot(locator: Any, name: str) -> None:
+        locator.scroll_into_view_if_needed()
+        locator.screenshot(path=str(DOCS_SHOTS / f"{name}.png"))
+
+    def card() -> Any:
+        return page.get_by_test_id("stMarkdownContainer").filter(has_text="Cite this:").first
+
     ui = {**logic.default_ui(), "plan_target": "1e25", "res_down_for_days": 7.0}
     _open(page, server, ui)
     # 1. what does 1e25 below the threshold cost, and how sure: the answer card after the Monte Carlo
@@ -711,36 +718,30 @@ def test_docs_screenshots_of_the_five_questions(page: Any, server: str) -> None:
     page.get_by_role("button", name="Run the Monte Carlo").click()
     page.get_by_text("feasible draws").first.wait_for(timeout=1_500_000)
     _wait_idle(page)
-    panel("q1_uncertainty")
+    shot(page.locator("svg[aria-label*='P(reach)']").first, "q1_uncertainty")
     _plan_in_app(page)
-    page.get_by_test_id("stVerticalBlockBorderWrapper").filter(has_text="Cite this:").first.screenshot(
-        path=str(DOCS_SHOTS / "q1_answer_card.png")
-    )
+    shot(card(), "q1_answer_card")
     # 2. how far and how slow before the premium passes 2x: cost against bandwidth and distance
     page.get_by_role("button", name="Draw the comparison charts (15 plans, cached)").click()
     page.locator("svg[aria-label*='this scenario']").first.wait_for(timeout=1_500_000)
     _wait_idle(page)
-    page.locator("svg[aria-label*='this scenario']").first.screenshot(
-        path=str(DOCS_SHOTS / "q2_bandwidth.png")
-    )
+    shot(page.locator("svg[aria-label*='this scenario']").first, "q2_bandwidth")
     # 3. a site lost for a week: use the plan, then Resilience
     page.get_by_role("button", name="Use this plan as the scenario").click()
     _wait_idle(page)
     _tab(page, "Resilience")
-    page.get_by_text("Site loss").first.wait_for()
-    panel("q3_site_loss")
+    table = page.get_by_test_id("stTable").filter(has_text="time to own target").first
+    table.wait_for()
+    shot(page.get_by_text("Scenario: plan:").first, "q3_scenario_label")
+    shot(table, "q3_site_loss")
     # 4. the strongest countermeasure (the shared report convention)
     _tab(page, "Countermeasures")
     page.get_by_role("button", name="Evaluate countermeasures").click()
     page.get_by_text("expected detection day").first.wait_for(timeout=1_500_000)
     _wait_idle(page)
-    panel("q4_countermeasures")
-    # 5. a memory threshold: the same plan under the treaty's HBM rule
-    _tab(page, "Planner")
-    page.get_by_label("Regime", exact=True).click()
-    page.get_by_role("option", name="treaty_hbm", exact=True).click()
-    _wait_idle(page)
+    shot(page.locator("svg[aria-label*='probability of detection']").first, "q4_countermeasures")
+    # 5. a memory threshold: the same question under the treaty's HBM rule
+    _open(page, server, {**ui, "plan_regime": "treaty_hbm"})
     _plan_in_app(page)
-    page.get_by_test_id("stVerticalBlockBorderWrapper").filter(has_text="Cite this:").first.screenshot(
-        path=str(DOCS_SHOTS / "q5_answer_card_hbm.png")
-    )
+    card().filter(has_text="regime treaty_hbm").wait_for(timeout=1_500_000)
+    shot(card(), "q5_answer_card_hbm")
