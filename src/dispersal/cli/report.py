@@ -68,6 +68,34 @@ def _optional_days(value: float | None, field: str) -> float | None:
     return float(number_in(value, field, 0, 36_525, lo_open=True, unit="days"))
 
 
+def _resilience_settings(
+    lose_sites: int,
+    lose_at: float,
+    down_for: float | None,
+    run_days: float | None,
+    mtbf: float | None,
+    restart: float | None,
+    max_chips: float | None,
+) -> dict[str, Any]:
+    """The Resilience settings (the app's ``res_*`` keys, display units), each range-checked."""
+    number_in(lose_sites, "lose_sites", 0, 1_000_000)
+    number_in(lose_at, "lose_at", 0, 36_525, unit="days")
+    settings: dict[str, Any] = {
+        "res_lose_sites": lose_sites,
+        "res_lose_at_days": lose_at,
+        "res_down_for_days": _optional_days(down_for, "down_for"),
+        "res_run_days": _optional_days(run_days, "run_days"),
+    }
+    for opt, num, lo, hi, unit in (
+        ("mtbf", mtbf, 0.0, 1e9, "h"),
+        ("restart", restart, 0.0, 1e6, "h"),
+        ("max_chips", max_chips, 1.0, 1e9, "chips"),
+    ):
+        if num is not None:
+            settings[_RES_KEYS[opt]] = float(number_in(num, opt, lo, hi, lo_open=opt == "mtbf", unit=unit))
+    return settings
+
+
 def _preset_label(scenario: str, name: str) -> str:
     """Which scenario: "preset X" while unedited, else the edited scenario's own name."""
     from dispersal.model.inputs.presets import load_scenario_dict, scenario_names
@@ -175,21 +203,7 @@ def report_cmd(
     lookup_regime(plan_regime, "plan_regime")
     number_in(uncertainty, "uncertainty", 0, MAX_SAMPLES)
     number_in(seed, "seed", 0, MAX_SEED)
-    number_in(lose_sites, "lose_sites", 0, 1_000_000)
-    number_in(lose_at, "lose_at", 0, 36_525, unit="days")
-    settings: dict[str, Any] = {
-        "res_lose_sites": lose_sites,
-        "res_lose_at_days": lose_at,
-        "res_down_for_days": _optional_days(down_for, "down_for"),
-        "res_run_days": _optional_days(run_days, "run_days"),
-    }
-    for opt, num, lo, hi, unit in (
-        ("mtbf", mtbf, 0.0, 1e9, "h"),
-        ("restart", restart, 0.0, 1e6, "h"),
-        ("max_chips", max_chips, 1.0, 1e9, "chips"),
-    ):
-        if num is not None:
-            settings[_RES_KEYS[opt]] = float(number_in(num, opt, lo, hi, lo_open=opt == "mtbf", unit=unit))
+    settings = _resilience_settings(lose_sites, lose_at, down_for, run_days, mtbf, restart, max_chips)
     s = build_scenario(scenario, set_ or [], **scenario_flags(**locals()))
     path = output_file(
         out if out is not None else default_out("report") / f"{Path(scenario).stem}.html", "out"
@@ -234,20 +248,22 @@ def report_cmd(
     )
     atomic_write_text(path, render_html(s, m, source=scenario, parts=parts))
     if json_:
-        sections = [
-            k for k in ("plan", "frontier", "counter", "uncertainty") if getattr(parts, k) is not None
-        ]
-        print_json(
-            {
-                "path": str(path),
-                "scenario": scenario,
-                "label": label,
-                "mode": m.value,
-                "sections": [*sections, "estimate", "resilience"],
-            }
-        )
+        _print_json(path, scenario, label, m.value, parts)
         return
     typer.echo(str(path))
+
+
+def _print_json(path: Path, scenario: str, label: str, mode: str, parts: Any) -> None:
+    sections = [k for k in ("plan", "frontier", "counter", "uncertainty") if getattr(parts, k) is not None]
+    print_json(
+        {
+            "path": str(path),
+            "scenario": scenario,
+            "label": label,
+            "mode": mode,
+            "sections": [*sections, "estimate", "resilience"],
+        }
+    )
 
 
 def register(app: typer.Typer) -> None:
