@@ -256,7 +256,7 @@ def _estimate_tab(est: dict[str, Any], ui: dict[str, Any]) -> None:
         help="C_local x chi; the countermeasure metric.",
     )
     c[3].metric("Cost", F.money(est["cost"]["total_usd"]))
-    name = est["scenario"]["name"].replace(" ", "_")[:40] or "scenario"
+    name = logic.slug(est["scenario"]["name"])[:40] or "scenario"
     d1, d2, _ = st.columns([1, 1, 4])
     d1.download_button(
         "Download JSON", export.to_json(est), file_name=f"{name}.json", mime="application/json", key="dl_json"
