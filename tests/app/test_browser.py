@@ -493,7 +493,8 @@ def test_answer_card_equals_plan_json_and_is_accessible(page: Any, server: str) 
 @pytest.mark.timeout(900)
 def test_countermeasures_list_blocking_levers_first(page: Any, server: str) -> None:
     """Issue 24: levers that make the run impossible come first ("blocks the run: ..."), then by cost
-    multiple; the chart names them. Paper mode, 1e26 FLOP in 365 days (three levers block; seconds)."""
+    multiple; the chart names them. Paper mode, 1e26 FLOP, the shared (report) convention: 548 days, where
+    the per-site bandwidth cap blocks the run (seconds)."""
     _open(
         page, server, {**logic.default_ui(), "mode": "paper", "plan_target": "1e26", "duration_days": 365.0}
     )
@@ -509,7 +510,10 @@ def test_countermeasures_list_blocking_levers_first(page: Any, server: str) -> N
     assert len(blocked) >= 1 and effects[1 : 1 + len(blocked)] == blocked, effects
     chart = page.locator("svg[aria-label*='blocks the run']").first
     chart.wait_for()
-    _shot(page, "countermeasures_blocking")
+    # One convention, shared with the CLI and named with the command that gives the same table.
+    page.get_by_text("Convention: paper mode, c_quality target, 548-day window").first.wait_for()
+    page.get_by_text("dispersal counter --target 1e26").first.wait_for()
+    _shot(page, "countermeasures_blocking", docs=True)
 
 
 # Last: its Countermeasures and Monte Carlo runs keep the shared server busy on a loaded machine.
@@ -548,3 +552,196 @@ def test_error_and_other_views(page: Any, server: str) -> None:
     page.get_by_text(re.compile(r"Nodes \(sites\): must be an integer (>=|≥) 1, got 0")).first.wait_for()
     assert page.get_by_text("Traceback").count() == 0
     _shot(page, "input_error")
+
+
+# --- issue 24: one scenario through the views, the report, bad links ---------------------------------------
+
+
+def _no_overflow(page: Any, where: str) -> None:
+    """Nothing wider than the viewport, outside a table's own scroll box and the tab bar (which scrolls)."""
+    over = page.evaluate(
+        "() => { const d = document.documentElement; return [d.scrollWidth, d.clientWidth]; }"
+    )
+    assert over[0] <= over[1], (where, over)
+    wide = page.evaluate(
+        "() => [...document.querySelectorAll('[data-testid=stMain] svg, [data-testid=stMain] img, "
+        "[data-testid=stMain] [data-testid=stMarkdownContainer]')]"
+        ".filter(e => e.getBoundingClientRect().right > window.innerWidth + 1"
+        " && !e.closest('[data-testid=stTable]') && !e.closest('[role=tablist]')).map(e => e.tagName + ': ' + (e.innerText || '').slice(0, 80))"
+    )
+    assert wide == [], (where, wide)
+
+
+def _axe(page: Any) -> list[Any]:
+    src = _axe_source()
+    if src is None:
+        return []
+    page.add_script_tag(content=src)
+    return list(
+        page.evaluate(
+            "async (rules) => { const r = await axe.run(document, {runOnly: {type: 'rule', values: rules}});"
+            " return r.violations.map(v => [v.id, v.nodes.map(n => n.html.slice(0, 100))]); }",
+            list(A11Y_RULES),
+        )
+    )
+
+
+@pytest.mark.timeout(900)
+def test_use_this_plan_flows_through_every_view(page: Any, server: str, tmp_path: Path) -> None:
+    """Issue 24: the answer card equals `dispersal plan --json` (cost, premium, P(reach) from the same 200
+    draws); "use this plan" makes the plan the scenario, every view says so, and Resilience then equals
+    `dispersal resilience` on the plan's sites; the report downloaded from this state holds the plan; no
+    clipping at 390 or 1280 px and no axe violation with every result on the page. Paper mode (seconds)."""
+    from dispersal.present import formats as F
+
+    ui = {**logic.default_ui(), "mode": "paper", "plan_target": "1e24", "res_down_for_days": 7.0}
+    with _cli_json("plan", "--target", "1e24", "--mode", "paper", "--samples", "200") as cli:
+        _open(page, server, ui)
+        _tab(page, "Uncertainty")
+        page.get_by_role("button", name="Run the Monte Carlo").click()
+        page.get_by_text("feasible draws").first.wait_for(timeout=300_000)
+        _wait_idle(page)
+        _plan_in_app(page)
+        (p,) = cli()
+    card = page.get_by_test_id("stMarkdownContainer").filter(has_text="Cite this:").first
+    text = card.inner_text()
+    assert f"cost: {units.format_money(p['cost_usd'])}" in text, text
+    assert f"premium over one datacenter: {p['cost_premium']:.2f}x" in text, text
+    reach = f"P(reach): {F.percent(p['feasible_fraction'], 0)} of 200 Monte Carlo draws reach the target"
+    assert reach in text, text
+    label = logic.plan_label(p)
+    page.get_by_role("button", name="Use this plan as the scenario").click()
+    _wait_idle(page)
+    page.get_by_text(f"Scenario: {label}").first.wait_for()
+    scenario = logic.build(ui).scenario
+    assert scenario is not None
+    from dispersal.model import Scenario
+
+    plan_est = estimate(Scenario.from_dict(p["scenario"]), mode="paper").to_dict()
+    for tab in ("Estimate", "Planner", "Countermeasures", "Uncertainty", "Resilience"):
+        _tab(page, tab)
+        assert page.get_by_text(f"Scenario: {label}").count() >= 1, tab
+    _tab(page, "Estimate")
+    assert _metric(page, "Training time") == f"{plan_est['days']:.4g} d"
+    _tab(page, "Resilience")
+    spec, _note = views.resilience_spec(plan_est, ui)
+    assert spec.sites == p["nodes"]
+    with _cli_json(
+        "resilience",
+        "--chips",
+        str(spec.chips),
+        "--sites",
+        str(spec.sites),
+        "--chips-per-island",
+        str(spec.chips_per_island),
+        "--chips-per-node",
+        str(spec.chips_per_node),
+        "--round-time",
+        f"{spec.round_time_h!r}h",
+        "--lose-sites",
+        "1",
+        "--lose-at",
+        "10d",
+        "--down-for",
+        "7d",
+        "--days",
+        repr(plan_est["days"]),
+    ) as res_cli:
+        d = res_cli()
+    table = page.get_by_test_id("stTable").filter(has_text="time to own target").first
+    rows = [[c.strip() for c in r.locator("td, th").all_inner_texts()] for r in table.locator("tr").all()]
+    for name, o in d["site_loss"]["outcomes"].items():
+        t = o["time_to_target_h"]
+        (row,) = [r for r in rows if name in r]
+        assert ("never" if t is None else f"{t / 24:.4g} d") in row, (name, row)
+        assert f"{o['lost_useful_fraction']:.1%}" in row, (name, row)
+    page.get_by_role("button", name="Build the report").click()
+    with page.expect_download(timeout=STEP_MS) as info:
+        page.get_by_role("button", name="Download the report (HTML)").click()
+    path = tmp_path / "report.html"
+    info.value.save_as(str(path))
+    report = path.read_text(encoding="utf-8")
+    assert f"Scenario shown: {label}." in report and "<h2>Plan</h2>" in report
+    # The plan's scenario asks the planner the same question (target, links, budget): the Monte Carlo
+    # run before "use this plan" still answers it, so the report keeps it.
+    assert "<h2>Uncertainty</h2>" in report
+    _shot(page, "use_this_plan_resilience", docs=True)
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        for tab in ("Planner", "Uncertainty", "Resilience"):
+            _tab(page, tab)
+            _no_overflow(page, f"{tab} at {width} px")
+    page.set_viewport_size({"width": 1440, "height": 1000})
+    assert _axe(page) == []
+
+
+def test_bad_link_values_are_ignored_with_a_visible_warning(page: Any, server: str) -> None:
+    page.goto(server + "/?num_nodes=-4&res_max_chips=1e30", wait_until="domcontentloaded")
+    _wait_idle(page)
+    page.get_by_test_id("stMetric").first.wait_for()
+    # Streamlit's markdown shows ">=" as "≥"
+    page.get_by_text(
+        re.compile(r"ignored num_nodes='-4': Nodes \(sites\): must be an integer (>=|≥) 1, got -4")
+    ).first.wait_for()
+    page.get_by_text("ignored res_max_chips='1e30'").first.wait_for()
+    assert page.get_by_label("Nodes (sites)", exact=True).input_value() == str(
+        logic.default_ui()["num_nodes"]
+    )
+    _tab(page, "Resilience")
+    page.get_by_text("goodput at").first.wait_for()
+    assert page.get_by_text("math domain error").count() == 0
+    assert "num_nodes" not in page.url
+
+
+@pytest.mark.timeout(1800)
+def test_docs_screenshots_of_the_five_questions(page: Any, server: str) -> None:
+    """docs/app.md's five questions, in the default mode the docs quote: regenerated on request only
+    (DISPERSAL_WRITE_SCREENSHOTS=1; minutes: default-mode plans and 800 Monte Carlo draws)."""
+    if os.environ.get("DISPERSAL_WRITE_SCREENSHOTS") != "1":
+        pytest.skip("regenerates docs/screenshots/q*.png only with DISPERSAL_WRITE_SCREENSHOTS=1")
+    DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+
+    def panel(name: str) -> None:
+        page.locator("[role=tabpanel]:visible").first.screenshot(path=str(DOCS_SHOTS / f"{name}.png"))
+
+    def shot(locator: Any, name: str) -> None:
+        locator.scroll_into_view_if_needed()
+        locator.screenshot(path=str(DOCS_SHOTS / f"{name}.png"))
+
+    def card() -> Any:
+        return page.get_by_test_id("stMarkdownContainer").filter(has_text="Cite this:").first
+
+    ui = {**logic.default_ui(), "plan_target": "1e25", "res_down_for_days": 7.0}
+    _open(page, server, ui)
+    # 1. what does 1e25 below the threshold cost, and how sure: the answer card after the Monte Carlo
+    _tab(page, "Uncertainty")
+    page.get_by_role("button", name="Run the Monte Carlo").click()
+    page.get_by_text("feasible draws").first.wait_for(timeout=1_500_000)
+    _wait_idle(page)
+    shot(page.locator("svg[aria-label*='P(reach)']").first, "q1_uncertainty")
+    _plan_in_app(page)
+    shot(card(), "q1_answer_card")
+    # 2. how far and how slow before the premium passes 2x: cost against bandwidth and distance
+    page.get_by_role("button", name="Draw the comparison charts (15 plans, cached)").click()
+    page.locator("svg[aria-label*='this scenario']").first.wait_for(timeout=1_500_000)
+    _wait_idle(page)
+    shot(page.locator("svg[aria-label*='this scenario']").first, "q2_bandwidth")
+    # 3. a site lost for a week: use the plan, then Resilience
+    page.get_by_role("button", name="Use this plan as the scenario").click()
+    _wait_idle(page)
+    _tab(page, "Resilience")
+    table = page.get_by_test_id("stTable").filter(has_text="time to own target").first
+    table.wait_for()
+    shot(page.get_by_text("Scenario: plan:").first, "q3_scenario_label")
+    shot(table, "q3_site_loss")
+    # 4. the strongest countermeasure (the shared report convention)
+    _tab(page, "Countermeasures")
+    page.get_by_role("button", name="Evaluate countermeasures").click()
+    page.get_by_text("expected detection day").first.wait_for(timeout=1_500_000)
+    _wait_idle(page)
+    shot(page.locator("svg[aria-label*='probability of detection']").first, "q4_countermeasures")
+    # 5. a memory threshold: the same question under the treaty's HBM rule
+    _open(page, server, {**ui, "plan_regime": "treaty_hbm"})
+    _plan_in_app(page)
+    card().filter(has_text="regime treaty_hbm").wait_for(timeout=1_500_000)
+    shot(card(), "q5_answer_card_hbm")

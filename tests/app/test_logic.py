@@ -227,8 +227,7 @@ def test_countermeasures_and_uncertainty_views() -> None:
         pytest.skip("countermeasures / uncertainty modules not in this version")
     ui = logic.default_ui()
     ui.update(mode="paper", plan_target="1e24")
-    s = _scenario(ui)
-    conv = views._convention_args(ui, s)
+    conv = views.convention_args(ui, logic.scenario_dict(ui))
     calls: list[tuple[int, int, str]] = []
     outs = views.run_countermeasures("1e24", conv, lambda *a: calls.append(a))
     assert outs[0]["lever"] == "none" and len(outs) > 1
@@ -310,8 +309,71 @@ def test_countermeasures_one_at_a_time_equal_analyse() -> None:
 
     ui = logic.default_ui()
     ui.update(mode="paper", plan_target="1e24")
-    conv = views._convention_args(ui, _scenario(ui))
+    conv = views.convention_args({**ui, "cm_convention": "scenario"}, logic.scenario_dict(ui))
     picked = ("threshold_4", "bandwidth_cap+hbm")
     got = views.run_countermeasures("1e24", conv, bundles=picked)
     want = [o.to_dict() for o in cm.analyse(1e24, picked, convention=cm.Convention(**conv))]
     assert json.dumps(got, sort_keys=True, default=str) == json.dumps(want, sort_keys=True, default=str)
+
+
+# --- issue 24: bad links, one scenario through the views ---------------------------------------------------
+
+
+def test_bad_url_values_are_ignored_with_a_warning_never_applied() -> None:
+    base = logic.default_ui()
+    ui, warnings = logic.ui_from_query(
+        {"num_nodes": "-4", "res_max_chips": "1e30", "latency_ms": "-1", "up_mbps": "250"}
+    )
+    assert ui["num_nodes"] == base["num_nodes"] and ui["res_max_chips"] == base["res_max_chips"]
+    assert ui["latency_ms"] == base["latency_ms"] and ui["up_mbps"] == 250.0
+    assert warnings == [
+        "ignored num_nodes='-4': Nodes (sites): must be an integer >= 1, got -4",
+        "ignored res_max_chips='1e30': Largest fleet on the x axis: must be in [1, 1,000,000,000] chips, "
+        "got 1e+30 chips",
+        "ignored latency_ms='-1': WAN one-way latency: must be >= 0 ms, got -1 ms",
+    ]
+    assert logic.build(ui).scenario is not None
+    # Values each field allows that the model rejects together: the one that blocks is dropped.
+    ui, warnings = logic.ui_from_query({"precision": "fp8", "hardware": "a100_40gb"})
+    assert (ui["hardware"], ui["precision"]) == ("h100_sxm", "fp8")
+    assert len(warnings) == 1 and warnings[0].startswith("ignored hardware='a100_40gb': Precision:")
+    assert logic.build(ui).scenario is not None
+
+
+def test_every_view_says_which_scenario_and_an_edit_drops_the_preset_title() -> None:
+    ui = logic.default_ui()
+    assert logic.scenario_label(ui) == "preset paper_threat_model"
+    built = logic.build(ui)
+    assert built.scenario is not None and built.scenario.name == "paper threat model (Table 1, 1e24 row)"
+    ui.update(num_nodes=8, up_mbps=30.0)
+    assert logic.scenario_label(ui) == "preset paper_threat_model, edited: Nodes (sites), WAN upload"
+    built = logic.build(ui)
+    assert built.scenario is not None and "1e24 row" not in built.scenario.name
+    assert built.scenario.name == logic.scenario_label(ui)
+
+
+def test_use_this_plan_makes_the_plan_the_scenario() -> None:
+    """The plan's scenario replaces the sidebar's: the Estimate tab then shows the plan's own estimate
+    and the Resilience tab a fleet of the plan's sites; the label names the plan until an edit."""
+    from dispersal.model import estimate
+
+    ui = logic.default_ui()
+    ui.update(mode="paper", plan_target="1e24")
+    p = views.run_plan(views.plan_args(ui, logic.scenario_dict(ui)))
+    assert p["feasible"]
+    new, origin = logic.ui_from_plan(ui, p)
+    assert new["plan_target"] == "1e24" and new["mode"] == "paper"
+    label = logic.scenario_label(new, origin)
+    assert label == logic.plan_label(p) and label.startswith(f"plan: 1e+24 FLOP c_local, {p['nodes']:,} x ")
+    built = logic.build(new, origin)
+    assert built.scenario is not None and built.scenario.name == label
+    got = estimate(built.scenario, mode="paper").to_dict()
+    want = estimate(Scenario.from_dict(p["scenario"]), mode="paper").to_dict()
+    for d in (got, want):  # the label, and split_links unset (None) vs False: both mean one link
+        d["scenario"].pop("name"), d["scenario"].pop("split_links")
+    assert got == want
+    assert got["num_nodes"] == p["nodes"] and got["chips_per_node"] == p["chips_per_node"]
+    res = views.resilience(got, new)
+    assert res["spec"]["sites"] == p["nodes"]
+    new["num_nodes"] = p["nodes"] + 1
+    assert logic.scenario_label(new, origin) == f"{label}, edited: Nodes (sites)"

@@ -219,7 +219,7 @@ def test_answer_card_equals_plan_json_in_the_app_cli_and_report() -> None:
     assert "paper mode, metric c_local, bisect search" in app_card.cite
     assert "WAN 100 Mbps up / 100 Mbps down, 100 ms one way, every link = the WAN" in app_card.cite
     page = render_html(load_scenario("paper_threat_model"), "paper", plan=d)
-    assert "<h2>Answer</h2>" in page and f"Cite this: {plan_card(d).cite}" in page
+    assert "<h2>Plan</h2>" in page and f"Cite this: {plan_card(d).cite}" in page
 
 
 def test_answer_card_of_an_infeasible_plan_gives_the_reason() -> None:

@@ -215,6 +215,7 @@ def counter_cases() -> Iterator[Case]:
             "--latency": BAD_DURATIONS,
             "--days": BAD_POSITIVE,
             "--metric": BAD_ENUM,
+            "--search": BAD_ENUM,
             "--detection": ("nope", "nope=1", "=1", ""),
         },
     )
@@ -298,6 +299,28 @@ def report_cases() -> Iterator[Case]:
     for p in BAD_OUT_FILES:
         p = p.replace(".json", ".html")
         yield ["report", "paper_threat_model", "--out", p], ("out" if p == "" else p)
+    # issue 24: the options shared with the app's report (plan, countermeasures, uncertainty, resilience)
+    yield from _flag_cases(
+        ["report", "paper_threat_model", "--mode", "paper"],
+        {
+            "--target": BAD_TARGETS,
+            "--uncertainty": ("-1", "abc", "1e400", "", "1.5"),
+            "--seed": ("-1", "abc", ""),
+            "--plan-regime": BAD_ENUM,
+            "--metric": BAD_ENUM,
+            "--objective": BAD_ENUM,
+            "--search": BAD_ENUM,
+            "--links": BAD_ENUM,
+            "--convention": BAD_ENUM,
+            "--lose-sites": ("-1", "abc", "", "1.5"),
+            "--lose-at": BAD_NUMBERS,
+            "--down-for": BAD_POSITIVE,
+            "--run-days": BAD_POSITIVE,
+            "--mtbf": BAD_POSITIVE,
+            "--restart": BAD_NUMBERS,
+            "--max-chips": (*BAD_POSITIVE, "1e30"),
+        },
+    )
 
 
 def calibrate_cases() -> Iterator[Case]:

@@ -34,7 +34,13 @@ def test_report_default_out_is_a_named_folder(tmp_path: Path, monkeypatch: pytes
     r = CliRunner().invoke(app, ["report", "intellect1", "--set", "num_nodes=4", "--json"])
     assert r.exit_code == 0, r.output
     want = Path("dispersal-output") / "report" / "intellect1.html"
-    assert json.loads(r.stdout) == {"path": str(want), "scenario": "intellect1", "mode": "default"}
+    assert json.loads(r.stdout) == {
+        "path": str(want),
+        "scenario": "intellect1",
+        "label": "intellect1 edited: num_nodes",
+        "mode": "default",
+        "sections": ["estimate", "resilience"],
+    }
     assert (tmp_path / want).is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dispersal-output"]  # nothing else in the cwd
 

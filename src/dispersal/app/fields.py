@@ -241,6 +241,9 @@ def _resilience_fields() -> tuple[Field, ...]:
             scenario=False,
             unit="chips",
             lo=1,
+            # The most chips `dispersal resilience --chips` takes (its MAX_CHIPS): beyond it the chart's
+            # log axis overflowed ("math domain error" at 1e30, issue 24).
+            hi=1e9,
             plausible=(1, 1e9),
             plausible_why="more than a billion chips",
         ),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -40,6 +40,7 @@ from dispersal.model.inputs.fields import ScenarioField
 from dispersal.model.inputs.presets import DEFAULT_SCENARIO, load_scenario_dict
 from dispersal.model.inputs.scenario import Mode, Scenario
 from dispersal.model.inputs.timelimit import TREATY, max_run_length_s
+from dispersal.present.answer import plan_label
 from dispersal.present.provenance import links_of
 from dispersal.present.resilience import DEFAULTS as RESILIENCE_DEFAULTS
 
@@ -57,15 +58,20 @@ __all__ = [
     "decode",
     "default_ui",
     "duration_s",
+    "edited_keys",
     "encode",
     "links_of",
     "one_line",
     "parse_flop",
+    "plan_label",
     "plausibility_warnings",
     "query_from_ui",
     "relabel",
     "scenario_dict",
+    "scenario_inputs",
+    "scenario_label",
     "slug",
+    "ui_from_plan",
     "ui_from_query",
     "ui_from_scenario",
     "ui_key",
@@ -225,8 +231,49 @@ class Built:
     warnings: list[str] = field(default_factory=list)
 
 
-def build(ui: Mapping[str, Any]) -> Built:
-    """Check every input in its own unit, then validate through the model (one-line errors either way)."""
+#: The state a "use this plan" action (or a preset) started from: a label and its scenario inputs.
+Origin = Mapping[str, Any]
+
+
+def scenario_inputs(ui: Mapping[str, Any]) -> dict[str, Any]:
+    """The scenario part of a UI state (every scenario input but the name), to compare two states."""
+    return {k: ui.get(k) for k in SCENARIO_KEYS if k != "name"}
+
+
+def edited_keys(ui: Mapping[str, Any], origin: Origin | None = None) -> list[str]:
+    """The scenario inputs that differ from where the state started: the plan taken with "use this plan"
+    (``origin["inputs"]``), else the preset."""
+    start = origin["inputs"] if origin else scenario_inputs(default_ui(ui.get("preset", DEFAULT_SCENARIO)))
+    now = scenario_inputs(ui)
+    return [k for k in now if now[k] != start.get(k) or type(now[k]) is not type(start.get(k))]
+
+
+def scenario_label(ui: Mapping[str, Any], origin: Origin | None = None) -> str:
+    """Which scenario every view shows: "preset intellect1", "preset intellect1, edited: Nodes (sites),
+    WAN upload" or "plan: 1e25 FLOP, 48 x 8x a100_80gb fp16, ..." (plus ", edited: ..." after an edit)."""
+    head = str(origin["label"]) if origin else f"preset {ui.get('preset', DEFAULT_SCENARIO)}"
+    keys = edited_keys(ui, origin)
+    if not keys:
+        return head
+    names = [FIELD_BY_KEY[k].name for k in keys]
+    more = f" and {len(names) - 4} more" if len(names) > 4 else ""
+    return f"{head}, edited: {', '.join(names[:4])}{more}"
+
+
+def ui_from_plan(ui: Mapping[str, Any], p: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """ "Use this plan": the UI state with the plan's scenario (`Plan.to_dict()["scenario"]`) and mode in
+    place of the sidebar's, and its origin (label, inputs) for `scenario_label`. App settings are kept."""
+    new = dict(ui)
+    new.update(ui_from_scenario(Scenario.from_dict(dict(p["scenario"]))))
+    new["mode"] = str(p["mode"])
+    return new, {"label": plan_label(p), "inputs": scenario_inputs(new)}
+
+
+def build(ui: Mapping[str, Any], origin: Origin | None = None) -> Built:
+    """Check every input in its own unit, then validate through the model (one-line errors either way).
+
+    The scenario's name says where it came from: the preset's own title only while no input differs
+    from the preset (an edited paper_threat_model is not "Table 1, 1e24 row"), else `scenario_label`."""
     try:
         mode = Mode(ui.get("mode", Mode.DEFAULT.value))
     except ValueError:
@@ -244,7 +291,10 @@ def build(ui: Mapping[str, Any]) -> Built:
             return Built(None, mode, err)
     warnings = plausibility_warnings(ui)
     try:
-        return Built(Scenario.from_dict(scenario_dict(ui)), mode, warnings=warnings)
+        s = Scenario.from_dict(scenario_dict(ui))
+        if origin or edited_keys(ui):
+            s = replace(s, name=scenario_label(ui, origin))
+        return Built(s, mode, warnings=warnings)
     except (InputError, ValueError) as exc:
         return Built(None, mode, relabel(one_line(exc)), warnings=warnings)
 
@@ -318,6 +368,8 @@ def ui_from_query(params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]
         warnings.append(f"ignored preset={preset!r}: no such preset")
         preset = DEFAULT_SCENARIO
     ui = default_ui(preset)
+    base = dict(ui)
+    applied: dict[str, str] = {}
     for key, raw in params.items():
         if key == "preset":
             continue
@@ -325,10 +377,40 @@ def ui_from_query(params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]
             warnings.append(f"ignored unknown parameter {key!r}")
             continue
         try:
-            ui[key] = decode(key, _first(raw))
+            value = decode(key, _first(raw))
         except ValueError as exc:
             warnings.append(f"ignored {key}={_first(raw)!r}: {exc}")
+            continue
+        # A value outside its field's allowed range is never applied (issue 24: num_nodes=-4 blocked
+        # every view): the preset's value stays and the warning names the field, range and value.
+        err = check_field(key, value)
+        if err:
+            warnings.append(f"ignored {key}={_first(raw)!r}: {err}")
+            continue
+        ui[key] = value
+        applied[key] = _first(raw)
+    if build(ui).scenario is None and build(base).scenario is not None:
+        _drop_blocking(ui, base, applied, warnings)
     return ui, warnings
+
+
+def _drop_blocking(
+    ui: dict[str, Any], base: Mapping[str, Any], applied: Mapping[str, str], warnings: list[str]
+) -> None:
+    """Undo the link's values that the model rejects together (active > total parameters, FP8 on a chip
+    without it): the last one whose undoing makes the scenario valid, else every scenario value. A link
+    never opens on a blocked view (issue 24)."""
+    keys = [k for k in applied if FIELD_BY_KEY[k].scenario]
+    error = build(ui).error
+    for key in reversed(keys):
+        trial = {**ui, key: base[key]}
+        if build(trial).scenario is not None:
+            ui[key] = base[key]
+            warnings.append(f"ignored {key}={applied[key]!r}: {error}")
+            return
+    for key in keys:
+        ui[key] = base[key]
+    warnings.append(f"ignored {', '.join(f'{k}={applied[k]!r}' for k in keys)}: together they give {error}")
 
 
 def query_from_ui(ui: Mapping[str, Any]) -> dict[str, str]:

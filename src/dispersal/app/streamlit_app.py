@@ -24,9 +24,10 @@ import streamlit as st
 from dispersal.app import logic, views
 from dispersal.model.inputs.scenario import Scenario
 from dispersal.model.kernel.estimate import estimate
-from dispersal.present import answer, export, figures, provenance
+from dispersal.present import answer, export, figures, provenance, questions
 from dispersal.present import formats as F
 from dispersal.present import rows as present_rows
+from dispersal.present.report import render_html
 
 #: The sidebar: logic.LAYOUT's sections, then every other Scenario field (derived from its declaration).
 SIDEBAR_GROUPS: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
@@ -91,6 +92,8 @@ _CSS = """
 input::placeholder, textarea::placeholder { color: #5c5c5c !important; opacity: 1 !important; }
 .block-container { max-width: 100%; overflow-x: hidden; }
 [data-testid="stTable"] { overflow-x: auto; }
+[data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { overflow-wrap: anywhere; }
+[data-testid="stMarkdownContainer"] code { white-space: pre-wrap !important; overflow-wrap: anywhere; }
 </style>
 """
 
@@ -119,6 +122,21 @@ def _on_preset() -> None:
     base = logic.default_ui(st.session_state["preset"])
     for k in logic.SCENARIO_KEYS:
         st.session_state[k] = base[k]
+    st.session_state.pop("_origin", None)
+
+
+def _use_plan(p: dict[str, Any]) -> None:
+    """ "Use this plan as the scenario": the plan's scenario and mode replace the sidebar's, so Estimate,
+    Countermeasures, Uncertainty, Resilience and the report all show it (issue 24)."""
+    new, origin = logic.ui_from_plan(st.session_state["_store"], p)
+    for k in (*logic.SCENARIO_KEYS, "mode"):
+        st.session_state[k] = new[k]
+    st.session_state["_store"] = new
+    st.session_state["_origin"] = origin
+
+
+def _scenario_caption(label: str) -> None:
+    st.caption(f"Scenario: {label}")
 
 
 def widget(key: str, container: Any = st) -> Any:
@@ -238,7 +256,7 @@ def _estimate_tab(est: dict[str, Any], ui: dict[str, Any]) -> None:
         help="C_local x chi; the countermeasure metric.",
     )
     c[3].metric("Cost", F.money(est["cost"]["total_usd"]))
-    name = est["scenario"]["name"].replace(" ", "_")[:40] or "scenario"
+    name = logic.slug(est["scenario"]["name"])[:40] or "scenario"
     d1, d2, _ = st.columns([1, 1, 4])
     d1.download_button(
         "Download JSON", export.to_json(est), file_name=f"{name}.json", mime="application/json", key="dl_json"
@@ -326,9 +344,10 @@ def _planner_tab(ui: dict[str, Any], built: logic.Built) -> None:
             "Press the button to search (about a second in paper mode; up to a minute for a default-mode exact search that finds no plan)."
         )
         return
-    if stored[0] != key:
-        st.info("Inputs changed since this plan was computed; press the button to update.")
     p, p_args = stored[1], stored[2]
+    origin = st.session_state.get("_origin")
+    if stored[0] != key and not (origin and "error" not in p and origin["label"] == logic.plan_label(p)):
+        st.info("Inputs changed since this plan was computed; press the button to update.")
     if "error" in p:
         st.error(p["error"])
         return
@@ -342,6 +361,15 @@ def _planner_tab(ui: dict[str, Any], built: logic.Built) -> None:
     )
     with st.container(border=True):
         st.markdown(card.markdown())
+        if p["feasible"]:
+            st.button(
+                "Use this plan as the scenario",
+                key="plan_use",
+                on_click=_use_plan,
+                args=(p,),
+                help="The plan's sites, hardware, model and links become the sidebar scenario: Estimate, "
+                "Countermeasures, Uncertainty, Resilience and the report then show this plan.",
+            )
     st.caption(provenance.plan_provenance(p, p_args.get("links", "one")))
     if not p["feasible"]:
         st.warning("No plan reaches the target: " + "; ".join(p["reasons"]))
@@ -404,7 +432,8 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any) -> None:
     _table(rows)
 
 
-def _optional_tab(render: Any, built: logic.Built, ui: dict[str, Any]) -> None:
+def _optional_tab(render: Any, built: logic.Built, ui: dict[str, Any], label: str) -> None:
+    _scenario_caption(label)
     if built.scenario is None:
         _blocked()
         return
@@ -413,7 +442,8 @@ def _optional_tab(render: Any, built: logic.Built, ui: dict[str, Any]) -> None:
         st.info(msg)
 
 
-def _resilience_tab(est: dict[str, Any] | None, built: logic.Built) -> None:
+def _resilience_tab(est: dict[str, Any] | None, built: logic.Built, label: str) -> None:
+    _scenario_caption(label)
     c = st.columns(3)
     for col, k in zip(c, RES_KEYS, strict=True):
         widget(k, col)
@@ -435,6 +465,47 @@ def _resilience_tab(est: dict[str, Any] | None, built: logic.Built) -> None:
     st.subheader("Site loss")
     st.caption(res["site_loss_caption"])
     _table(res["site_loss_rows"])
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _frontier_cached(args_json: str) -> dict[str, Any]:
+    return questions.run_frontier(json.loads(args_json))
+
+
+def _report_section(ui: dict[str, Any], built: logic.Built, label: str) -> None:
+    """One HTML file of every view as it stands (issue 24): the last plan, countermeasures and Monte Carlo
+    when they were computed for the current inputs, the frontier on request, the estimate and resilience.
+    `dispersal report` with the options shown writes the same report."""
+    st.subheader("Report")
+    if built.scenario is None:
+        _blocked()
+        return
+    frontier = st.checkbox(
+        "Include the frontier at the planner's target (about 10 plans: seconds in paper mode, up to a "
+        "minute in default mode)",
+        key="report_frontier",
+    )
+    session = {k: st.session_state[k] for k in views.REPORT_STATE if k in st.session_state}
+    parts = views.report_parts(ui, label, session, frontier=frontier, run_frontier=_frontier_cached)
+    st.caption("Same report from the command line: `" + views.report_command(ui, parts, frontier) + "`")
+    if st.button("Build the report", key="report_go"):
+        st.session_state["_report"] = (
+            label,
+            render_html(built.scenario, built.mode, source=str(ui["preset"]), parts=parts["parts"]),
+        )
+    stored = st.session_state.get("_report")
+    if stored is None:
+        st.info("Press 'Build the report' to write it from this state; a download button follows.")
+        return
+    if stored[0] != label:
+        st.info("The scenario changed since the report was built; press the button to update it.")
+    st.download_button(
+        "Download the report (HTML)",
+        stored[1],
+        file_name=f"dispersal-report-{logic.slug(stored[0])[:60]}.html",
+        mime="text/html",
+        key="report_dl",
+    )
 
 
 def _glossary() -> None:
@@ -464,7 +535,9 @@ def main() -> None:
     st.title("dispersal: how far can training spread?")
     for w in st.session_state.get("_warnings", []):
         st.warning(w)
-    built = logic.build(ui)
+    origin = st.session_state.get("_origin")
+    built = logic.build(ui, origin)
+    label = logic.scenario_label(ui, origin)
     for w in built.warnings:
         st.warning(w)
     est: dict[str, Any] | None = None
@@ -480,23 +553,26 @@ def main() -> None:
             st.error(built.error)
     if built.scenario is not None and est is not None:
         st.caption(
-            f"{est['scenario']['name']} | {built.mode.value} mode | max duration "
+            f"Scenario: {label} | {built.mode.value} mode | max duration "
             f"{F.days_of(built.scenario.duration_s)} days | share this view by copying the URL"
         )
     tabs = st.tabs(["Estimate", "Planner", "Countermeasures", "Uncertainty", "Resilience"])
     with tabs[0]:
+        _scenario_caption(label)
         if est is not None:
             _estimate_tab(est, ui)
         else:
             _blocked()
     with tabs[1]:
+        _scenario_caption(label)
         _planner_tab(ui, built)
     with tabs[2]:
-        _optional_tab(views.countermeasures_view, built, ui)
+        _optional_tab(views.countermeasures_view, built, ui, label)
     with tabs[3]:
-        _optional_tab(views.uncertainty_view, built, ui)
+        _optional_tab(views.uncertainty_view, built, ui, label)
     with tabs[4]:
-        _resilience_tab(est, built)
+        _resilience_tab(est, built, label)
+    _report_section(ui, built, label)
     _glossary()
 
 

@@ -8,15 +8,14 @@ view says so instead of failing.
 from __future__ import annotations
 
 import importlib
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dispersal.app import logic
-from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
-from dispersal.present import formats as F
+from dispersal.present import questions
 from dispersal.present import resilience as present_resilience
+from dispersal.present.report import ReportParts
 from dispersal.present.rows import (
     blocks_the_run,
     countermeasure_order,
@@ -63,57 +62,23 @@ def optional_module(name: str) -> Any | None:
 
 
 def plan_args(ui: Mapping[str, Any], sd: Mapping[str, Any]) -> dict[str, Any]:
-    """JSON-able planner arguments: the planner settings plus this scenario's links and budget.
-
-    With Links = one the regional and pipeline links are left to the planner, which makes them the
-    WAN (as `dispersal plan` does), so one WAN setting drives every link. MFU left empty in the
-    scenario keeps the planner's own default.
-    """
-    split = ui.get("links", "one") == "split"
-    constraints: dict[str, Any] = {
-        "bandwidth_up_bits_per_s": sd["bandwidth_up_bits_per_s"],
-        "bandwidth_down_bits_per_s": sd["bandwidth_down_bits_per_s"],
-        "latency_s": sd["latency_s"],
-        "max_duration_s": sd["duration_s"],
-        "compression_ratio": sd["compression_ratio"],
-        "straggler": sd["straggler"],
-        "pricing": sd["pricing"],
-    }
-    if sd.get("mfu") is not None:
-        constraints["mfu"] = sd["mfu"]
-    if split:
-        constraints["regional_bandwidth_bits_per_s"] = sd["regional_bandwidth_bits_per_s"]
-        constraints["pp_bandwidth_bits_per_s"] = sd["pp_bandwidth_bits_per_s"]
-    return {
-        "target": str(ui["plan_target"]),
-        "regime": ui["plan_regime"],
-        "mode": ui["mode"],
-        "metric": None if ui["plan_metric"] == "auto" else ui["plan_metric"],
-        "objective": ui["plan_objective"],
-        "search": None if ui["plan_search"] == "auto" else ui["plan_search"],
-        "links": "split" if split else "one",
-        "constraints": constraints,
-        # The answer card's premium over one datacenter: plan the centralized baseline too.
-        "baseline": True,
-    }
+    """JSON-able planner arguments: the Planner tab's settings plus this scenario's links and budget
+    (`present.questions.planner_args`, which `dispersal report --plan` uses too)."""
+    return questions.planner_args(
+        sd,
+        target=str(ui["plan_target"]),
+        regime=ui["plan_regime"],
+        mode=ui["mode"],
+        metric=ui["plan_metric"],
+        objective=ui["plan_objective"],
+        search=ui["plan_search"],
+        links=ui.get("links", "one"),
+    )
 
 
-def run_plan(args: Mapping[str, Any]) -> dict[str, Any]:
-    """`planner.plan(...)` on plan_args output -> Plan.to_dict(). InputError for bad input."""
-    from dispersal.model.search.planner import Constraints, plan
-
-    target = logic.parse_flop(args["target"])
-    c = Constraints(**args["constraints"])
-    return plan(
-        target,
-        regime_name=args["regime"],
-        constraints=c,
-        mode=args["mode"],
-        metric=args["metric"],
-        objective=args["objective"],
-        search=args["search"],
-        baseline=bool(args.get("baseline", False)),
-    ).to_dict() | {"constraints": dict(args["constraints"])}
+run_plan = questions.run_plan
+run_countermeasures = questions.run_countermeasures
+run_uncertainty = questions.run_uncertainty
 
 
 def plan_estimate(p: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -137,17 +102,7 @@ def reach_samples(stored: Any, args: Mapping[str, Any]) -> dict[str, Any] | None
     when it was run for these planner arguments; None otherwise."""
     if not stored or stored[0] != uncertainty_key(args) or isinstance(stored[1], str):
         return None
-    t0 = logic.parse_flop(str(args["target"]))
-    for pt in stored[1]["points"]:
-        if math.isclose(float(pt["target_flop"]), t0, rel_tol=1e-9):
-            lo, _mid, hi = pt["percentiles"]["cost_usd"]
-            return {
-                "feasible_fraction": pt["feasible_fraction"],
-                "samples": stored[1]["samples"],
-                "cost_usd_p10": lo,
-                "cost_usd_p90": hi,
-            }
-    return None
+    return questions.reach_samples(stored[1], str(args["target"]))
 
 
 #: The x values of the comparison charts (around the paper's 100 Mbps / 100 ms / 1e25 point).
@@ -219,106 +174,17 @@ def resilience(est: Mapping[str, Any], ui: Mapping[str, Any], points: int = 25) 
 # --- optional views (modules written in parallel; imported lazily) ---------------------------------------
 
 
-def _convention_args(ui: Mapping[str, Any], scenario: Any) -> dict[str, Any]:
-    days = min(3650.0, max(1.0, float(scenario.duration_s) / units.SECONDS_PER_DAY))
-    return {
-        "mode": ui["mode"],
-        "metric": "c_quality" if ui["plan_metric"] == "auto" else ui["plan_metric"],
-        "days": days,
-        "bandwidth_bits_per_s": min(scenario.bandwidth_up_bits_per_s, scenario.bandwidth_down_bits_per_s),
-        "latency_s": scenario.latency_s,
-        "search": "exact" if ui["plan_search"] == "auto" else ui["plan_search"],
-        "base_regime": ui["plan_regime"],
-    }
-
-
-def run_countermeasures(
-    target: str,
-    conv: Mapping[str, Any],
-    progress: Progress | None = None,
-    bundles: Sequence[str] | None = None,
-) -> list[dict[str, Any]]:
-    """`countermeasures.analyse` (the no-lever baseline, then every lever alone and the default bundles,
-    or `bundles`) -> Outcome.to_dict() rows; the same outcomes in the same order.
-
-    The bundles are evaluated one at a time here (`evaluate_bundle` against the baseline's cost, as
-    `analyse` does) so that ``progress(done, total, name)`` can be called after each one: the bar of a
-    two-minute default-mode run then moves with the re-plans actually finished.
-    """
-    cm = optional_module("countermeasures")
-    if cm is None:
-        raise InputError("countermeasures", NOT_AVAILABLE)
-    t = logic.parse_flop(target)
-    convention = cm.Convention(**conv)
-    items = [cm.NO_LEVER]
-    for w in bundles if bundles is not None else [*cm.levers(), *cm.default_bundles()]:
-        b = cm.parse_bundle(w)
-        if b.name not in {x.name for x in items}:
-            items.append(b)
-    if progress is not None:
-        progress(0, len(items), items[0].name)
-    base = cm.evaluate_bundle(t, cm.NO_LEVER, convention=convention)
-    outs = [base]
-    for b in items[1:]:
-        if progress is not None:
-            progress(len(outs), len(items), b.name)
-        outs.append(cm.evaluate_bundle(t, b, convention=convention, baseline_cost_usd=base.cost_usd))
-    if progress is not None:
-        progress(len(outs), len(items), "")
-    return [o.to_dict() for o in outs]
-
-
-def run_uncertainty(
-    target: str,
-    plan: Mapping[str, Any],
-    samples: int,
-    seed: int,
-    factors: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0),
-    progress: Progress | None = None,
-) -> dict[str, Any]:
-    """`uncertainty.plan_samples` at several targets around the chosen one: P10/P50/P90 bands.
-
-    ``progress(draws_done, draws_total, label)`` counts the draws of all targets together, as
-    `plan_samples` reports them (its nominal plan runs before a target's first draw).
-    """
-    unc = optional_module("uncertainty")
-    if unc is None:
-        raise InputError("uncertainty", NOT_AVAILABLE)
-    from dispersal.model.search.planner import Constraints
-
-    t0 = logic.parse_flop(target)
-    c = Constraints(**plan["constraints"])
-    points = []
-    total = samples * len(factors)
-    for i, f in enumerate(factors):
-        label = f"target {i + 1} of {len(factors)} ({F.flop(t0 * f, unit=True)})"
-
-        def report(done: int, _n: int, i: int = i, label: str = label) -> None:
-            if progress is not None:
-                progress(i * samples + done, total, label)
-
-        report(0, samples)
-        r = unc.plan_samples(
-            t0 * f,
-            samples=samples,
-            seed=seed,
-            regime_name=plan["regime"],
-            constraints=c,
-            mode=plan["mode"],
-            metric=plan["metric"],
-            search=plan["search"],
-            progress=report,
-        )
-        points.append(
-            {
-                "target_flop": t0 * f,
-                "feasible_fraction": r.feasible_fraction,
-                "percentiles": {k: list(v) for k, v in r.percentiles.items()},
-                "nominal": dict(r.nominal),
-                "metric": r.metric,
-            }
-        )
-    return {"points": points, "samples": samples, "seed": seed}
+def convention_args(ui: Mapping[str, Any], sd: Mapping[str, Any]) -> dict[str, Any]:
+    """The countermeasure convention of the UI state (`present.questions.convention_args`): the
+    report's by default, shared with `dispersal counter`; or this scenario's."""
+    return questions.convention_args(
+        ui.get("cm_convention", "report"),
+        sd,
+        mode=ui["mode"],
+        metric=ui["plan_metric"],
+        search=ui["plan_search"],
+        regime=ui["plan_regime"],
+    )
 
 
 def _show(st: Any, show: Any, kind: str, data: Any) -> None:
@@ -351,19 +217,35 @@ def progress_bar(st: Any, unit: str) -> tuple[Progress, Any]:
     return update, bar
 
 
+CONVENTION_LABELS = {
+    "report": "the report's (paper mode, 548 days, 100 Mbps / 100 ms; as `dispersal counter`)",
+    "scenario": "this scenario's (its mode, time budget and links)",
+}
+
+
 def countermeasures_view(
     st: Any, scenario: Any, mode: Any, ui: Mapping[str, Any] | None = None, show: Any = None
 ) -> str | None:
     """Cost vs P(detect) per countermeasure bundle; a message when not available."""
     if optional_module("countermeasures") is None or ui is None:
         return f"Countermeasures: {NOT_AVAILABLE}."
-    conv = _convention_args(ui, scenario)
-    st.caption(
-        f"The evader re-plans under each lever or bundle to reach {ui['plan_target']} FLOP (target, "
-        f"regime, metric and search from the Planner tab; links and window from this scenario: "
-        f"{conv['days']:.0f} days). Chip-only cost, as in the report's countermeasure convention."
+    choice = st.radio(
+        "Convention",
+        list(CONVENTION_LABELS),
+        format_func=CONVENTION_LABELS.__getitem__,
+        horizontal=True,
+        key="cm_convention",
+        help="The report's convention is the default of both the app and `dispersal counter`; 'this "
+        "scenario' is `dispersal counter --mode M --days D --bandwidth B --latency L` with its values.",
     )
-    key = repr((ui["plan_target"], sorted(conv.items())))
+    ui = {**ui, "cm_convention": choice}
+    conv = convention_args(ui, logic.scenario_dict(ui))
+    st.caption(
+        f"The evader re-plans under each lever or bundle to reach {ui['plan_target']} FLOP (target and "
+        f"regime from the Planner tab). Convention: {questions.describe_convention(conv)}. Same as "
+        f"`{counter_command(ui, conv)}`."
+    )
+    key = cm_key(ui, conv)
     if st.button("Evaluate countermeasures", key="cm_go"):
         try:
             update, bar = progress_bar(st, "levers and bundles")
@@ -394,6 +276,34 @@ def countermeasures_view(
     return None
 
 
+def cm_key(ui: Mapping[str, Any], conv: Mapping[str, Any]) -> str:
+    """The key a countermeasures result is stored under: target and convention."""
+    return repr((ui["plan_target"], sorted(conv.items())))
+
+
+def counter_command(ui: Mapping[str, Any], conv: Mapping[str, Any]) -> str:
+    """The `dispersal counter` command line that computes the same outcomes (defaults left out)."""
+    from dispersal.model.analyses.countermeasures import Convention
+
+    c, d = Convention(**conv), Convention()
+    parts = ["dispersal counter", f"--target {ui['plan_target']}"]
+    if c.base_regime != d.base_regime:
+        parts.append(f"--regime {c.base_regime}")
+    if c.mode != d.mode:
+        parts.append(f"--mode {c.mode}")
+    if c.days != d.days:
+        parts.append(f"--days {c.days:g}")
+    if c.metric != d.metric:
+        parts.append(f"--metric {c.metric}")
+    if c.bandwidth_bits_per_s != d.bandwidth_bits_per_s:
+        parts.append(f"--bandwidth {c.bandwidth_bits_per_s / 1e6:g}Mbps")
+    if c.latency_s != d.latency_s:
+        parts.append(f"--latency {c.latency_s * 1e3:g}ms")
+    if c.search != d.search:
+        parts.append(f"--search {c.search}")
+    return " ".join(parts)
+
+
 def uncertainty_view(
     st: Any, scenario: Any, mode: Any, ui: Mapping[str, Any] | None = None, show: Any = None
 ) -> str | None:
@@ -404,7 +314,8 @@ def uncertainty_view(
     st.caption(
         f"Monte Carlo over the uncertain fits and heuristics (data/uncertainty.toml): the planner's answer "
         f"at 0.01x, 0.1x, 1x and 10x the Planner tab's target ({ui['plan_target']} FLOP), 200 draws each, "
-        "seed 0. Bands are P10-P90 over feasible draws."
+        "seed 0. P(reach) first: the share of draws that reach each target (the chart's top panel, with the "
+        "share that cannot); the P10-P90 band is over the draws that reach it."
     )
     key = uncertainty_key(plan)
     if st.button("Run the Monte Carlo", key="unc_go"):
@@ -433,3 +344,126 @@ def uncertainty_view(
     _show(st, show, "uncertainty", stored[1])
     st.table(uncertainty_rows(stored[1]))
     return None
+
+
+# --- the report of the app's state -----------------------------------------------------------------------
+
+
+def _digest(args: Mapping[str, Any]) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(args, sort_keys=True).encode()).hexdigest()
+
+
+#: The session keys `report_parts` reads: the stored results, the used plan and the convention.
+REPORT_STATE = ("_plan", "_unc", "_cm", "_origin", "cm_convention")
+
+
+def report_parts(
+    ui: Mapping[str, Any],
+    label: str,
+    session: Mapping[str, Any],
+    *,
+    frontier: bool = False,
+    run_frontier: Callable[[str], dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The report's parts from the app's state: the last plan, countermeasures and Monte Carlo that were
+    computed for the current inputs (a plan taken with "use this plan" counts as current), the frontier
+    when asked (``run_frontier(args_json)``, cached by the app), the resilience settings and the label.
+    Returns {"parts": ReportParts, "plan", "counter", "uncertainty", "use_plan"} (the flags of the
+    equivalent `dispersal report` command)."""
+    import json
+
+    sd = logic.scenario_dict(ui)
+    args = plan_args(ui, sd)
+    origin = session.get("_origin")
+    plan = None
+    use_plan = False
+    stored = session.get("_plan")
+    if stored and "error" not in stored[1]:
+        if stored[0] == _digest(args):
+            plan = stored[1]
+        elif origin and stored[1].get("feasible") and origin["label"] == label == logic.plan_label(stored[1]):
+            plan, use_plan = stored[1], True
+    unc_stored = session.get("_unc")
+    unc = unc_stored[1] if unc_stored and unc_stored[0] == uncertainty_key(args) else None
+    unc = None if isinstance(unc, str) else unc
+    conv = convention_args({**ui, "cm_convention": session.get("cm_convention", "report")}, sd)
+    cm_stored = session.get("_cm")
+    cm = cm_stored[1] if cm_stored and cm_stored[0] == cm_key(ui, conv) else None
+    cm = None if isinstance(cm, str) else cm
+    fr = None
+    if frontier:
+        fr = (run_frontier or (lambda a: questions.run_frontier(json.loads(a))))(
+            json.dumps(args, sort_keys=True)
+        )
+    parts = ReportParts(
+        plan=questions.with_reach(plan, unc) if plan is not None else None,
+        links=args["links"],
+        frontier=fr,
+        counter=cm,
+        convention=questions.describe_convention(conv),
+        uncertainty=unc,
+        resilience={k: ui[k] for k in present_resilience.DEFAULTS},
+        label=label,
+    )
+    return {"parts": parts, "use_plan": use_plan, "convention": session.get("cm_convention", "report")}
+
+
+def report_command(ui: Mapping[str, Any], parts: Mapping[str, Any], frontier: bool) -> str:
+    """The `dispersal report` options for the same questions (the scenario's own edits, if any, are
+    --set options of the sidebar's values; a used plan is --use-plan from the scenario it was planned in)."""
+    rp: ReportParts = parts["parts"]
+    out = [f"dispersal report {ui['preset']} --mode {ui['mode']} --target {ui['plan_target']}"]
+    if rp.plan is not None:
+        out.append("--plan --use-plan" if parts["use_plan"] else "--plan")
+    if frontier:
+        out.append("--frontier")
+    if rp.counter is not None:
+        out.append("--counter" + (" --convention scenario" if parts["convention"] == "scenario" else ""))
+    if rp.uncertainty is not None:
+        out.append(f"--uncertainty {int(rp.uncertainty['samples'])} --seed {int(rp.uncertainty['seed'])}")
+    for key, flag in (
+        ("plan_regime", "--plan-regime"),
+        ("plan_metric", "--metric"),
+        ("plan_objective", "--objective"),
+        ("plan_search", "--search"),
+        ("links", "--links"),
+    ):
+        if ui.get(key) != logic.default_ui(ui["preset"]).get(key):
+            out.append(f"{flag} {ui[key]}")
+    for key, flag in (
+        ("res_lose_sites", "--lose-sites"),
+        ("res_lose_at_days", "--lose-at"),
+        ("res_down_for_days", "--down-for"),
+        ("res_run_days", "--run-days"),
+    ):
+        if ui.get(key) is not None and ui.get(key) != present_resilience.DEFAULTS[key]:
+            out.append(f"{flag} {ui[key]:g}")
+    for key, flag in (
+        ("res_chip_mtbf_h", "--mtbf"),
+        ("res_restart_h", "--restart"),
+        ("res_max_chips", "--max-chips"),
+    ):
+        if ui.get(key) != present_resilience.DEFAULTS[key]:
+            out.append(f"{flag} {ui[key]!r}")
+    if not parts["use_plan"]:
+        out += [f"--set {k}={v}" for k, v in set_options(ui)]
+    return " ".join(out)
+
+
+def set_options(ui: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field, value) of every Scenario field (SI units) that differs from the preset's: the `--set`
+    options that make `dispersal report PRESET` the sidebar's scenario."""
+    now = logic.scenario_dict(ui)
+    base = logic.scenario_dict(logic.default_ui(ui["preset"]))
+    out = []
+    for k, v in now.items():
+        if k == "name" or v == base.get(k) or v is None:
+            continue
+        text = (
+            ("true" if v else "false") if isinstance(v, bool) else repr(v) if isinstance(v, float) else str(v)
+        )
+        out.append((k, text))
+    return out

@@ -7,6 +7,7 @@ command lists the same ones, so ``--nodes 64`` means the same thing everywhere (
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Annotated, Any
@@ -182,7 +183,8 @@ def build_scenario(
     try:
         set_data = parse_sets(sets)
         data.update(set_data)
-        return check_bounds(Scenario.from_dict(data))
+        s = check_bounds(Scenario.from_dict(data))
+        return _edited_name(s, scenario, flags, set_data)
     except InputError as exc:
         flag = _FIELD_FLAG.get(exc.field)
         if flag == "latency" and "distance" in given:
@@ -198,6 +200,16 @@ def build_scenario(
         # the CLI must not present it as the command's option of the same name.
         exc.from_scenario = True  # type: ignore[attr-defined]
         raise
+
+
+def _edited_name(s: Scenario, scenario: str | None, flags: set[str], set_data: dict[str, Any]) -> Scenario:
+    """A scenario changed by flags or --set no longer carries its preset's title (issue 24: an edited
+    paper_threat_model is not "Table 1, 1e24 row"): "<preset or file> edited: --nodes, num_nodes"."""
+    changed = [f"--{f}" for f in SHORTCUT_FLAGS if f in flags] + [k for k in set_data if k != "name"]
+    if not changed or "name" in set_data:
+        return s
+    origin = Path(scenario).stem if scenario else DEFAULT_SCENARIO
+    return dataclasses.replace(s, name=f"{origin} edited: {', '.join(changed)}")
 
 
 #: Hard upper bounds the CLI puts on Scenario fields the model leaves open (assumption: far past the

@@ -47,12 +47,21 @@ def register(app: typer.Typer) -> None:
     @guarded
     def counter(
         target: Annotated[str, typer.Option(help="Compute target, FLOP (e.g. 1e25).")] = "1e25",
-        mode: Annotated[str, typer.Option(help="paper or default (model mode of the planner).")] = "paper",
+        mode: Annotated[
+            str,
+            typer.Option(help="paper or default (model mode of the planner); the shared convention: paper."),
+        ] = "paper",
         regime: Annotated[str, typer.Option(help="Baseline regime the levers tighten.")] = "treaty",
         bandwidth: Annotated[str, typer.Option(help="Evader's link per site before any cap.")] = "100Mbps",
         latency: Annotated[str, typer.Option(help="One-way WAN latency.")] = "100ms",
-        days: Annotated[float, typer.Option(help="Time window, days (report convention: 548).")] = 548.0,
+        days: Annotated[
+            float,
+            typer.Option(help="Time window, days (the shared convention: 548, the report's 1.5 years)."),
+        ] = 548.0,
         metric: Annotated[str, typer.Option(help="c_quality (report convention) or c_local.")] = "c_quality",
+        search: Annotated[
+            str, typer.Option(help="exact (the shared convention) or bisect: the evader's node-count search.")
+        ] = "exact",
         capex: Annotated[
             bool,
             typer.Option(
@@ -83,7 +92,13 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="Calibration TOML (dispersal calibrate) replacing model parameters."),
         ] = None,
     ) -> None:
-        """Each countermeasure lever and bundle: the evader's cheapest adapted run and P(detect)."""
+        """Each countermeasure lever and bundle: the evader's cheapest adapted run and P(detect).
+
+        Defaults are the one convention the app's Countermeasures tab uses too (its "report" convention,
+        `countermeasures.Convention()`): paper mode, C_quality target, 548-day window, chip-only cost,
+        exact search, 100 Mbps / 100 ms links, treaty baseline; the app's "this scenario" convention is
+        --mode, --days, --bandwidth and --latency set to the scenario's values.
+        """
         from dispersal.calibration import load_calibration
         from dispersal.model.analyses.countermeasures import (
             Convention,
@@ -116,6 +131,7 @@ def register(app: typer.Typer) -> None:
             bandwidth_bits_per_s=up,
             latency_s=parse_latency(latency, "latency"),
             chip_only=not capex,
+            search=search,
             base_regime=regime,
             **conv_kw,
         )

@@ -1,13 +1,24 @@
-"""`dispersal report`: a self-contained HTML report of one scenario (figures embedded as PNG)."""
+"""`dispersal report`: a self-contained HTML report of one scenario and, on request, every other view
+(plan, frontier, countermeasures, uncertainty), asked as the app asks them (`present.questions`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from dispersal.cli._common import atomic_write_text, default_out, guarded, output_file, print_json
+from dispersal.cli._common import (
+    MAX_SAMPLES,
+    MAX_SEED,
+    atomic_write_text,
+    default_out,
+    flop_target,
+    guarded,
+    number_in,
+    output_file,
+    print_json,
+)
 from dispersal.cli._scenario import (
     AlgorithmOpt,
     BandwidthOpt,
@@ -25,6 +36,73 @@ from dispersal.cli._scenario import (
     check_mode,
     scenario_flags,
 )
+from dispersal.model.inputs.errors import InputError
+
+_EPILOG = (
+    "Same options, same report as the app's 'Download the report' (its Planner settings are --target, "
+    "--plan-regime, --metric, --objective, --search, --links; its Countermeasures convention --convention; "
+    "its Monte Carlo --uncertainty 200 --seed 0; its Resilience settings --lose-sites, --lose-at, --down-for, "
+    "--run-days). --use-plan reports the plan's own scenario, as the app's 'Use this plan as the scenario'. "
+    'JSON: {"path", "scenario", "label", "mode", "sections"}. Exit 0 = written (feasible or not), 2 = bad input.'
+)
+
+_RES_KEYS = {"mtbf": "res_chip_mtbf_h", "restart": "res_restart_h", "max_chips": "res_max_chips"}
+_CHOICES = {
+    "metric": ("auto", "c_local", "c_quality"),
+    "objective": ("cost", "nodes", "time"),
+    "search": ("auto", "bisect", "exact"),
+    "links": ("one", "split"),
+    "convention": ("report", "scenario"),
+}
+
+
+def _choice(value: str, field: str) -> str:
+    if value not in _CHOICES[field]:
+        raise InputError(field, f"must be one of {', '.join(_CHOICES[field])}, got {value!r}")
+    return value
+
+
+def _optional_days(value: float | None, field: str) -> float | None:
+    if value is None:
+        return None
+    return float(number_in(value, field, 0, 36_525, lo_open=True, unit="days"))
+
+
+def _resilience_settings(
+    lose_sites: int,
+    lose_at: float,
+    down_for: float | None,
+    run_days: float | None,
+    mtbf: float | None,
+    restart: float | None,
+    max_chips: float | None,
+) -> dict[str, Any]:
+    """The Resilience settings (the app's ``res_*`` keys, display units), each range-checked."""
+    number_in(lose_sites, "lose_sites", 0, 1_000_000)
+    number_in(lose_at, "lose_at", 0, 36_525, unit="days")
+    settings: dict[str, Any] = {
+        "res_lose_sites": lose_sites,
+        "res_lose_at_days": lose_at,
+        "res_down_for_days": _optional_days(down_for, "down_for"),
+        "res_run_days": _optional_days(run_days, "run_days"),
+    }
+    for opt, num, lo, hi, unit in (
+        ("mtbf", mtbf, 0.0, 1e9, "h"),
+        ("restart", restart, 0.0, 1e6, "h"),
+        ("max_chips", max_chips, 1.0, 1e9, "chips"),
+    ):
+        if num is not None:
+            settings[_RES_KEYS[opt]] = float(number_in(num, opt, lo, hi, lo_open=opt == "mtbf", unit=unit))
+    return settings
+
+
+def _preset_label(scenario: str, name: str) -> str:
+    """Which scenario: "preset X" while unedited, else the edited scenario's own name."""
+    from dispersal.model.inputs.presets import load_scenario_dict, scenario_names
+
+    if scenario in scenario_names() and load_scenario_dict(scenario).get("name") == name:
+        return f"preset {scenario}"
+    return name
 
 
 @guarded
@@ -48,28 +126,146 @@ def report_cmd(
     regime: RegimeOpt = None,
     mode: ModeOpt = "default",
     set_: SetOpt = None,
+    target: Annotated[
+        str,
+        typer.Option(help="Compute target, FLOP, of the plan, frontier, countermeasures and uncertainty."),
+    ] = "1e25",
+    plan: Annotated[
+        bool, typer.Option("--plan", help="Plan --target with this scenario's links and budget: answer card.")
+    ] = False,
+    use_plan: Annotated[
+        bool, typer.Option("--use-plan", help="Report the plan's own scenario (implies --plan).")
+    ] = False,
+    frontier: Annotated[
+        bool, typer.Option("--frontier", help="The limits of dispersal at --target (premiums 1.5x, 2x, 5x).")
+    ] = False,
+    counter: Annotated[
+        bool,
+        typer.Option("--counter", help="Every countermeasure lever and the default bundles at --target."),
+    ] = False,
+    uncertainty: Annotated[
+        int,
+        typer.Option(help="Monte Carlo draws per target at 0.01x-10x --target (0 = no section; app: 200)."),
+    ] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of --uncertainty.")] = 0,
+    plan_regime: Annotated[
+        str, typer.Option(help="The planner's regime (the app's Planner: treaty).")
+    ] = "treaty",
+    metric: Annotated[str, typer.Option(help="auto, c_local or c_quality (auto: the mode's).")] = "auto",
+    objective: Annotated[str, typer.Option(help="cost, nodes or time.")] = "cost",
+    search: Annotated[str, typer.Option(help="auto, bisect or exact.")] = "auto",
+    links: Annotated[str, typer.Option(help="one (the WAN drives every link) or split.")] = "one",
+    convention: Annotated[
+        str,
+        typer.Option(
+            help="Countermeasures: report (paper mode, 548 days, 100 Mbps / 100 ms; the default of the app "
+            "and `dispersal counter`) or scenario (this scenario's mode, budget and links)."
+        ),
+    ] = "report",
+    lose_sites: Annotated[int, typer.Option(help="Resilience: sites that go dark.")] = 1,
+    lose_at: Annotated[float, typer.Option(help="Resilience: they go dark after this many days.")] = 10.0,
+    down_for: Annotated[
+        float | None, typer.Option(help="Resilience: dark for this many days (default: for ever).")
+    ] = None,
+    run_days: Annotated[
+        float | None, typer.Option(help="Resilience: planned run, days (default: the training time).")
+    ] = None,
+    mtbf: Annotated[
+        float | None, typer.Option(help="Resilience: chip MTBF, hours (default: Llama 3's ~50,678 h).")
+    ] = None,
+    restart: Annotated[
+        float | None, typer.Option(help="Resilience: restart time, hours (default 1/6).")
+    ] = None,
+    max_chips: Annotated[
+        float | None, typer.Option(help="Resilience: right end of the goodput chart, chips (default 1M).")
+    ] = None,
     json_: Annotated[
-        bool, typer.Option("--json", help='Print {"path": ..., "scenario": ..., "mode": ...} as JSON.')
+        bool, typer.Option("--json", help='Print {"path", "scenario", "label", "mode", "sections"} as JSON.')
     ] = False,
 ) -> None:
-    """Write one self-contained HTML report (tables, embedded plots, full JSON) for a scenario.
+    """Write one self-contained HTML report (tables, embedded plots, full JSON) for a scenario, and with
+    --plan, --frontier, --counter and --uncertainty N the app's other views for the same question.
 
     Exit status: 0 written (feasible or not), 2 bad input.
     """
     m = check_mode(mode)
+    for field, value in (
+        ("metric", metric),
+        ("objective", objective),
+        ("search", search),
+        ("links", links),
+        ("convention", convention),
+    ):
+        _choice(value, field)
+    flop_target(target, "target")
+    from dispersal.model.inputs.catalog import regime as lookup_regime
+
+    lookup_regime(plan_regime, "plan_regime")
+    number_in(uncertainty, "uncertainty", 0, MAX_SAMPLES)
+    number_in(seed, "seed", 0, MAX_SEED)
+    settings = _resilience_settings(lose_sites, lose_at, down_for, run_days, mtbf, restart, max_chips)
     s = build_scenario(scenario, set_ or [], **scenario_flags(**locals()))
     path = output_file(
         out if out is not None else default_out("report") / f"{Path(scenario).stem}.html", "out"
     )
-    from dispersal.present.report import render_html
+    from dispersal.present import questions as q
+    from dispersal.present.report import ReportParts, render_html
+    from dispersal.present.resilience import DEFAULTS
 
-    atomic_write_text(path, render_html(s, m, source=scenario))
+    args = q.planner_args(
+        s.to_dict(),
+        target=target,
+        regime=plan_regime,
+        mode=m.value,
+        metric=metric,
+        objective=objective,
+        search=search,
+        links=links,
+    )
+    label = _preset_label(scenario, s.name)
+    p = q.run_plan(args) if (plan or use_plan) else None
+    if use_plan:
+        if p is None or not p.get("feasible"):
+            raise InputError("use_plan", f"no plan reaches {target} FLOP here, so there is no plan to use")
+        from dispersal.present.answer import plan_label
+
+        label = plan_label(p)
+        s = s.from_dict({**p["scenario"], "name": label})
+        m = check_mode(str(p["mode"]))
+    unc = q.run_uncertainty(target, args, uncertainty, seed) if uncertainty else None
+    conv = q.convention_args(
+        convention, s.to_dict(), mode=m.value, metric=metric, search=search, regime=plan_regime
+    )
+    parts = ReportParts(
+        plan=q.with_reach(p, unc) if p is not None else None,
+        links=links,
+        frontier=q.run_frontier(args) if frontier else None,
+        counter=q.run_countermeasures(target, conv) if counter else None,
+        convention=q.describe_convention(conv),
+        uncertainty=unc,
+        resilience={**DEFAULTS, **settings},
+        label=label,
+    )
+    atomic_write_text(path, render_html(s, m, source=scenario, parts=parts))
     if json_:
-        print_json({"path": str(path), "scenario": scenario, "mode": m.value})
+        _print_json(path, scenario, label, m.value, parts)
         return
     typer.echo(str(path))
 
 
+def _print_json(path: Path, scenario: str, label: str, mode: str, parts: Any) -> None:
+    sections = [k for k in ("plan", "frontier", "counter", "uncertainty") if getattr(parts, k) is not None]
+    print_json(
+        {
+            "path": str(path),
+            "scenario": scenario,
+            "label": label,
+            "mode": mode,
+            "sections": [*sections, "estimate", "resilience"],
+        }
+    )
+
+
 def register(app: typer.Typer) -> None:
     """Add `report` to the root app."""
-    app.command("report")(report_cmd)
+    app.command("report", epilog=_EPILOG)(report_cmd)

@@ -176,6 +176,16 @@ def answer_card(
     return AnswerCard(headline=headline, lines=tuple(lines), cite=cite)
 
 
+def plan_label(p: Mapping[str, Any]) -> str:
+    """Which scenario a view shows once a plan is taken as the scenario ("use this plan", `dispersal
+    report --use-plan`): "plan: 1e25 FLOP c_quality, 48 x 8x a100_80gb fp16, diloco, 740 d, ..."."""
+    return (
+        f"plan: {F.flop(float(p['target_flop']), unit=True)} {p['metric']}, {int(p['nodes']):,} x "
+        f"{p['chips_per_node']}x {p['hardware']} {p['precision']}, {p['algorithm']}, "
+        f"{F.days(float(p['days']))}, {p['mode']} mode, regime {p.get('regime', '')}"
+    )
+
+
 def plan_card(d: Mapping[str, Any], *, links: str = "one") -> AnswerCard:
     """The card of one `dispersal plan --json` object: the plan's own estimate for the traffic, and its
     Monte Carlo keys (``feasible_fraction``, ``cost_usd_p10`` ..., present with ``--samples``) for P(reach)."""

@@ -391,34 +391,73 @@ def _multiple_axis(ax: Any, values: Sequence[float]) -> None:
 
 
 def uncertainty_figure(res: Mapping[str, Any]) -> Chart:
-    """P10-P90 band and P50 of the planner's cost against the target (uncertainty.plan_samples)."""
+    """P(reach) first, then the cost band (uncertainty.plan_samples, issue 23.6).
+
+    Top: per target, the share of draws that reach it (P(reach)) and the share that cannot, as one
+    stacked bar; bottom: the P10-P90 band and P50 of the cheapest plan's cost over the draws that reach
+    it (conditional on reaching), and the nominal plan."""
     pts = res["points"]
     xs = [p["target_flop"] for p in pts]
     lo = [p["percentiles"]["cost_usd"][0] for p in pts]
     mid = [p["percentiles"]["cost_usd"][1] for p in pts]
     hi = [p["percentiles"]["cost_usd"][2] for p in pts]
     nom = [p["nominal"]["cost_usd"] for p in pts]
-    fig = Figure(figsize=(WIDTH_IN, 3.6))
-    chart = Chart(fig, "Line chart of the planner's cost against target with its P10 to P90 band")
-    ax = fig.add_subplot()
-    ax.fill_between(xs, lo, hi, color=CURRENT, alpha=0.25, label="P10-P90")
+    reach = [float(p["feasible_fraction"]) for p in pts]
+    fig = Figure(figsize=(WIDTH_IN, 5.4))
+    chart = Chart(
+        fig,
+        "Bar chart of P(reach), the share of Monte Carlo draws that reach each target, with the share that "
+        "cannot reach it; below, a line chart of the planner's cost against target with its P10 to P90 band "
+        "over the draws that reach it. "
+        + "; ".join(
+            f"{F.flop(x, unit=True)}: P(reach) {F.percent(r, 0)}" for x, r in zip(xs, reach, strict=True)
+        ),
+    )
+    top, ax = fig.subplots(2, 1, gridspec_kw={"height_ratios": [1, 1.6]})
+    pos = list(range(len(xs)))
+    names = [F.flop(x, unit=True) for x in xs]
+    ok = top.bar(pos, reach, color=CURRENT, label="reach the target")
+    fail = top.bar(
+        pos, [1 - r for r in reach], bottom=reach, color="#E69F00", hatch="//", label="cannot reach"
+    )
+    for i, (a, b) in enumerate(zip(ok, fail, strict=True)):
+        _mark(chart, a, f"{names[i]}: P(reach) {F.percent(reach[i], 0)}")
+        _mark(chart, b, f"{names[i]}: cannot reach {F.percent(1 - reach[i], 0)}")
+        top.text(
+            i,
+            0.5,
+            F.percent(reach[i], 0),
+            ha="center",
+            va="center",
+            fontsize=FONT - 1,
+            bbox={"facecolor": "white", "edgecolor": "none", "pad": 1.5},
+        )
+    top.set_xticks(pos, names)
+    # Headroom above 100% for the legend, so it never covers a bar.
+    top.set_ylim(0, 1.32)
+    top.set_yticks([0, 0.5, 1], ["0%", "50%", "100%"])
+    top.set_ylabel("share of draws")
+    _style(top, "P(reach): draws that reach each target")
+    top.legend(fontsize=FONT - 2, loc="upper center", ncols=2, frameon=False)
+    ax.fill_between(xs, lo, hi, color=CURRENT, alpha=0.25, label="P10-P90 (draws that reach)")
     ax.plot(xs, mid, color=CURRENT, lw=2, label="P50")
     ax.plot(xs, nom, color="k", ls="--", lw=1, marker="o", ms=4, label="nominal plan")
-    for x, a, m, b in zip(xs, lo, mid, hi, strict=True):
+    for x, a, m, b, r in zip(xs, lo, mid, hi, reach, strict=True):
         if math.isfinite(m):
             (pt,) = ax.plot([x], [m], ls="", marker="o", ms=12, alpha=0.0)
             _mark(
                 chart,
                 pt,
-                f"{F.flop(x, unit=True)}: P10 {F.money(a)}, P50 {F.money(m)}, P90 {F.money(b)}",
+                f"{F.flop(x, unit=True)}: P(reach) {F.percent(r, 0)}; over those draws P10 {F.money(a)}, "
+                f"P50 {F.money(m)}, P90 {F.money(b)}",
             )
     ax.set_xscale("log")
     _money_axis(ax, "y", [*lo, *mid, *hi, *nom])
     ax.set_xlabel(f"target ({pts[0]['metric'] if pts else ''}, FLOP)")
     ax.set_ylabel("cheapest plan cost")
-    _style(ax, "Uncertainty of the planner's cost")
+    _style(ax, "Cost, given the target is reached")
     ax.grid(alpha=0.3, which="major")
-    ax.legend(fontsize=FONT - 1)
+    ax.legend(fontsize=FONT - 2)
     fig.tight_layout()
     return chart
 

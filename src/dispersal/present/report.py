@@ -1,7 +1,9 @@
 """A self-contained HTML report of one scenario, for readers who will not run anything.
 
-One file: inline CSS, figures as base64 PNG, tables, and the full `Estimate.to_dict()` JSON at the
-end. Needs matplotlib (a core dependency), not streamlit.
+One file: inline CSS, figures as inline SVG, tables, and the full `Estimate.to_dict()` JSON at the
+end. It covers every view of the app (issue 24): the plan with its answer card, the frontier, the
+countermeasures, the uncertainty, and the scenario's estimate and resilience; the app writes it from
+its current state, `dispersal report` from the same options. Needs matplotlib, not streamlit.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import datetime as _dt
 import html
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from dispersal import __version__
@@ -60,18 +63,118 @@ def _inputs_rows(s: Scenario) -> list[dict[str, str]]:
     return out
 
 
+@dataclass(frozen=True, kw_only=True)
+class ReportParts:
+    """What a report covers beyond the scenario's estimate, each the model's own ``to_dict()`` output, as
+    the app holds it and `dispersal report` computes it with the same options (`present.questions`).
+
+    plan: `Plan.to_dict()` (+ ``constraints``; + Monte Carlo keys for P(reach)); frontier:
+    `Frontier.to_dict()`; counter: `Outcome.to_dict()` rows, the no-lever baseline first; uncertainty:
+    `questions.run_uncertainty` output; resilience: the settings (``res_*`` keys, display units);
+    label: which scenario (`dispersal.app.logic.scenario_label`, or the CLI's "preset X" / "plan: ...");
+    convention: the countermeasure convention's one-line description."""
+
+    plan: Mapping[str, Any] | None = None
+    links: str = "one"
+    frontier: Mapping[str, Any] | None = None
+    counter: Sequence[Mapping[str, Any]] | None = None
+    convention: str = ""
+    uncertainty: Mapping[str, Any] | None = None
+    resilience: Mapping[str, Any] = field(default_factory=lambda: dict(RESILIENCE_DEFAULTS))
+    label: str = ""
+
+
+def _frontier_rows(fr: Mapping[str, Any]) -> list[dict[str, str]]:
+    """One row per (target, premium) of a `Frontier.to_dict()`."""
+    out = []
+    for lim in fr.get("limits", []):
+        bw = lim.get("least_bandwidth_bits_per_s")
+        kw = lim.get("power_per_site_kw")
+        out.append(
+            {
+                "target": F.flop(float(lim["target_flop"]), unit=True),
+                "premium": f"{F.sig(float(lim['premium']))}x",
+                "budget": F.money_or(lim.get("budget_usd"), "-"),
+                "least bandwidth per site": F.bandwidth(bw) if bw is not None else "-",
+                "sites": f"{lim['sites']:,}" if lim.get("sites") is not None else "-",
+                "node": f"{lim.get('chips_per_site') or '-'}x {lim.get('hardware') or '-'}",
+                "kW per site": F.sig(kw) if kw is not None else "-",
+                "binds": str(lim.get("binds", "")),
+                "distance": str(lim.get("distance_binds", "")),
+            }
+        )
+    return out
+
+
+def _reach_line(fr: Mapping[str, Any]) -> str:
+    parts = [
+        f"{F.flop(float(r['target_flop']), unit=True)}: "
+        + ("not drawn" if r.get("p_reach") is None else F.percent(float(r["p_reach"]), 0))
+        for r in fr.get("p_reach", [])
+    ]
+    return "P(reach) at 100 Mbps: " + ("; ".join(parts) or "not drawn")
+
+
+def _sections(parts: ReportParts) -> list[str]:
+    """The plan, frontier, countermeasures and uncertainty sections that were asked for."""
+    out: list[str] = []
+    if parts.plan is not None:
+        p = parts.plan
+        out += ["<h2>Plan</h2>", plan_card(p, links=parts.links).html()]
+        if p.get("constraints"):  # the app's and `report --plan`'s plans; a `plan --json` object has none
+            out.append(f"<p class='note'>{html.escape(provenance.plan_provenance(p, parts.links))}</p>")
+        if p.get("feasible"):
+            out += [_img(figures.plan_figure(p), "plan"), _table(rows.plan_rows(p))]
+    if parts.frontier is not None:
+        fr = parts.frontier
+        out += [
+            "<h2>Frontier: where dispersal stops</h2>",
+            f"<p class='note'>{html.escape(str(fr.get('mode', '')))} mode, metric "
+            f"{html.escape(str(fr.get('metric', '')))}, regime {html.escape(str(fr.get('regime', '')))}. "
+            f"{html.escape(_reach_line(fr))}. "
+            + html.escape("; ".join(str(n) for n in fr.get("notes", [])))
+            + "</p>",
+            _table(_frontier_rows(fr)),
+        ]
+    if parts.counter is not None:
+        cm = list(parts.counter)
+        blocked = sum(1 for o in cm if rows.blocks_the_run(o))
+        out += [
+            "<h2>Countermeasures</h2>",
+            f"<p class='note'>Convention: {html.escape(parts.convention)}. {blocked} of {len(cm) - 1} levers "
+            "and bundles block the run (no plan reaches the target); they come first, then the rest by the "
+            "cost multiple they impose.</p>",
+            _img(figures.countermeasures_figure(rows.countermeasure_order(cm)), "countermeasures"),
+            _table(rows.countermeasure_rows(cm)),
+        ]
+    if parts.uncertainty is not None:
+        u = parts.uncertainty
+        out += [
+            "<h2>Uncertainty</h2>",
+            f"<p class='note'>Monte Carlo over the uncertain fits and heuristics, {int(u['samples']):,} draws "
+            f"per target, seed {int(u['seed'])}: P(reach) first (the share of draws in which some plan reaches "
+            "the target), then the cost band over the draws that reach it.</p>",
+            _img(figures.uncertainty_figure(u), "uncertainty"),
+            _table(rows.uncertainty_rows(u)),
+        ]
+    return out
+
+
 def render_html(
     scenario: Scenario,
     mode: Mode | str = Mode.DEFAULT,
     *,
     source: str = "",
     plan: Mapping[str, Any] | None = None,
+    parts: ReportParts | None = None,
 ) -> str:
     """The report as one HTML string (every number from `dispersal.model`).
 
-    `plan`: a `Plan.to_dict()` (as `dispersal plan --json` prints it, optionally with its Monte Carlo
-    keys); when given, its answer card (`present.answer.plan_card`) opens the report.
+    `parts`: the other views' results (`ReportParts`); `plan` alone is kept as a shorthand for
+    ``ReportParts(plan=plan)``. The scenario's estimate, resilience and inputs are always included.
     """
+    if parts is None:
+        parts = ReportParts(plan=plan)
     m = Mode(mode)
     est = estimate(scenario, mode=m).to_dict()
     status = (
@@ -79,16 +182,18 @@ def render_html(
         if est["feasible"]
         else "<span class='bad'>infeasible</span>: " + html.escape("; ".join(est["reasons"]))
     )
-    res = resilience(est, RESILIENCE_DEFAULTS)
-    parts = [
+    res = resilience(est, parts.resilience)
+    label = parts.label or (f"scenario {source}" if source else scenario.name)
+    parts_html = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
         f"<title>dispersal report: {html.escape(scenario.name)}</title><style>{_CSS}</style></head><body>",
         f"<h1>{html.escape(scenario.name)}</h1>",
-        f"<p class='note'>dispersal {html.escape(__version__)}, {m.value} mode"
-        + (f", scenario {html.escape(source)}" if source else "")
+        f"<p class='note'>Scenario shown: {html.escape(label)}. dispersal {html.escape(__version__)}, "
+        f"{m.value} mode"
+        + (f", from {html.escape(source)}" if source else "")
         + f", generated {_dt.date.today().isoformat()}. Status: {status}.</p>",
-        *(["<h2>Answer</h2>", plan_card(plan).html()] if plan is not None else []),
-        "<h2>Headline</h2>",
+        *_sections(parts),
+        "<h2>Estimate: headline</h2>",
         f"<p class='note'>{html.escape(provenance.estimate_provenance(est, provenance.links_of(scenario)))}</p>",
         _table(rows.summary_rows(est)),
         "<h2>Efficiency: from raw compute to effective compute</h2>",
@@ -119,4 +224,4 @@ def render_html(
         f"<details><summary>JSON</summary><pre>{html.escape(export.to_json(est))}</pre></details>",
         "</body></html>\n",
     ]
-    return "\n".join(parts)
+    return "\n".join(parts_html)

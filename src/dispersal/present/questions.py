@@ -1,0 +1,256 @@
+"""The analyst's questions, asked the same way by the app, `dispersal report` and `dispersal counter`.
+
+Each function turns a scenario (its SI dict, as `Scenario.to_dict()`) and the planner settings into
+the model call the app's view makes, and returns the model's own ``to_dict()`` output; nothing is
+computed here but arguments. The app (`dispersal.app.views`) and the CLI (`dispersal.cli.report`)
+both call these, so the report written from the app's state and the one `dispersal report` writes
+with the same options hold the same numbers.
+
+The countermeasure convention (issue 24): both the app and `dispersal counter` default to the
+report's convention, `countermeasures.Convention()` (paper mode, C_quality target, 548-day window,
+chip-only cost, exact search, 100 Mbps / 100 ms links); the target and the baseline regime are the
+question's. The app can switch to "this scenario" (its mode, time budget and links), which is
+`dispersal counter --mode M --days D --bandwidth B --latency L`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from dispersal.model.inputs import units
+from dispersal.model.inputs.errors import InputError
+
+#: progress(done, total, what is being computed now): called as long work completes.
+Progress = Callable[[int, int, str], None]
+#: The two countermeasure conventions: the report's (shared default of app and CLI), or the scenario's.
+CONVENTIONS = ("report", "scenario")
+#: Targets of the uncertainty question, multiples of the plan's target.
+UNCERTAINTY_FACTORS: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0)
+
+
+def parse_target(text: str) -> float:
+    """'1e25' or '10 YFLOP' -> FLOP (the model's unit parser; InputError naming 'target')."""
+    return units.parse_flop(str(text), "target")
+
+
+def planner_args(
+    sd: Mapping[str, Any],
+    *,
+    target: str,
+    regime: str = "treaty",
+    mode: str = "default",
+    metric: str | None = None,
+    objective: str = "cost",
+    search: str | None = None,
+    links: str = "one",
+) -> dict[str, Any]:
+    """JSON-able planner arguments: the planner settings plus the scenario's links and time budget.
+
+    With links = "one" the regional and pipeline links are left to the planner, which makes them the
+    WAN (as `dispersal plan` does). An unset MFU keeps the planner's own default. ``baseline``: the
+    centralized baseline is planned too, for the premium over one datacenter.
+    """
+    split = links == "split"
+    constraints: dict[str, Any] = {
+        "bandwidth_up_bits_per_s": sd["bandwidth_up_bits_per_s"],
+        "bandwidth_down_bits_per_s": sd["bandwidth_down_bits_per_s"],
+        "latency_s": sd["latency_s"],
+        "max_duration_s": sd["duration_s"],
+        "compression_ratio": sd["compression_ratio"],
+        "straggler": sd["straggler"],
+        "pricing": sd["pricing"],
+    }
+    if sd.get("mfu") is not None:
+        constraints["mfu"] = sd["mfu"]
+    if split:
+        constraints["regional_bandwidth_bits_per_s"] = sd["regional_bandwidth_bits_per_s"]
+        constraints["pp_bandwidth_bits_per_s"] = sd["pp_bandwidth_bits_per_s"]
+    return {
+        "target": str(target),
+        "regime": regime,
+        "mode": mode,
+        "metric": None if metric in (None, "auto") else metric,
+        "objective": objective,
+        "search": None if search in (None, "auto") else search,
+        "links": "split" if split else "one",
+        "constraints": constraints,
+        "baseline": True,
+    }
+
+
+def run_plan(args: Mapping[str, Any]) -> dict[str, Any]:
+    """`planner.plan(...)` on `planner_args` output -> Plan.to_dict() plus the constraints used."""
+    from dispersal.model.search.planner import Constraints, plan
+
+    c = Constraints(**args["constraints"])
+    return plan(
+        parse_target(args["target"]),
+        regime_name=args["regime"],
+        constraints=c,
+        mode=args["mode"],
+        metric=args["metric"],
+        objective=args["objective"],
+        search=args["search"],
+        baseline=bool(args.get("baseline", False)),
+    ).to_dict() | {"constraints": dict(args["constraints"])}
+
+
+def convention_args(
+    kind: str, sd: Mapping[str, Any] | None, *, mode: str, metric: str | None, search: str | None, regime: str
+) -> dict[str, Any]:
+    """`countermeasures.Convention` keywords: "report" = its defaults (the shared default of the app and
+    `dispersal counter`) with the question's baseline regime; "scenario" = this scenario's mode, time
+    budget (days, clipped to [1, 3650]) and links (min(up, down), latency), the planner's metric and search."""
+    if kind not in CONVENTIONS:
+        raise InputError("convention", f"must be one of {', '.join(CONVENTIONS)}, got {kind!r}")
+    if kind == "report" or sd is None:
+        return {"base_regime": regime}
+    days = min(3650.0, max(1.0, float(sd["duration_s"]) / units.SECONDS_PER_DAY))
+    return {
+        "mode": mode,
+        "metric": "c_quality" if metric in (None, "auto") else metric,
+        "days": days,
+        "bandwidth_bits_per_s": min(sd["bandwidth_up_bits_per_s"], sd["bandwidth_down_bits_per_s"]),
+        "latency_s": sd["latency_s"],
+        "search": "exact" if search in (None, "auto") else search,
+        "base_regime": regime,
+    }
+
+
+def describe_convention(conv: Mapping[str, Any]) -> str:
+    """`Convention.describe()` of these keywords (one line)."""
+    from dispersal.model.analyses.countermeasures import Convention
+
+    return str(Convention(**conv).describe())
+
+
+def run_countermeasures(
+    target: str,
+    conv: Mapping[str, Any],
+    progress: Progress | None = None,
+    bundles: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """`countermeasures.analyse` (the no-lever baseline, then every lever alone and the default bundles,
+    or `bundles`) -> Outcome.to_dict() rows; the same outcomes in the same order.
+
+    The bundles are evaluated one at a time (`evaluate_bundle` against the baseline's cost, as
+    `analyse` does) so that ``progress(done, total, name)`` can be called after each one.
+    """
+    from dispersal.model.analyses import countermeasures as cm
+
+    t = parse_target(target)
+    convention = cm.Convention(**conv)
+    items = [cm.NO_LEVER]
+    for w in bundles if bundles is not None else [*cm.levers(), *cm.default_bundles()]:
+        b = cm.parse_bundle(w)
+        if b.name not in {x.name for x in items}:
+            items.append(b)
+    if progress is not None:
+        progress(0, len(items), items[0].name)
+    base = cm.evaluate_bundle(t, cm.NO_LEVER, convention=convention)
+    outs = [base]
+    for b in items[1:]:
+        if progress is not None:
+            progress(len(outs), len(items), b.name)
+        outs.append(cm.evaluate_bundle(t, b, convention=convention, baseline_cost_usd=base.cost_usd))
+    if progress is not None:
+        progress(len(outs), len(items), "")
+    return [o.to_dict() for o in outs]
+
+
+def run_uncertainty(
+    target: str,
+    plan: Mapping[str, Any],
+    samples: int,
+    seed: int,
+    factors: tuple[float, ...] = UNCERTAINTY_FACTORS,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """`uncertainty.plan_samples` at several targets around the chosen one (`planner_args` output as
+    ``plan``): per target P(reach) (``feasible_fraction``), the P10/P50/P90 over the draws that reach
+    it, and the nominal plan. ``progress(draws_done, draws_total, label)`` counts all targets' draws."""
+    from dispersal.model.analyses import uncertainty as unc
+    from dispersal.model.search.planner import Constraints
+    from dispersal.present import formats as F
+
+    t0 = parse_target(target)
+    c = Constraints(**plan["constraints"])
+    points = []
+    total = samples * len(factors)
+    for i, f in enumerate(factors):
+        label = f"target {i + 1} of {len(factors)} ({F.flop(t0 * f, unit=True)})"
+
+        def report(done: int, _n: int, i: int = i, label: str = label) -> None:
+            if progress is not None:
+                progress(i * samples + done, total, label)
+
+        report(0, samples)
+        r = unc.plan_samples(
+            t0 * f,
+            samples=samples,
+            seed=seed,
+            regime_name=plan["regime"],
+            constraints=c,
+            mode=plan["mode"],
+            metric=plan["metric"],
+            search=plan["search"],
+            progress=report,
+        )
+        points.append(
+            {
+                "target_flop": t0 * f,
+                "feasible_fraction": r.feasible_fraction,
+                "percentiles": {k: list(v) for k, v in r.percentiles.items()},
+                "nominal": dict(r.nominal),
+                "metric": r.metric,
+            }
+        )
+    return {"points": points, "samples": samples, "seed": seed}
+
+
+def run_frontier(plan: Mapping[str, Any], samples: int = 0, seed: int = 0) -> dict[str, Any]:
+    """`frontier.frontier` at the plan's target, regime and mode, the plan's constraints (its links are
+    replaced by each grid bandwidth there) -> Frontier.to_dict()."""
+    from dispersal.model.analyses.frontier import frontier
+    from dispersal.model.search.planner import Constraints
+
+    return dict(
+        frontier(
+            targets_flop=(parse_target(plan["target"]),),
+            regime_name=plan["regime"],
+            constraints=Constraints(**plan["constraints"]),
+            mode=plan["mode"],
+            samples=samples,
+            seed=seed,
+        ).to_dict()
+    )
+
+
+def reach_samples(unc: Mapping[str, Any] | None, target: str) -> dict[str, Any] | None:
+    """P(reach) and the cost band at ``target`` from a `run_uncertainty` result (the answer card's
+    keys), or None when it has no point at that target."""
+    if not unc:
+        return None
+    t0 = parse_target(target)
+    for pt in unc["points"]:
+        if math.isclose(float(pt["target_flop"]), t0, rel_tol=1e-9):
+            lo, _mid, hi = pt["percentiles"]["cost_usd"]
+            return {
+                "feasible_fraction": pt["feasible_fraction"],
+                "samples": unc["samples"],
+                "cost_usd_p10": lo,
+                "cost_usd_p90": hi,
+            }
+    return None
+
+
+def with_reach(plan: Mapping[str, Any], unc: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The plan dict with P(reach) and its cost band at the plan's target merged in (the keys
+    `dispersal plan --samples` adds), when ``unc`` (a `run_uncertainty` result) has that target."""
+    out = dict(plan)
+    r = reach_samples(unc, repr(float(plan["target_flop"])))
+    if r is not None:
+        out.update(r)
+    return out
