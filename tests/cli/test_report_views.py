@@ -87,7 +87,7 @@ def test_report_from_the_app_state_equals_the_cli_report(tmp_path: Path) -> None
     args = views.plan_args(ui, sd)
     conv = views.convention_args(ui, sd)
     bundles = None
-    session = {
+    session: dict[str, Any] = {
         "_plan": (views._digest(args), views.run_plan(args), args),
         "_unc": (views.uncertainty_key(args), views.run_uncertainty("1e24", args, 20, 0)),
         "_cm": (views.cm_key(ui, conv), views.run_countermeasures("1e24", conv, bundles=bundles)),
