@@ -230,7 +230,6 @@ def test_shipped_site_presets() -> None:
         ({"site": [3]}, "site[0]"),
         ({"site": "abc"}, "site"),
         ({"site": [{"nodes": 1, "hardware": "a100_80gb"}], "precision": "fp8"}, "site[0].precision"),
-        ({"site": [{"nodes": 1}], "algorithm": "hierarchical"}, "algorithm"),
         ({"churn": [{"hour": 1, "site": 0, "nodes": 1}]}, "churn"),
         ({"site": [{"nodes": 1}], "churn": [{"hour": 1, "site": "zz", "nodes": 1}]}, "churn[0].site"),
         ({"site": [{"nodes": 1}], "churn": [{"hour": -1, "site": 0, "nodes": 1}]}, "churn[0].hour"),

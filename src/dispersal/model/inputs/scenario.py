@@ -150,11 +150,6 @@ class Scenario(ScenarioFields):
             for i, site in enumerate(sites):
                 # Each site's own combination (hardware x precision, ...) passes the scenario's rules.
                 site_scenario(self, site, i, self.num_nodes)
-            if self.algorithm in (Algorithm.HIERARCHICAL, Algorithm.PP_DILOCO):
-                raise InputError(
-                    "algorithm",
-                    f"{self.algorithm.value} is not paced over [[site]] tables; use ddp, diloco, streaming or auto",
-                )
         else:
             object.__setattr__(self, "sites", ())
         object.__setattr__(self, "churn", parse_churn(self.churn, self.sites) if self.churn else ())

@@ -299,11 +299,6 @@ def estimate(
         )
         if all(getattr(site, name) is not None for site in s.sites)
     ]
-    if e.algorithm in ("pp_diloco", "hierarchical"):
-        notes.append(
-            f"auto resolved to {e.algorithm}: its groups are formed over the sites' paced identical-node "
-            "equivalent, not site by site (an approximation; pacing is exact for flat DiLoCo and DDP)"
-        )
     if unused:
         notes.append(f"every site sets its own {', '.join(unused)}: the scenario's are not used")
     if churn is not None and churn.run_time_s > s.duration_s * (1 + 1e-12):

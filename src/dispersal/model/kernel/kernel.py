@@ -125,6 +125,11 @@ INPUTS: dict[str, str] = {
     "quorum_fraction": "decoupled: fraction of the learners the syncer waits for, (0, 1]; optional",
     "merge_rule": "decoupled: the syncer's merge, 0 mean, 1 norm-preserving; optional",
     "syncer_at_site": "bool, decoupled: the syncer sits at one learner's site (else a relay); optional",
+    "site_groups": "hierarchical over [[site]] tables: the regional groups G (else floor(N / n_g)); optional",
+    "regional_sync_time_s": "hierarchical over [[site]] tables: the slowest group's paced regional sync, s; "
+    "optional",
+    "fragment_sync_time_s": "[[site]] tables: one Streaming fragment's paced sync before the straggler "
+    "factor, s; optional",
 }
 
 

@@ -11,24 +11,33 @@ import numpy as np
 from dispersal.model.inputs.codes import AGG_PAPER, ALGO_DILOCO, ALGO_HIERARCHICAL
 from dispersal.model.kernel import topology
 from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch
-from dispersal.model.kernel.context import TINY, BoolArr, Common
+from dispersal.model.kernel.context import TINY, Arr, BoolArr, Common
 from dispersal.model.kernel.efficiency import straggler_factor
 
 
+def _groups(c: Common) -> Arr:
+    """floor(N / n_g) groups, or the optional input ``site_groups`` (the regions of [[site]] tables,
+    `kernel.site_groups`)."""
+    return c.g("site_groups") if c.inp.has("site_groups") else np.floor(c.N / c.g("group_size"))
+
+
 def runs(c: Common) -> BoolArr:
-    """At least two groups of n_g."""
-    return np.floor(c.N / c.g("group_size")) >= 2
+    """At least two groups."""
+    return _groups(c) >= 2
 
 
 def branch(c: Common) -> Branch:
     """Hierarchical DiLoCo's figures: regional rounds inside the global outer step."""
     N, P, p, T_step, streaming, shared = c.N, c.P, c.p, c.T_step, c.streaming, c.shared
     n_g = c.g("group_size")
-    G_h = np.floor(N / n_g)
+    G_h = _groups(c)
     reg_bw, reg_lat = c.g("regional_bits_per_s"), c.g("regional_latency_s")
     f_ng = straggler_factor(n_g, c.strag, p)
     T_reg_g, u_reg, d_reg = topology.sync(c, P, n_g, f_ng, reg_bw, reg_bw, reg_lat)
     T_reg = np.where(c.agg == AGG_PAPER, (2.0 * P * c.wire / reg_bw + reg_lat) * f_ng, T_reg_g)
+    if c.inp.has("regional_sync_time_s"):
+        # Sites: the slowest regional group's paced sync, straggler factor included (`kernel.site_groups`).
+        T_reg = c.g("regional_sync_time_s")
     # On a shared link the leader's regional and global syncs take turns: give each half the
     # regional cycle (H_in covers twice the regional sync), then H_reg rounds hide one global sync.
     H_in_auto = np.maximum(1.0, np.ceil(np.where(shared & streaming, 2.0, 1.0) * T_reg / T_step))
