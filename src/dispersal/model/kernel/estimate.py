@@ -299,6 +299,8 @@ def estimate(
         )
         if all(getattr(site, name) is not None for site in s.sites)
     ]
+    if s.algorithm.value == "hierarchical" and e.algorithm != "hierarchical":
+        notes.append("hierarchical groups are the sites' regions: fewer than 2 regions, so flat DiLoCo")
     if unused:
         notes.append(f"every site sets its own {', '.join(unused)}: the scenario's are not used")
     if churn is not None and churn.run_time_s > s.duration_s * (1 + 1e-12):

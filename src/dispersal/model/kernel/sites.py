@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dispersal.model.inputs.codes import AGG_RING, ALGO_DDP
+from dispersal.model.inputs.codes import AGG_RING, ALGO_DDP, ALGO_DECOUPLED
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.inputs.sites import site_scenario
 from dispersal.model.kernel.site_groups import pace_algorithm
@@ -151,9 +151,13 @@ def site_rows(
 
     Every node of a site is the same, so each row's node is that site's busiest. Compute share =
     the run's utilisation x (this site's step compute / the pacing site's): faster sites idle at
-    each lock-step. Link use = bits per outer step / rate / outer-step time.
+    each lock-step; Decoupled DiLoCo's learners never wait, so there each site's share is its own
+    step compute / step time and no site paces the others. Link use = bits per outer step / rate /
+    outer-step time, with the traffic of the sync `paced_inputs` returns (hierarchical: the
+    global sync; PP-group: the pacing stage's).
     """
     _, sync, p_idx = paced_inputs(s, mode, params)
+    own_clock = int(r["algorithm_resolved"]) == ALGO_DECOUPLED
     counts = [site.nodes for site in s.sites]
     links = node_links(s, counts)
     per_site = {i: (xi, ri) for i, xi, ri in site_inputs(s, mode, params, counts)}
@@ -175,8 +179,10 @@ def site_rows(
                 "chips_per_node": int(xi["chips_per_node"]),
                 "local_batch_tokens": float(xi["local_batch_tokens"]),
                 "step_compute_time_s": ri["step_compute_time_s"],
-                "utilisation": r["utilisation"] * ri["step_compute_time_s"] / t_pace,
-                "paces_compute": i == p_idx,
+                "utilisation": ri["step_compute_time_s"] / ri["step_time_s"]
+                if own_clock
+                else r["utilisation"] * ri["step_compute_time_s"] / t_pace,
+                "paces_compute": i == p_idx and not own_clock,
                 "fits": bool(ri["fits"]),
                 "memory_required_bytes_per_node": ri["memory_required_bytes_per_node"],
                 "node_memory_bytes": float(xi["node_memory_bytes"]),
