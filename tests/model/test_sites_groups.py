@@ -72,6 +72,8 @@ def test_pp_groups_pipeline_over_sites() -> None:
     assert (e.pipeline_stages, e.groups) == (2, 2)
     assert e.sync_time_s == pytest.approx(400.07, rel=1e-12)
     assert e.sync_pacing == "stage 2 of 2: ring edge b -> d (uplink of b)"
+    auto = estimate(_four(**{**kw, "algorithm": "auto"}))
+    assert (auto.algorithm, auto.sync_time_s, auto.step_time_s) == ("pp_diloco", e.sync_time_s, e.step_time_s)
     same = {**BASE, **kw, "num_nodes": 4, "bandwidth_up_bits_per_s": 50e6, "bandwidth_down_bits_per_s": 50e6}
     slow = estimate(Scenario.from_dict({**same, "latency_s": 0.02}))
     fast = estimate(Scenario.from_dict({**same, "bandwidth_up_bits_per_s": 100e6,
@@ -106,7 +108,7 @@ def test_decoupled_learners_at_their_own_speeds_and_the_quorum() -> None:
     tokens/s = the sum over sites of nodes x batch / own step time."""
     e = estimate(_four(params=1e9 / 8, algorithm="decoupled", aggregation="relay", quorum_fraction=0.5))
     assert e.sync_time_s == pytest.approx(1e9 / 300e6 + 1e9 / 100e6 + 0.04, rel=1e-12)
-    assert "2-th fastest learner round trip (c)" in e.sync_pacing
+    assert "round trip (2 of 4 learners; the last of them at c)" in e.sync_pacing
     s = Scenario.from_dict({**BASE, "algorithm": "decoupled", "params": 1e9, "chips_per_node": 8,
                             "site": [{"name": "h", "nodes": 2, "hardware": "h100_sxm"},
                                      {"name": "o", "nodes": 1, "hardware": "a100_80gb"}]})  # fmt: skip
@@ -135,6 +137,8 @@ def test_decoupled_learners_at_their_own_speeds_and_the_quorum() -> None:
          ((2, "r1"), (1, "r2"), (1, "r2"), (2, "r3"))),
         ({"algorithm": "pp_diloco", "params": 5e9, "chips_per_node": 1, "optimizer_offload": "never",
           "aggregation": "ring"}, ((2, ""), (1, ""), (3, ""))),
+        ({"algorithm": "auto", "params": 5e9, "chips_per_node": 1, "optimizer_offload": "never",
+          "aggregation": "relay"}, ((2, ""), (3, ""), (1, ""))),
         ({"algorithm": "streaming", "fragments": 3, "aggregation": "ring"}, ((2, ""), (3, ""), (1, ""))),
         ({"algorithm": "decoupled", "aggregation": "relay"}, ((2, ""), (3, ""), (1, ""))),
     ],
@@ -147,7 +151,9 @@ def test_identical_sites_reduce_to_the_kernel(kw: dict[str, Any], split: tuple[A
     )  # fmt: skip
     sites = tuple({"name": f"s{i}", "nodes": n, "region": r} for i, (n, r) in enumerate(split))
     a, b = estimate(base, mode=mode).to_dict(), estimate(base.replace(sites=sites), mode=mode).to_dict()
-    assert a["algorithm"] == {"streaming": "diloco"}.get(kw["algorithm"], kw["algorithm"])
+    # (auto: a pipeline in default mode; paper mode counts no activations, so the model fits flat.)
+    expected = {"streaming": "diloco", "auto": "pp_diloco" if mode == "default" else "diloco"}
+    assert a["algorithm"] == expected.get(kw["algorithm"], kw["algorithm"])
     for key in set(a) - {"scenario", "notes"}:
         assert a[key] == b[key], key
 
@@ -157,7 +163,7 @@ def _run_time(s: Scenario) -> float:
     return float(np.asarray(evaluate(as_arrays(x), DEFAULT_PARAMS, outputs=("run_time_s",))["run_time_s"]))
 
 
-@settings(max_examples=10, deadline=None)
+@settings(max_examples=6, deadline=None)
 @given(
     algo=st.sampled_from(["hierarchical", "pp_diloco", "streaming", "decoupled"]),
     site=st.integers(0, 3),

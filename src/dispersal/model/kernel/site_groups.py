@@ -236,7 +236,8 @@ def decoupled(
     sync = PacedSync(
         float(t[k]), float(up[k]), float(down[k]), float(lat[k]), float(np.asarray(u_b).ravel()[0]),
         float(np.asarray(d_b).ravel()[0]),
-        f"the quorum's {k_q}-th fastest learner round trip ({names[owner[k]]}); learners at their own site speeds",
+        f"the quorum's round trip ({k_q} of {int(n_total)} learners; the last of them at {names[owner[k]]}); "
+        "learners at their own site speeds",
     )  # fmt: skip
     return x, sync
 
@@ -254,6 +255,10 @@ def pace_algorithm(
     flat reduction (`sites.paced_inputs`) for DDP and flat DiLoCo, plus each fragment's own pacing."""
     names = [site.name for site in s.sites]
     algo = resolved_algorithm(x, params)
+    if algo in (ALGO_HIERARCHICAL, ALGO_PP_DILOCO):
+        # Auto keeps what it resolved to for the sites as listed (the paced links below could
+        # otherwise tip its choice to a unit whose node sets they were not paced for).
+        x["algorithm"] = algo
     if algo == ALGO_HIERARCHICAL:
         x, glob = hierarchical(s, x, params, rows, links, names)
         if glob is not None:
