@@ -207,10 +207,16 @@ def pp_groups(
 
 
 def decoupled(
-    s: Scenario, x: dict[str, Any], params: ModelParams, rows: Rows, counts: Sequence[int], links: Links,
+    x: dict[str, Any],
+    params: ModelParams,
+    rows: Rows,
+    counts: Sequence[int],
+    links: Links,
     names: Sequence[str],
-) -> tuple[dict[str, Any], PacedSync]:  # fmt: skip
-    """Learners at their own site speeds and the quorum's K-th fastest round trip (module docstring)."""
+) -> tuple[dict[str, Any], PacedSync]:
+    """Learners at their own site speeds and the quorum's K-th fastest round trip (module docstring).
+    Where the pacing site's non-compute step time (offload, expert-parallel latency) alone exceeds
+    T_eq, the peak cannot give T_eq and the slowest site's step is kept (conservative)."""
     n_total = float(sum(counts))
     rates = [(counts[i] * float(xi["local_batch_tokens"]), ri) for i, xi, ri in rows]
     if len({(float(xi["local_batch_tokens"]), ri["step_time_s"]) for _, xi, ri in rows}) > 1:
@@ -273,7 +279,7 @@ def pace_algorithm(
         x, stage = pp_groups(x, params, rows, links, names)
         return x, stage if stage is not None else sync
     if algo == ALGO_DECOUPLED:
-        return decoupled(s, x, params, rows, counts, links, names)
+        return decoupled(x, params, rows, counts, links, names)
     frags = float(x["fragments"])
     if algo != ALGO_DDP and frags > 1 and x["streaming"] and len(links[0]) > 1:
         n_params = float(x["params"]) / frags
