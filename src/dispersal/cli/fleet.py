@@ -86,6 +86,8 @@ def fleet_cmd(
 
 def _links(ans: FleetAnswer) -> str:
     f = ans.fleet
+    if f.sites:
+        return "per site: " + "; ".join(ans.sites)
     up, down = f.bandwidth_up_bits_per_s, f.bandwidth_down_bits_per_s
     rate = f"{up / 1e6:.4g} Mbps" if up == down else f"{up / 1e6:.4g} Mbps up / {down / 1e6:.4g} Mbps down"
     return f"{rate} per node, {units.format_duration(f.latency_s)} one way"
@@ -101,11 +103,19 @@ def answer_lines(ans: FleetAnswer) -> list[str]:
     f = ans.fleet
     days = f.duration_s / units.SECONDS_PER_DAY
     where = (
-        f"{f.num_nodes:,} nodes x {f.resolved_chips_per_node()} {f.hardware} {f.precision.value} "
+        f"{f.num_nodes:,} nodes in {len(f.sites)} sites, {f.precision.value} ({_links(ans)}; {days:.4g} days; "
+        f"regime {f.regime})"
+        if f.sites
+        else f"{f.num_nodes:,} nodes x {f.resolved_chips_per_node()} {f.hardware} {f.precision.value} "
         f"({_links(ans)}; {days:.4g} days; regime {f.regime})"
     )
+    skipped = ["Not searched:", *(f"  - {why}" for why in ans.skipped)] if ans.skipped else []
     if ans.best is None:
-        return [f"No configuration of the fleet {where} is valid:", *(f"  - {r}" for r in ans.reasons)]
+        return [
+            f"No configuration of the fleet {where} is valid:",
+            *(f"  - {r}" for r in ans.reasons),
+            *skipped,
+        ]
     b = ans.best
     h = f"H = {b.inner_steps:,}" + (" (H_min)" if b.inner_steps_requested == 0 else "")
     run_days = b.run_time_s / units.SECONDS_PER_DAY
@@ -121,6 +131,12 @@ def answer_lines(ans: FleetAnswer) -> list[str]:
         f"Traffic per node: mean {b.mean_up_bits_per_s / 1e6:.3g} Mbps up / {b.mean_down_bits_per_s / 1e6:.3g} "
         f"Mbps down, peak {b.peak_up_bits_per_s / 1e6:.3g} Mbps up, {b.bytes_per_day_per_node / 1e9:.3g} GB/day.",
     ]
+    if b.sync_pacing:
+        lines.append(
+            f"Sites paced (as estimate does): sync by the {b.sync_pacing}; compute by site "
+            f"{b.compute_pacing_site} (the slowest inner step; the other sites wait at each lock-step)."
+        )
+    lines += skipped
     if ans.gains:
         g = ", ".join(f"{k} x{v:.3g}" for k, v in ans.gains.items())
         lines.append(f"Binding constraint: {ans.binding} (C_quality gain when doubled: {g}).")
