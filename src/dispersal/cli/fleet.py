@@ -134,7 +134,13 @@ def answer_lines(ans: FleetAnswer) -> list[str]:
     if b.sync_pacing:
         lines.append(
             f"Sites paced (as estimate does): sync by the {b.sync_pacing}; compute by site "
-            f"{b.compute_pacing_site} (the slowest inner step; the other sites wait at each lock-step)."
+            f"{b.compute_pacing_site} (the slowest inner step; the other sites wait at each lock-step)"
+            + (
+                f"; the [[churn]] schedule ({len(f.churn)} events) is not searched: the sites as listed, "
+                f"{f.num_nodes:,} nodes."
+                if f.churn
+                else "."
+            )
         )
     lines += skipped
     if ans.gains:
