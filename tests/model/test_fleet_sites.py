@@ -8,14 +8,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dispersal.model.inputs import units
-from dispersal.model.inputs.scenario import Algorithm, Precision, Scenario
+from dispersal.model.inputs.params import DEFAULT_PARAMS
+from dispersal.model.inputs.scenario import Algorithm, Mode, Precision, Scenario
 from dispersal.model.kernel.estimate import Estimate, estimate
+from dispersal.model.kernel.sites import scenario_inputs
+from dispersal.model.search.candidates import PAPER_PARAM_GRID_B
 from dispersal.model.search.fleet import fleet_search
+from dispersal.model.search.fleet_sites import ROW_KEYS, paced_table
 
 DAY = units.SECONDS_PER_DAY
 #: 16 nodes of 8 H100 (BF16) on 100 Mbps, 100 ms, 90 days, no rule.
@@ -184,3 +189,32 @@ def test_more_site_bandwidth_or_days_never_gives_less(
     now_q = -1.0 if base is None else base.c_quality_flop
     then_q = -1.0 if then is None else then.c_quality_flop
     assert then_q >= now_q * (1 - 1e-9), (which, now_q, then_q)
+
+
+@pytest.mark.slow
+def test_paced_inputs_by_bisection_equal_the_paced_inputs_of_every_size() -> None:
+    """`fleet_sites.paced_table` against `scenario_inputs` at each of the 72 sizes, on two sites whose
+    pacing changes with the size (a near site on 50 Mbps, a far one on A100s with 2 s latency): DDP
+    with a sparse codec changes its pacing site between the two smallest sizes."""
+    near = {"name": "near", "nodes": 2, "bandwidth_up_bits_per_s": 50e6, "bandwidth_down_bits_per_s": 50e6}
+    far = {"name": "far", "nodes": 2, "bandwidth_up_bits_per_s": 10e9, "bandwidth_down_bits_per_s": 10e9}
+    fleet = BASE.replace(
+        sites=(
+            {**near, "latency_s": 0.005},
+            {**far, "latency_s": 2.0, "hardware": "a100_80gb", "local_batch_tokens": 262144},
+        )
+    )
+    grid = np.asarray([b * 1e9 for b in PAPER_PARAM_GRID_B])
+    switches = 0
+    for algo, codec in (("ddp", "sparseloco"), ("streaming", "auto"), ("decoupled", "int8")):
+        v = fleet.replace(algorithm=Algorithm(algo), codec=codec, inner_steps=0, tokens=None)
+        xs, which = paced_table(v, Mode.DEFAULT, DEFAULT_PARAMS, grid)
+        switches += len(xs) - 1
+        for j, P in enumerate(grid):
+            want = scenario_inputs(v.replace(params=float(P)), Mode.DEFAULT, DEFAULT_PARAMS)
+            got = xs[which[j]]
+            assert set(got) == set(want)
+            assert {k: float(got[k]) for k in got if k not in ROW_KEYS} == {
+                k: float(want[k]) for k in want if k not in ROW_KEYS
+            }, (algo, codec, P)
+    assert switches >= 1

@@ -29,6 +29,7 @@ from dispersal.cli._scenario import (
 )
 from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.scenario import DEFAULT_SITE_FABRIC_BITS_PER_S
 from dispersal.model.search.fleet import FleetAnswer, FleetOption, fleet_search
 
 
@@ -97,6 +98,17 @@ def _algo(o: FleetOption) -> str:
     return f"hierarchical n_g={o.group_size}" if o.group_size else o.algorithm
 
 
+def _algo_long(o: FleetOption) -> str:
+    """The algorithm with the scenario's settings that it runs with (not searched)."""
+    s = o.scenario
+    if o.algorithm == "decoupled":
+        return f"decoupled (merge {s.merge_rule}, quorum {s.quorum_fraction:g} of the learners, syncer {s.syncer})"
+    if o.algorithm == "site_pp_diloco":
+        fabric = s.site_fabric_bits_per_s or DEFAULT_SITE_FABRIC_BITS_PER_S
+        return f"site_pp_diloco (sites of {s.nodes_per_site} nodes on a {fabric / 1e9:.4g} Gbps fabric)"
+    return _algo(o)
+
+
 def answer_lines(ans: FleetAnswer) -> list[str]:
     """The answer in sentences: the choice, utilisation and time, compute, traffic, what binds,
     and one "cite this" sentence naming mode, metric and links."""
@@ -123,7 +135,7 @@ def answer_lines(ans: FleetAnswer) -> list[str]:
         f"Fleet {where}.",
         f"Best use ({ans.metric}): a {units.format_count(b.params)}-parameter model on "
         f"{units.format_count(b.tokens)} tokens ({b.overtraining_ratio:.3g}x the compute-optimal tokens/param), "
-        f"{_algo(b)}, {h}, codec {b.codec}.",
+        f"{_algo_long(b)}, {h}, codec {b.codec}.",
         f"Time {run_days:.4g} days"
         + (" (stops early: more tokens would pass the overtraining window)" if b.stopped_early else "")
         + f"; accelerator utilisation {b.utilisation:.1%}; cost {units.format_money(b.cost_usd)}.",
