@@ -218,3 +218,12 @@ def test_paced_inputs_by_bisection_equal_the_paced_inputs_of_every_size() -> Non
                 k: float(want[k]) for k in want if k not in ROW_KEYS
             }, (algo, codec, P)
     assert switches >= 1
+
+
+def test_paper_mode_keeps_a_ring_scenarios_own_codec() -> None:
+    """INTELLECT-1's shape (int8 over a ring all-reduce): paper mode's ``auto`` payload cannot ride a
+    ring, so the scenario's own codec is searched too instead of finding nothing."""
+    ring = BASE.replace(num_nodes=4, codec="int8", aggregation="ring")
+    ans = fleet_search(ring, mode="paper", binding=False, params_grid=(7e9,), h_grid=(0,))
+    assert ans.best is not None and ans.best.codec == "int8"
+    assert estimate(ans.best.scenario, mode="paper").c_quality_flop == pytest.approx(ans.best.c_quality_flop)

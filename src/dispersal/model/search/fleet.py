@@ -258,7 +258,9 @@ def _variants(
     if codec_names:
         cods = list(codec_names)
     elif mode is Mode.PAPER:
-        cods = ["auto"]
+        # The paper's ratio; the scenario's own codec too where it names one (a ring all-reduce, as
+        # INTELLECT-1's, rejects ``auto``'s sparse payload).
+        cods = ["auto"] if s.codec == "auto" else ["auto", s.codec]
     else:
         cods = ["auto", *codecs()]
     out: list[_Variant] = []
