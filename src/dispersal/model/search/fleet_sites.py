@@ -145,9 +145,9 @@ def describe(s: Scenario) -> list[str]:
     """One phrase per site: name, nodes, chips x hardware, links, latency (the scenario's where the
     site leaves a field out)."""
     out = []
-    for site in s.sites:
+    for i, site in enumerate(s.sites):
         hw = site.hardware or s.hardware
-        chips = site.chips_per_node or s.resolved_chips_per_node()
+        chips = site_scenario(s, site, i, s.num_nodes).resolved_chips_per_node()
         up = site.bandwidth_up_bits_per_s or s.bandwidth_up_bits_per_s
         down = site.bandwidth_down_bits_per_s or s.bandwidth_down_bits_per_s
         lat = s.latency_s if site.latency_s is None else site.latency_s
