@@ -63,3 +63,26 @@ def test_bad_metric_is_one_line_exit_2() -> None:
     r = runner.invoke(app, ["fleet", "--metric", "speed"])
     assert r.exit_code == 2
     assert "metric" in r.output and "Traceback" not in r.output
+
+
+@pytest.mark.slow
+def test_a_site_scenario_file_is_paced_and_says_so(tmp_path: Any) -> None:
+    """A [[site]] file: the answer says the sites were paced and by what, lists the algorithms the
+    pacing refuses, and the binding search doubles every site's links and nodes."""
+    f = tmp_path / "sites.toml"
+    f.write_text(
+        'hardware = "h100_sxm"\nchips_per_node = 8\nprecision = "bf16"\nregime = "none"\nduration_s = "60 d"\n'
+        '[[site]]\nname = "us"\nnodes = 2\nbandwidth_up_bits_per_s = "1.2 Gbps"\nbandwidth_down_bits_per_s = "1.2 Gbps"\n'
+        '[[site]]\nname = "eu"\nnodes = 2\nbandwidth_up_bits_per_s = "320 Mbps"\nbandwidth_down_bits_per_s = "320 Mbps"\n'
+    )
+    args = ["fleet", "--scenario", str(f), "--params", "7B"]
+    r = runner.invoke(app, args)
+    assert r.exit_code == 0, r.output
+    text = " ".join(r.stdout.split())
+    assert "4 nodes in 2 sites" in text and "Sites paced (as estimate does): sync by the" in text
+    assert "hierarchical is not paced over [[site]] tables" in text
+    d = _json(args[1:])
+    assert set(d["gains"]) == {"days", "bandwidth", "nodes"} and all(
+        g >= 1 - 1e-9 for g in d["gains"].values()
+    )
+    assert "eu" in d["best"]["sync_pacing"] and d["fleet"]["sites"][1]["name"] == "eu"

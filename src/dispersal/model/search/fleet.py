@@ -5,7 +5,9 @@ The fleet is a Scenario: hardware, precision, chips per node, node count, links,
 regime. The search runs over what an operator of that fleet still chooses:
 
 - the algorithm (every `Algorithm` but ``auto``, which is one of the others; hierarchical DiLoCo
-  with each group size n_g of the planner's list with N >= 2 n_g),
+  with each group size n_g of the planner's list with N >= 2 n_g; in default mode also the 2026
+  algorithms: Decoupled DiLoCo with the scenario's merge rule, quorum and syncer, and site-pipeline
+  DiLoCo where the scenario's nodes_per_site > 1; paper mode searches the paper's five),
 - the wire codec (default mode: ``auto`` at the scenario's compression ratio and every catalogue
   codec; paper mode has no codecs, only the ratio),
 - the model size P (the paper's 71-size grid, Rahman 2026 sec. 10, or one fixed size),
@@ -15,7 +17,9 @@ regime. The search runs over what an operator of that fleet still chooses:
   that never help: the Chinchilla loss falls with the tokens at a fixed model size.
 
 Every configuration is one row of one `kernel.evaluate` call (two: the second re-evaluates the
-rows stopped early). The best is the highest C_quality (or C_local, or the lowest loss) among
+rows stopped early). A fleet with ``[[site]]`` tables is evaluated on the sites' paced identical-node
+equivalent (`kernel.sites.scenario_inputs`, per model size: `fleet_sites`), as `estimate` does; an
+algorithm the site pacing refuses is listed in `FleetAnswer.skipped` with the reason. The best is the highest C_quality (or C_local, or the lowest loss) among
 valid rows: feasible under the kernel, overtraining ratio in [min_overtraining, max_overtraining],
 PP-group DiLoCo with >= 2 groups. The binding constraint is the one of days, WAN bandwidth and
 node count whose doubling gains the most (each a search of its own).
@@ -28,19 +32,29 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from dispersal.model.inputs import units
 from dispersal.model.inputs.catalog import codecs
-from dispersal.model.inputs.codes import ALGO_DDP, ALGO_PP_DILOCO, ALGORITHM_NAMES
+from dispersal.model.inputs.codes import ALGO_DDP, ALGO_PP_DILOCO, ALGO_SITE_PP, ALGORITHM_NAMES
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.inputs.scenario import Algorithm, Mode, Scenario, kernel_inputs
+from dispersal.model.kernel.estimate import estimate
 from dispersal.model.kernel.kernel import evaluate
+from dispersal.model.kernel.sites import scenario_inputs
 from dispersal.model.search.candidates import PAPER_GROUP_SIZES, PAPER_PARAM_GRID_B
+from dispersal.model.search.fleet_sites import (
+    describe,
+    doubled,
+    group_by_keys,
+    paced_table,
+    pacing,
+    sites_fit,
+)
 
 Arr = npt.NDArray[np.float64]
 IntArr = npt.NDArray[np.int64]
@@ -117,6 +131,10 @@ class FleetOption:
     mean_down_bits_per_s: float
     peak_up_bits_per_s: float
     bytes_per_day_per_node: float
+    sync_pacing: str = ""
+    """With ``[[site]]`` tables: what paces the sync (the slowest ring edge, the busiest downlink)."""
+    compute_pacing_site: str = ""
+    """With ``[[site]]`` tables: the site whose inner step paces every lock-step."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: every field but the scenario, plus the scenario's fields and days."""
@@ -144,6 +162,11 @@ class FleetAnswer:
     """The constraint whose doubling gains most (BINDING_MIN_GAIN), or a sentence why none does."""
     configurations: int = 0
     reasons: tuple[str, ...] = ()
+    skipped: tuple[str, ...] = ()
+    """Algorithms not searched, each with why ("decoupled: ..."): paper mode, nodes_per_site, or the
+    site pacing refuses it."""
+    sites: tuple[str, ...] = ()
+    """The fleet's ``[[site]]`` tables, one phrase each (empty: identical nodes)."""
     assumptions: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -164,6 +187,8 @@ class FleetAnswer:
                 "latency_s": f.latency_s,
                 "days": f.duration_s / units.SECONDS_PER_DAY,
                 "regime": f.regime,
+                "sites": [site.to_dict() for site in f.sites],
+                "churn_events": len(f.churn),
             },
             "best": self.best.to_dict() if self.best is not None else None,
             "per_algorithm": [o.to_dict() for o in self.per_algorithm],
@@ -171,6 +196,7 @@ class FleetAnswer:
             "binding": self.binding,
             "configurations": self.configurations,
             "reasons": list(self.reasons),
+            "skipped": list(self.skipped),
             "assumptions": list(self.assumptions),
         }
 
@@ -179,7 +205,40 @@ class FleetAnswer:
 class _Variant:
     scenario: Scenario
     label: str
-    x: dict[str, Any]
+    xs: list[dict[str, Any]]
+    """Kernel inputs: one dict (identical nodes), or the distinct paced inputs of a site scenario."""
+    which: IntArr
+    """Index into `xs` of each model size of the grid."""
+    fits: npt.NDArray[np.bool_]
+    """Every site holds the model, per model size (all True without sites)."""
+
+
+#: The 2026 algorithms (issue 22), searched in default mode only: paper mode keeps the paper's five.
+NEW_ALGORITHMS = (Algorithm.DECOUPLED, Algorithm.SITE_PP_DILOCO)
+
+
+def _algorithms(
+    s: Scenario, mode: Mode, algorithms: Sequence[str] | None
+) -> tuple[list[Algorithm], list[str]]:
+    """(algorithms searched, why each other one is not): every one but ``auto`` (one of the others);
+    paper mode leaves out the 2026 algorithms; site_pp_diloco needs nodes_per_site > 1."""
+    if algorithms:
+        return [Algorithm(a) for a in algorithms], []
+    out: list[Algorithm] = []
+    skipped: list[str] = []
+    for a in Algorithm:
+        if a is Algorithm.AUTO:
+            continue
+        if mode is Mode.PAPER and a in NEW_ALGORITHMS:
+            skipped.append(f"{a.value}: a 2026 algorithm, searched in default mode only")
+        elif a is Algorithm.SITE_PP_DILOCO and s.nodes_per_site <= 1:
+            skipped.append(
+                f"{a.value}: nodes_per_site is {s.nodes_per_site} (each node its own site); set nodes_per_site "
+                "> 1 for pipelines on a site's fabric"
+            )
+        else:
+            out.append(a)
+    return out, skipped
 
 
 def _variants(
@@ -188,26 +247,35 @@ def _variants(
     p: ModelParams,
     algorithms: Sequence[str] | None,
     codec_names: Sequence[str] | None,
-) -> list[_Variant]:
-    """The (algorithm, group size, codec) choices the fleet can run, each resolved to kernel inputs.
+    grid: Arr,
+) -> tuple[list[_Variant], list[str]]:
+    """The (algorithm, group size, codec) choices the fleet can run, each resolved to kernel inputs
+    (with ``[[site]]`` tables: paced per model size, `fleet_sites.paced_table`), and why an
+    algorithm is not searched (mode, nodes_per_site, or the site pacing refuses it).
 
     A combination the scenario rejects (a ring all-reduce of a sparse codec) is left out."""
-    algos = (
-        [Algorithm(a) for a in algorithms]
-        if algorithms
-        else [a for a in Algorithm if a is not Algorithm.AUTO]
-    )
+    algos, skipped = _algorithms(s, mode, algorithms)
     if codec_names:
         cods = list(codec_names)
     elif mode is Mode.PAPER:
-        cods = ["auto"]
+        # The paper's ratio; the scenario's own codec too where it names one (a ring all-reduce, as
+        # INTELLECT-1's, rejects ``auto``'s sparse payload).
+        cods = ["auto"] if s.codec == "auto" else ["auto", s.codec]
     else:
         cods = ["auto", *codecs()]
     out: list[_Variant] = []
+    every = np.ones(grid.size, dtype=bool)
     for a in algos:
         groups = (
             [g for g in PAPER_GROUP_SIZES if s.num_nodes >= 2 * g] if a is Algorithm.HIERARCHICAL else [0]
         )
+        try:
+            s.replace(algorithm=a, inner_steps=0, tokens=None, active_params=None)
+        except (InputError, ValueError) as exc:
+            # The site pacing (or another scenario rule) refuses the algorithm itself.
+            msg = str(exc)
+            skipped.append(msg.removeprefix("algorithm: ") if a.value in msg else f"{a.value}: {msg}")
+            continue
         for g in groups:
             for cod in cods:
                 try:
@@ -219,12 +287,16 @@ def _variants(
                         tokens=None,
                         active_params=None,
                     )
-                    x = kernel_inputs(v, mode, p)
+                    if v.sites:
+                        xs, which = paced_table(v, mode, p, grid)
+                        fits = sites_fit(v, mode, p, grid)
+                    else:
+                        xs, which, fits = [kernel_inputs(v, mode, p)], np.zeros(grid.size, np.int64), every
                 except (InputError, ValueError):
                     continue
                 label = f"{a.value} n_g={g}" if g else a.value
-                out.append(_Variant(v, label, x))
-    return out
+                out.append(_Variant(v, label, xs, which, fits))
+    return out, skipped
 
 
 def _rows(variants: list[_Variant], grid: Arr, h_grid: Sequence[int]) -> tuple[IntArr, IntArr, IntArr]:
@@ -232,7 +304,7 @@ def _rows(variants: list[_Variant], grid: Arr, h_grid: Sequence[int]) -> tuple[I
     vi, pi, hi = [], [], []
     n_p = len(grid)
     for k, v in enumerate(variants):
-        hs = [0] if v.x["algorithm"] == ALGO_DDP else range(len(h_grid))
+        hs = [0] if v.xs[0]["algorithm"] == ALGO_DDP else range(len(h_grid))
         for h in hs:
             vi.append(np.full(n_p, k))
             pi.append(np.arange(n_p))
@@ -245,15 +317,35 @@ def _rows(variants: list[_Variant], grid: Arr, h_grid: Sequence[int]) -> tuple[I
     )
 
 
-def _inputs(variants: list[_Variant], v: IntArr, P: Arr, H: Arr, tokens: Arr) -> dict[str, Arr]:
-    keys = variants[0].x.keys()
-    table = {k: np.asarray([float(var.x[k]) for var in variants]) for k in keys}
-    x = {k: col[v] for k, col in table.items()}
-    x["params"] = P
-    x["active_params"] = P
-    x["inner_steps"] = H
-    x["tokens"] = tokens
-    return x
+def _evaluate_rows(
+    variants: list[_Variant],
+    v: IntArr,
+    pi: IntArr,
+    P: Arr,
+    H: Arr,
+    tokens: Arr,
+    fixed: dict[str, float],
+    p: ModelParams,
+) -> dict[str, Arr]:
+    """FLEET_OUTPUTS of every row (variant v, size index pi, P, H, tokens): one kernel call per set of
+    input keys (a site scenario's paced inputs may carry keys an identical-node one does not)."""
+    flat = [x for var in variants for x in var.xs]
+    offset = np.cumsum([0] + [len(var.xs) for var in variants])[:-1]
+    which = np.stack([var.which for var in variants])
+    g = offset[v] + which[v, pi]
+    out = {k: np.zeros(v.size) for k in FLEET_OUTPUTS}
+    for members in group_by_keys(flat):
+        rows = np.nonzero(np.isin(g, members))[0]
+        if not rows.size:
+            continue
+        sub = [flat[j] for j in members]
+        local = np.searchsorted(np.asarray(members), g[rows])
+        x = {k: np.asarray([float(d[k]) for d in sub])[local] for k in sub[0]}
+        x.update(params=P[rows], active_params=P[rows], inner_steps=H[rows], tokens=tokens[rows])
+        x.update({k: np.asarray(val) for k, val in fixed.items()})
+        for k, a in evaluate(x, p, outputs=FLEET_OUTPUTS).items():
+            out[k][rows] = np.broadcast_to(a, rows.shape)
+    return out
 
 
 def _score(r: dict[str, Arr], metric: FleetMetric) -> Arr:
@@ -315,7 +407,7 @@ def fleet_search(
         f"must be in (0, max_overtraining], got {min_overtraining}",
     )
     require(max_tokens > 0, "max_tokens", f"must be > 0 tokens, got {max_tokens}")
-    best, per_algo, n_cfg, reasons = _search(
+    found = _search(
         fleet,
         m,
         met,
@@ -330,6 +422,7 @@ def fleet_search(
     )
     gains: dict[str, float] = {}
     bind = ""
+    best = found.best
     if binding and best is not None:
         gains, bind = _binding(
             fleet,
@@ -351,13 +444,23 @@ def fleet_search(
         metric=met.value,
         feasible=best is not None,
         best=best,
-        per_algorithm=per_algo,
+        per_algorithm=found.per_algorithm,
         gains=gains,
         binding=bind,
-        configurations=n_cfg,
-        reasons=reasons,
-        assumptions=_assumptions(m, grid, h_grid, min_overtraining, max_overtraining),
+        configurations=found.configurations,
+        reasons=found.reasons,
+        skipped=found.skipped,
+        sites=tuple(describe(fleet)),
+        assumptions=_assumptions(fleet, m, grid, h_grid, min_overtraining, max_overtraining),
     )
+
+
+class _Found(NamedTuple):
+    best: FleetOption | None
+    per_algorithm: tuple[FleetOption, ...]
+    configurations: int
+    reasons: tuple[str, ...]
+    skipped: tuple[str, ...]
 
 
 def _search(
@@ -372,17 +475,18 @@ def _search(
     min_ot: float,
     max_ot: float,
     max_tokens: float,
-) -> tuple[FleetOption | None, tuple[FleetOption, ...], int, tuple[str, ...]]:
-    """(best option, best per algorithm label, configurations evaluated, reasons if none is valid)."""
-    variants = _variants(fleet, m, p, algorithms, codec_names)
+) -> _Found:
+    """The best option, the best per algorithm label, the configurations evaluated, the reasons if
+    none is valid, and the algorithms not searched (with why)."""
+    variants, skipped = _variants(fleet, m, p, algorithms, codec_names, grid)
     if not variants:
-        return None, (), 0, ("no algorithm and codec combination is valid for this fleet",)
+        return _Found(
+            None, (), 0, ("no algorithm and codec combination is valid for this fleet",), tuple(skipped)
+        )
     v, pi, hi = _rows(variants, grid, h_grid)
     P, H = grid[pi], np.asarray(h_grid, dtype=np.float64)[hi]
-    x = _inputs(variants, v, P, H, np.zeros(v.size))
-    x["min_overtraining"] = np.asarray(min_ot)
-    x["max_overtraining"] = np.asarray(max_ot)
-    r = {k: np.array(np.broadcast_to(a, v.shape)) for k, a in evaluate(x, p, outputs=FLEET_OUTPUTS).items()}
+    window = {"min_overtraining": min_ot, "max_overtraining": max_ot}
+    r = _evaluate_rows(variants, v, pi, P, H, np.zeros(v.size), window, p)
     # Rows past the window at the full budget stop early, at max_overtraining (tokens ~ OT), and
     # rows past max_tokens at max_tokens.
     ot0, d0 = r["overtraining_ratio"], r["tokens"]
@@ -391,24 +495,29 @@ def _search(
     over = np.nonzero(np.isfinite(ot0) & np.isfinite(d0) & (d0 > stop * (1 + 1e-9)))[0]
     stopped = np.zeros(v.size, dtype=bool)
     if over.size:
-        x2 = {k: (a[over] if np.ndim(a) == 1 else a) for k, a in x.items()}
-        x2["tokens"] = stop[over]
-        r2 = evaluate(x2, p, outputs=FLEET_OUTPUTS)
+        r2 = _evaluate_rows(variants, v[over], pi[over], P[over], H[over], stop[over], window, p)
         for k in r:
             r[k][over] = r2[k]
         stopped[over] = True
     ot = r["overtraining_ratio"]
+    site_pp = np.asarray([var.scenario.algorithm is Algorithm.SITE_PP_DILOCO for var in variants])
+    fits = np.stack([var.fits for var in variants])
     valid = (
         (r["feasible"] > 0)
         & (ot >= min_ot * (1 - 1e-9))
         & (ot <= max_ot * (1 + 1e-9))
         & np.where(r["algorithm_resolved"] == ALGO_PP_DILOCO, r["groups"] >= 2, True)
+        # A site-pipeline variant counts only as itself (not its pp_diloco fallback), with >= 2 sites
+        # (the planner's rule, `candidates`).
+        & np.where(site_pp[v], (r["algorithm_resolved"] == ALGO_SITE_PP) & (r["groups"] >= 2), True)
+        # Every [[site]] holds the model (estimate's per-site fit).
+        & fits[v, pi]
     )
     score = np.where(valid, _score(r, met), -np.inf)
     score = np.where(np.isfinite(score) | (score == -np.inf), score, -np.inf)
     n_cfg = int(v.size + over.size)
     if not np.isfinite(score).any():
-        return None, (), n_cfg, _why_none(fleet, r, valid, min_ot)
+        return _Found(None, (), n_cfg, _why_none(fleet, r, fits[v, pi], min_ot), tuple(skipped))
     best_of: dict[str, int] = {}
     for i in np.argsort(-score, kind="stable"):
         if not np.isfinite(score[i]):
@@ -418,14 +527,16 @@ def _search(
         _option(variants[v[i]], float(P[i]), int(h_grid[hi[i]]), r, i, bool(stopped[i]), m, p)
         for i in best_of.values()
     ]
-    return opts[0], tuple(opts), n_cfg, ()
+    return _Found(opts[0], tuple(opts), n_cfg, (), tuple(skipped))
 
 
 def _why_none(
-    fleet: Scenario, r: dict[str, Arr], valid: npt.NDArray[np.bool_], min_ot: float
+    fleet: Scenario, r: dict[str, Arr], site_fits: npt.NDArray[np.bool_], min_ot: float
 ) -> tuple[str, ...]:
     feasible = r["feasible"] > 0
     node = f"{fleet.resolved_chips_per_node()} x {fleet.hardware}"
+    if fleet.sites and feasible.any() and not (feasible & site_fits).any():
+        return (f"no model size of the grid fits every site's nodes ({'; '.join(describe(fleet))}) (memory)",)
     if not (r["under_cap"] > 0).any():
         return (f"each node ({node}) is over regime {fleet.regime}'s covered-cluster cap",)
     if not (r["fits"] > 0).any():
@@ -451,9 +562,10 @@ def _option(
         tokens=float(r["tokens"][i]) if stopped else None,
         name=f"fleet: {var.label} on {var.scenario.num_nodes} x {var.scenario.hardware}",
     )
-    x = kernel_inputs(s, m, p)
+    x = scenario_inputs(s, m, p)
     full = {k: float(np.asarray(val).reshape(-1)[0]) for k, val in evaluate(x, p).items()}
     algo_code = int(full["algorithm_resolved"])
+    sync, compute = pacing(s, m, p, estimate) if s.sites else ("", "")
     return FleetOption(
         scenario=s,
         algorithm=var.scenario.algorithm.value if algo_code != ALGO_PP_DILOCO else ALGORITHM_NAMES[algo_code],
@@ -475,6 +587,8 @@ def _option(
         mean_down_bits_per_s=full["mean_down_bits_per_s"],
         peak_up_bits_per_s=full["peak_up_bits_per_s"],
         bytes_per_day_per_node=full["bytes_per_day_per_node"],
+        sync_pacing=sync,
+        compute_pacing_site=compute,
     )
 
 
@@ -492,20 +606,13 @@ def _binding(
     max_ot: float,
     max_tokens: float,
 ) -> tuple[dict[str, float], str]:
-    """Gain of the best metric when days, WAN bandwidth (both directions) or nodes double."""
-    doubled = {
-        "days": fleet.replace(duration_s=2 * fleet.duration_s),
-        "bandwidth": fleet.replace(
-            bandwidth_up_bits_per_s=2 * fleet.bandwidth_up_bits_per_s,
-            bandwidth_down_bits_per_s=2 * fleet.bandwidth_down_bits_per_s,
-        ),
-        "nodes": fleet.replace(num_nodes=2 * fleet.num_nodes),
-    }
+    """Gain of the best metric when days, WAN bandwidth (both directions, every site's) or nodes
+    (every site's) double (`fleet_sites.doubled`)."""
     # Gains are ratios of C_quality for every metric: a loss ratio of 1.01 can be a large change.
     now = best.c_quality_flop
     gains: dict[str, float] = {}
-    for name, s in doubled.items():
-        b, _, _, _ = _search(s, m, met, p, grid, h_grid, algorithms, codec_names, min_ot, max_ot, max_tokens)
+    for name, s in doubled(fleet).items():
+        b = _search(s, m, met, p, grid, h_grid, algorithms, codec_names, min_ot, max_ot, max_tokens).best
         gains[name] = 1.0 if b is None or not now > 0 else b.c_quality_flop / now
     top = max(gains, key=lambda k: gains[k])
     if gains[top] < 1 + BINDING_MIN_GAIN:
@@ -518,9 +625,24 @@ def _binding(
     return gains, top
 
 
-def _assumptions(m: Mode, grid: Arr, h_grid: Sequence[int], min_ot: float, max_ot: float) -> tuple[str, ...]:
+def _assumptions(
+    fleet: Scenario, m: Mode, grid: Arr, h_grid: Sequence[int], min_ot: float, max_ot: float
+) -> tuple[str, ...]:
+    sites = (
+        [
+            f"[[site]] tables: each configuration evaluated on the paced identical-node equivalent "
+            f"(kernel.sites), as estimate does; the [[churn]] schedule ({len(fleet.churn)} events) is not "
+            f"searched: the figures are for the sites as listed ({fleet.num_nodes} nodes)"
+            if fleet.churn
+            else "[[site]] tables: each configuration evaluated on the paced identical-node equivalent "
+            "(kernel.sites), as estimate does"
+        ]
+        if fleet.sites
+        else []
+    )
     return (
         f"{m.value} mode; hardware, precision, chips per node, node count, links and regime as given",
+        *sites,
         f"model sizes: {grid.size} from {units.format_count(float(grid.min()))} to "
         f"{units.format_count(float(grid.max()))} parameters, dense (active = total)",
         f"inner steps H in {{{', '.join('H_min' if h == 0 else str(h) for h in h_grid)}}}",
