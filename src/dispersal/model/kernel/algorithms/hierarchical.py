@@ -46,7 +46,12 @@ def branch(c: Common) -> Branch:
     f_Gh = straggler_factor(G_h, c.strag, p)
     T_glob, u_glob, d_glob = topology.sync(c, P, G_h, f_Gh, c.up, c.down, c.lat)
     slack = np.where(shared & streaming, H_in * T_step - T_reg, T_rc)
-    H_reg = np.maximum(1.0, np.ceil(T_glob / np.maximum(slack, TINY * T_rc)))
+    # A requested H_in whose steps do not cover the regional sync leaves the shared link no slack: the
+    # global sync cannot hide and takes its own turn after each regional round (H_reg = 1; the cycle
+    # below is then T_glob + T_reg), instead of waiting ~1/TINY rounds for a slack that never comes.
+    H_reg = np.where(
+        slack > TINY * T_rc, np.maximum(1.0, np.ceil(T_glob / np.maximum(slack, TINY * T_rc))), 1.0
+    )
     cyc = np.where(
         streaming,
         np.maximum(H_reg * T_rc, T_glob + np.where(shared, H_reg * T_reg, 0.0)),
