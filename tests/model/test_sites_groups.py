@@ -186,3 +186,23 @@ def test_raising_one_sites_bandwidth_never_slows_the_run(
     faster = [dict(x) for x in sites]
     faster[site][direction] = float(sites[site][direction]) * factor
     assert _run_time(Scenario.from_dict({**s.to_dict(), "site": faster})) <= _run_time(s) * (1 + 1e-12)
+
+
+def test_the_summary_names_regional_groups_not_group_size_for_sites() -> None:
+    """With [[site]] tables a hierarchical run's groups are the regions: the summary row says so."""
+    from dispersal.model import estimate
+    from dispersal.present.rows import summary_rows
+
+    s = Scenario.from_dict(
+        {
+            "name": "regions",
+            "algorithm": "hierarchical",
+            "sites": [
+                {"name": "a", "nodes": 2, "region": "us"},
+                {"name": "b", "nodes": 2, "region": "eu"},
+                {"name": "c", "nodes": 2, "region": "eu"},
+            ],
+        }
+    )
+    (algo,) = [r["value"] for r in summary_rows(estimate(s).to_dict()) if r["quantity"] == "algorithm"]
+    assert "2 regional groups" in algo and "groups of" not in algo

@@ -19,7 +19,8 @@ def summary_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
     s = d["scenario"]
     algo = d["algorithm"] + (" (streaming)" if d["streaming"] else "")
     if d["algorithm"] == "hierarchical":
-        algo += f", groups of {s['group_size']}"
+        # With [[site]] tables the groups are the sites' regions, not group_size nodes each.
+        algo += f", {d['groups']} regional groups" if d.get("sites") else f", groups of {s['group_size']}"
     if d["algorithm"] == "pp_diloco":
         algo += f", {d['pipeline_stages']} stages x {d['groups']} groups"
     rows = [
