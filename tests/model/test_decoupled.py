@@ -230,11 +230,13 @@ def test_decoupled_run_validation_and_quorum() -> None:
             DecoupledRun(**kw)  # type: ignore[arg-type]
 
 
-def test_planner_slot_in_default_mode_only_and_restrictable() -> None:
+def test_planner_slot_in_default_mode_only_when_asked_and_restrictable() -> None:
     c = Constraints(hardware=("h100_sxm",))
-    default = make_space(Mode.DEFAULT, c, "treaty", DEFAULT_PARAMS, [1e9])
-    assert 5.0 in default.slot_mode.tolist()
-    assert 5.0 not in make_space(Mode.PAPER, c, "treaty", DEFAULT_PARAMS, [1e9]).slot_mode.tolist()
+    plain = make_space(Mode.DEFAULT, c, "treaty", DEFAULT_PARAMS, [1e9])
+    assert 5.0 not in plain.slot_mode.tolist()  # opt-in: --algorithms ...,decoupled
+    asked = c.replace(algorithms=("auto", "hierarchical", "decoupled"))
+    assert 5.0 in make_space(Mode.DEFAULT, asked, "treaty", DEFAULT_PARAMS, [1e9]).slot_mode.tolist()
+    assert 5.0 not in make_space(Mode.PAPER, asked, "treaty", DEFAULT_PARAMS, [1e9]).slot_mode.tolist()
     only = make_space(Mode.DEFAULT, c.replace(algorithms=("decoupled",)), "treaty", DEFAULT_PARAMS, [1e9])
     assert only.slot_mode.tolist() == [5.0]
     without = make_space(

@@ -218,8 +218,9 @@ def plan_cmd(
         str | None,
         typer.Option(
             help="Search only these algorithm slots, comma-separated: auto (flat Streaming DiLoCo or "
-            "PP-group), hierarchical, ddp, decoupled. Default: every slot of the mode (default mode adds "
-            "decoupled)."
+            "PP-group), hierarchical, ddp, decoupled. Default: auto and hierarchical. Decoupled DiLoCo is "
+            "searched only when named (default mode; e.g. auto,hierarchical,decoupled): the planner prices "
+            "no failures, and without them it ties with Streaming DiLoCo."
         ),
     ] = None,
     objective: Annotated[str, typer.Option(help="cost, nodes or time.")] = "cost",
