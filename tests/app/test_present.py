@@ -177,9 +177,23 @@ def test_traffic_rows_show_both_directions_of_the_busiest_node() -> None:
         f"{F.percent(up)} / {F.percent(down)} (the downlink is the busier one)"
     )
     line = rows.traffic_text(d)
-    assert f"down mean {F.sig(t['mean_down_mbps'], 3)} / peak 57 Mbps" in line
+    assert f"down mean {F.bandwidth(t['mean_down_mbps'] * 1e6)} / peak 57 Mbps" in line
     paper = estimate(s, mode="paper").to_dict()
     assert rows.traffic_rows(paper)[0]["value"].startswith("the mean node (paper mode")
+
+
+def test_traffic_text_takes_mixed_sites_links_and_scales_units() -> None:
+    """With [[site]] links the scenario's 100 Mbps is not used: the download's peak is the busiest
+    site's downlink (INTELLECT-1's US site, 1.2 Gbps), and rates above 1,000 Mbps read in Gbps."""
+    from dispersal.model import estimate
+    from dispersal.model.inputs.presets import load_scenario
+    from dispersal.present import rows
+
+    d = estimate(load_scenario("intellect1_schedule"), mode="default").to_dict()
+    line = rows.traffic_text(d)
+    assert "peak 1.2 Gbps, down mean" in line
+    assert line.split("down mean ")[1].split(";")[0].endswith("/ peak 1.2 Gbps")
+    assert "e+" not in line
 
 
 @pytest.mark.slow

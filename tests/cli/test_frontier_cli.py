@@ -65,6 +65,10 @@ def test_table(tmp_path: Path) -> None:
     r = _run([*SMALL, "--samples", "0"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert "Where dispersal stops" in r.stdout and "Largest target" in r.stdout
+    # Piped output is as wide as the other commands' (not squeezed into 80 columns, headers unbroken),
+    # and the title names the metric as the docs do and the one-building cost the premiums divide.
+    assert "least bw/site" in r.stdout and "premium" in r.stdout
+    assert "C_quality" in r.stdout and "one building: 1e+24: $" in r.stdout
 
 
 @pytest.mark.slow

@@ -103,15 +103,20 @@ def render(f: Any) -> Any:
         f"{r['target_flop']:.0e}: {'-' if r['p_reach'] is None else format(r['p_reach'], '.0%')}"
         for r in d["p_reach"]
     )
+    building = ", ".join(
+        f"{c['target_flop']:.0e}: " + ("-" if c["cost_usd"] is None else units.format_money(c["cost_usd"]))
+        for c in d["centralized_cost_usd"]
+    )
+    metric = {"c_quality": "C_quality", "c_local": "C_local"}.get(d["metric"], d["metric"])
     t = Table(
-        title=f"Where dispersal stops ({d['mode']} mode, {d['metric']}, regime {d['regime']}); "
-        f"P(reach) at {_bw(d['reach_bandwidth_bits_per_s'])}: {reach}",
+        title=f"Where dispersal stops ({d['mode']} mode, {metric}, regime {d['regime']}); "
+        f"one building: {building}; P(reach) at {_bw(d['reach_bandwidth_bits_per_s'])}: {reach}",
         caption="P(reach within x): Monte Carlo, with P10/P50/P90 of the least bandwidth (inf = cannot reach); "
         "(word): what binds that limit; --json has every detail",
     )
     cols = (
         "target",
-        "x",
+        "premium",
         "P(reach) (least bw)",
         "least bw/site",
         "sites x node",
@@ -308,8 +313,8 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(d)
             return
-        from rich.console import Console
+        from dispersal.cli._render import console
 
-        Console().print(render(d))
+        console().print(render(d))
         if plot_path is not None:
-            Console().print(f"plot: {plot_path}")
+            console().print(f"plot: {plot_path}")

@@ -54,9 +54,9 @@ def run_year(
     if json_out:
         print_json(f.to_dict())
         return
-    from rich.console import Console
+    from dispersal.cli._render import console
 
-    Console().print(render_year(f))
+    console().print(render_year(f))
 
 
 def _held(pr: Any, x: float) -> str:
@@ -207,9 +207,9 @@ def run_compare(
     if json_out:
         print_json(d)
         return
-    from rich.console import Console
+    from dispersal.cli._render import console
 
-    Console().print(render_compare(d))
+    console().print(render_compare(d))
 
 
 def _pct(v: float) -> str:

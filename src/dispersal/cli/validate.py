@@ -9,11 +9,11 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
 from dispersal.cli._common import atomic_write_text, default_out, guarded, output_dir, print_json
+from dispersal.cli._render import console
 from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
 
@@ -203,7 +203,7 @@ def register(app: typer.Typer) -> None:
                     _fmt(r.predicted_paper, r.metric),
                     "yes" if r.within else "NO",
                 )
-            Console().print(t)
+            console().print(t)
         if folder is not None:
             atomic_write_text(folder / "validation.md", build_report(results, quality, seconds))
             if not json:

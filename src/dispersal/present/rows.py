@@ -163,11 +163,17 @@ def traffic_node(d: Mapping[str, Any]) -> str:
 
 
 def _down_peak_mbps(d: Mapping[str, Any]) -> float:
-    """The download's peak: bursts arrive at the downlink rate (0 when nothing is downloaded)."""
+    """The download's peak: bursts arrive at the downlink rate (0 when nothing is downloaded). With
+    mixed sites each site sets its own link (the scenario's is not used), so the peak is the downlink of
+    the site whose downlink is busiest."""
     t = d["traffic"]
-    return (
-        float(d["scenario"]["bandwidth_down_bits_per_s"]) / 1e6 if t.get("mean_down_mbps", 0.0) > 0 else 0.0
-    )
+    if t.get("mean_down_mbps", 0.0) <= 0:
+        return 0.0
+    sites = [s for s in d.get("sites") or [] if s.get("nodes", 0) > 0]
+    if sites:
+        busiest = max(sites, key=lambda s: float(s.get("link_utilisation_down", 0.0)))
+        return float(busiest["down_bits_per_s"]) / 1e6
+    return float(d["scenario"]["bandwidth_down_bits_per_s"]) / 1e6
 
 
 def traffic_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
@@ -199,13 +205,18 @@ def traffic_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
     ]
 
 
+def _rate(mbps: float) -> str:
+    """A rate in Mbps with its unit scaled (``"96.5 Mbps"``, ``"3.5 Gbps"``, never ``"3.5e+03 Mbps"``)."""
+    return F.bandwidth(mbps * 1e6, 3)
+
+
 def traffic_text(d: Mapping[str, Any]) -> str:
     """The traffic rows on one line (the CLI's estimate table): up and down, mean and peak, busiest link."""
     t = d["traffic"]
     up_busy, down_busy = t.get("link_utilisation_up", t["duty_cycle"]), t.get("link_utilisation_down", 0.0)
     return (
-        f"up mean {F.sig(t['mean_mbps'], 3)} / peak {F.sig(t['peak_mbps'], 3)} Mbps, down mean "
-        f"{F.sig(t.get('mean_down_mbps', 0.0), 3)} / peak {F.sig(_down_peak_mbps(d), 3)} Mbps; links busy "
+        f"up mean {_rate(t['mean_mbps'])} / peak {_rate(t['peak_mbps'])}, down mean "
+        f"{_rate(t.get('mean_down_mbps', 0.0))} / peak {_rate(_down_peak_mbps(d))}; links busy "
         f"{F.percent(up_busy, 0)} up / {F.percent(down_busy, 0)} down; "
         f"{F.data(t['bytes_per_day'])}/day; {traffic_node(d)}"
     )
