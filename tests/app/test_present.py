@@ -252,3 +252,24 @@ def test_answer_card_of_an_infeasible_plan_gives_the_reason() -> None:
     assert dict(card.lines)["binding constraint"] == d["reasons"][0]
     assert dict(card.lines)["premium over one datacenter"].startswith("not planned")
     assert card.cite.endswith("no plan reaches 1e+27 FLOP of c_quality.")
+
+
+def test_answer_card_premium_when_only_the_dispersed_plan_fails() -> None:
+    """`plan --algorithms decoupled` at 1e25: one datacenter reaches the target ($10.2M), the plan under
+    the rule does not; the card must not claim that no single-datacenter plan reaches it."""
+    d: dict[str, Any] = {
+        "feasible": False,
+        "target_flop": 1e25,
+        "metric": "c_quality",
+        "mode": "default",
+        "search": "exact",
+        "regime": "treaty",
+        "reasons": ["no hardware reaches 1e+25 FLOP c_quality"],
+        "extrapolation": [],
+        "centralized_cost_usd": 10.2e6,
+        "cost_premium": None,
+    }
+    premium = dict(plan_card(d).lines)["premium over one datacenter"]
+    assert premium == "- (no plan under the rule reaches the target; one datacenter: $10.2M)"
+    d["centralized_cost_usd"] = None
+    assert dict(plan_card(d).lines)["premium over one datacenter"].startswith("- (no single-datacenter")

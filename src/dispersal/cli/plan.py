@@ -259,7 +259,7 @@ def plan_cmd(
     sites: Annotated[
         str | None,
         typer.Option(
-            help="A scenario TOML with [[site]] tables (a fleet of site types): the smallest multiple of that "
+            help="A scenario TOML with [\\[site]] tables (a fleet of site types): the smallest multiple of that "
             "mix reaching each target; its own hardware, links, model and days are used, the other flags "
             "except --target, --metric, --mode, --max-nodes and --json are not."
         ),

@@ -79,8 +79,10 @@ def _premium(p: Mapping[str, Any]) -> str:
     prem, base = p.get("cost_premium"), p.get("centralized_cost_usd")
     if "cost_premium" not in p:
         return "not planned (plan with the centralized baseline: `dispersal plan` does by default)"
-    if prem is None or base is None:
+    if base is None:
         return "- (no single-datacenter plan reaches the target)"
+    if prem is None:  # one datacenter reaches it; the dispersed plan does not
+        return f"- (no plan under the rule reaches the target; one datacenter: {F.money(float(base))})"
     return f"{F.factor(float(prem))} the cost of one datacenter ({F.money(float(base))}, datacenter links, no rule)"
 
 
