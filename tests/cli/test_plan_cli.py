@@ -145,3 +145,28 @@ def test_reproduce_default_out_is_not_the_current_directory(
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dispersal-output"]
     assert (tmp_path / "dispersal-output" / "reproduce" / "reproduction.md").is_file()
+
+
+def test_plan_sites_gives_a_missed_targets_reason_below_the_table() -> None:
+    """`plan --sites`: a target the mix cannot reach says why on its own line, not in the table's
+    utilisation column; the headers name the metric as the docs do (C_quality)."""
+    import dispersal.data
+
+    path = str(Path(dispersal.data.__file__).parent / "scenarios" / "intellect1_schedule.toml")
+    r = CliRunner().invoke(app, ["plan", "--target", "1e25", "--sites", path])
+    assert r.exit_code == 0, r.output
+    assert "C_quality (FLOP)" in r.output and "us nodes" in r.output
+    assert "not reached at 1e+25 FLOP: " in r.output
+    table_rows = [line for line in r.output.splitlines() if line.startswith("│")]
+    assert table_rows and all("reaches" not in line for line in table_rows)
+    by_name = CliRunner().invoke(app, ["plan", "--target", "1e25", "--sites", "intellect1_schedule"])
+    assert by_name.exit_code == 0 and "not reached at 1e+25 FLOP: " in by_name.output, by_name.output
+
+
+def test_plan_target_takes_a_comma_list_like_frontier() -> None:
+    """`plan --target 1e22,1e23` plans both targets (frontier's --target takes the same list)."""
+    r = CliRunner().invoke(
+        app, ["plan", "--target", "1e22,1e23", "--mode", "paper", "--search", "bisect", "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    assert [p["target_flop"] for p in json.loads(r.output)] == [1e22, 1e23]

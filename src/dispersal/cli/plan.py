@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -183,7 +184,9 @@ def runners_up_table(p: Plan) -> Table:
 def plan_cmd(
     target: Annotated[
         list[str] | None,
-        typer.Option(help="Target compute, e.g. 1e25 (repeatable). Default: 1e24, 1e25, 1e26."),
+        typer.Option(
+            help="Target compute, e.g. 1e25 (repeatable or a comma list: 1e24,1e25). Default: 1e24, 1e25, 1e26."
+        ),
     ] = None,
     metric: Annotated[
         str | None, typer.Option(help="c_local or c_quality (paper mode default c_local, else c_quality).")
@@ -270,7 +273,9 @@ def plan_cmd(
     With no flags: the paper's threat model (100 Mbps, 100 ms, 740 days, treaty) for 1e24, 1e25, 1e26.
     """
     m = check_mode(mode)
-    targets = [flop_target(t, "target") for t in (target or [])] or list(DEFAULT_TARGETS)
+    # Repeatable or a comma list, as `frontier --target 1e24,1e25` takes it.
+    parts = [part.strip() for t in target or [] for part in t.split(",")]
+    targets = [flop_target(t, "target") for t in parts] or list(DEFAULT_TARGETS)
     if sites is not None:
         _plan_sites(sites, targets, m, metric, max_nodes, json_)
         return
@@ -417,8 +422,12 @@ def _plan_sites(
     if metric is not None and metric not in METRICS:
         raise InputError("metric", f"must be one of {', '.join(METRICS)}, got {metric!r}")
     from dispersal.cli._scenario import load_scenario_data
+    from dispersal.model.inputs.presets import scenario_names
 
-    s = build_scenario(str(input_file(path, "sites")), [])
+    # A preset name works as in `estimate --scenario` (intellect1_schedule); anything else is a file.
+    if not (path in scenario_names() and not Path(path).exists()):
+        path = str(input_file(path, "sites"))
+    s = build_scenario(path, [])
     search_params = "params" not in load_scenario_data(str(path))
     if not s.sites:
         raise InputError("sites", f"{path} has no [[site]] tables")
@@ -432,34 +441,29 @@ def _plan_sites(
         return
     from dispersal.cli._render import console
 
+    label = {"c_quality": "C_quality", "c_local": "C_local"}.get(met, met)
     t = Table(
-        title=f"dispersal plan --sites {path} ({m.value} mode, metric {met}): smallest multiple of the mix"
+        title=f"dispersal plan --sites {path} ({m.value} mode, metric {label}): smallest multiple of the mix"
     )
     for col in (
         "target",
         "scale",
-        *(site.name for site in s.sites),
+        *(f"{site.name} nodes" for site in s.sites),
         "model",
         "days",
         "cost",
-        met,
+        f"{label} (FLOP)",
         "utilisation",
         "sync paced by",
     ):
         t.add_column(col, justify="right")
+    missed: list[str] = []
     for p in plans:
         e = p.estimate
         if p.scale is None or e is None:
-            t.add_row(
-                f"{p.target_flop:.3g}",
-                "[red]not reached[/]",
-                *("" for _ in s.sites),
-                "",
-                "",
-                "",
-                "",
-                p.reason,
-            )
+            # The reason goes below the table: in a cell it read as the utilisation column's value.
+            t.add_row(f"{p.target_flop:.3g}", "[red]not reached[/]", *("-" for _ in range(len(s.sites) + 6)))
+            missed.append(f"not reached at {p.target_flop:.3g} FLOP: {p.reason}")
             continue
         value = e.c_quality_flop if met == "c_quality" else e.c_local_flop
         t.add_row(
@@ -474,6 +478,8 @@ def _plan_sites(
             e.sync_pacing,
         )
     console().print(t)
+    for line in missed:
+        console().print(line, markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:
