@@ -52,3 +52,16 @@ def test_compare_json() -> None:
     assert bs["delay_days"] is None and bs["finishes_within_budget"] is False
     assert {r["status"] for r in d["rates"]} <= {"sourced", "assumed", "baseline"}
     assert set(d["formulas"]) == {"independent", "correlated", "building_finder"}
+
+
+def test_compare_table_states_days_and_spend_against_one_building() -> None:
+    """The monitor table says how long each layout trains and what the N-site layout's hardware costs
+    against one building's (the premium the layout was chosen under)."""
+    from dispersal.cli.frontier_time import compare_rows
+
+    d = _json(["frontier", "--compare", "--target", "1e22", "--wan", "1Gbps", "--json"])
+    rows = dict(compare_rows(d))
+    (c,) = d["comparisons"]
+    ratio = c["sites"]["hardware_usd"] / c["building"]["hardware_usd"]
+    assert rows["hardware spend vs one building"] == ["1.00x", f"{ratio:.2f}x"]
+    assert rows["days"] == [f"{c['building']['days']:,.0f}", f"{c['sites']['days']:,.0f}"]

@@ -253,7 +253,17 @@ def compare_rows(d: dict[str, Any]) -> list[tuple[str, list[str]]]:
             "WAN per site / total",
             [f"{L['wan_mbps_per_site']:,.0f} Mbps / {L['wan_gbps_total']:,.1f} Gbps" for _, L in cols],
         ),
+        ("days", [f"{L['days']:,.0f}" for _, L in cols]),
         ("hardware spend", [units.format_money(L["hardware_usd"]) for _, L in cols]),
+        (
+            "hardware spend vs one building",
+            [
+                f"{L['hardware_usd'] / c['building']['hardware_usd']:.2f}x"
+                if c["building"] is not None and c["building"]["hardware_usd"]
+                else "-"
+                for c, L in cols
+            ],
+        ),
         (
             "power bill per site-month",
             [units.format_money(L["electricity_usd_per_site_month"]) for _, L in cols],
