@@ -81,3 +81,35 @@ def test_bad_input_is_one_line(tmp_path: Path, flag: str, value: str) -> None:
     assert r.returncode == 2
     assert flag.lstrip("-") in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["--lose-sites", "2"], "--lose-sites"),
+        (["--wan", "1Gbps"], "--wan"),
+        (["--compare", "--plot", "x.png"], "--plot"),
+        (["--compare", "--samples", "5"], "--samples"),
+        (["--year", "--sites", "10"], "--sites"),
+        (["--until", "2028"], "--until"),
+    ],
+)
+def test_a_flag_the_chosen_form_does_not_read_is_an_error(argv: list[str], flag: str) -> None:
+    """`frontier --lose-sites 2` without --compare used to run the grid and ignore it: exit 2 naming the
+    flag and the form that reads it, before any search."""
+    from typer.testing import CliRunner
+
+    from dispersal.cli import app
+
+    r = CliRunner().invoke(app, ["frontier", *argv])
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith(f"error: {flag}: is read only with ") and len(r.output.splitlines()) == 1
+
+
+def test_year_range_error_prints_years_plainly() -> None:
+    from typer.testing import CliRunner
+
+    from dispersal.cli import app
+
+    r = CliRunner().invoke(app, ["frontier", "--year", "--until", "1900"])
+    assert r.exit_code == 2 and "must be in [2026, 2100] year, got 1900" in r.output, r.output

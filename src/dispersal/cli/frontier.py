@@ -196,6 +196,27 @@ def render(f: Any) -> Any:
     return Group(*parts)
 
 
+#: Which flags each form of `frontier` reads (the grid form is neither --year nor --compare); a flag
+#: given to a form that does not read it is an error, not silently ignored.
+_FLAGS_OF = {
+    "grid": {"sites", "bandwidth", "max-site-kw", "samples", "seed", "plot"},
+    "year": {"until", "published-h", "plot"},
+    "compare": {"wan", "lose-sites"},
+}
+
+
+def _only_with(*, year: bool, compare: bool, given: dict[str, bool]) -> None:
+    """InputError naming the first given flag that the chosen form of `frontier` does not read."""
+    form = "year" if year else "compare" if compare else "grid"
+    for flag, is_given in given.items():
+        if is_given and flag not in _FLAGS_OF[form]:
+            where = [f for f, flags in _FLAGS_OF.items() if flag in flags]
+            needs = " or ".join(
+                "the default grid (no --year / --compare)" if f == "grid" else f"--{f}" for f in where
+            )
+            raise InputError(flag, f"is read only with {needs}")
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``frontier`` command to the root app."""
 
@@ -251,6 +272,22 @@ def register(app: typer.Typer) -> None:
         """The limits of dispersal per target and premium over one datacenter: least bandwidth per site,
         most sites, least power per site, shortest run, longest distance and the largest target at N
         sites, each with what binds; Monte Carlo bands with P(reach) first."""
+        _only_with(
+            year=year,
+            compare=compare,
+            given={
+                "wan": wan is not None,
+                "lose-sites": lose_sites != 1,
+                "until": until != 2030,
+                "published-h": published_h,
+                "sites": bool(sites),
+                "bandwidth": bool(bandwidth),
+                "max-site-kw": max_site_kw is not None,
+                "samples": samples != DEFAULT_SAMPLES,
+                "seed": seed != 0,
+                "plot": plot is not None,
+            },
+        )
         if year or compare:  # cli/frontier_time.py (issue 23 items 3-5)
             from dispersal.cli import frontier_time as ftc
 
