@@ -273,3 +273,19 @@ def test_answer_card_premium_when_only_the_dispersed_plan_fails() -> None:
     assert premium == "- (no plan under the rule reaches the target; one datacenter: $10.2M)"
     d["centralized_cost_usd"] = None
     assert dict(plan_card(d).lines)["premium over one datacenter"].startswith("- (no single-datacenter")
+
+
+def test_report_frontier_rows_name_the_node_once_and_the_reach_rate_asked() -> None:
+    """The report's frontier table read "50x 50x a100_40gb BF16" (the hardware string already carries
+    the chips per site) and its P(reach) line said 100 Mbps whatever rate the frontier used."""
+    from dispersal.present.report import _frontier_rows, _reach_line
+
+    lim = {"target_flop": 1e25, "premium": 2.0, "sites": 31, "chips_per_site": 50}
+    fr = {
+        "limits": [{**lim, "hardware": "50x a100_40gb BF16", "least_bandwidth_bits_per_s": 1e9}],
+        "p_reach": [{"target_flop": 1e25, "p_reach": 0.66}],
+        "reach_bandwidth_bits_per_s": 1e9,
+    }
+    (row,) = _frontier_rows(fr)
+    assert row["node"] == "50x a100_40gb BF16" and row["least bandwidth per site"] == "1 Gbps"
+    assert _reach_line(fr) == "P(reach) at 1 Gbps: 1e+25 FLOP: 66%"
