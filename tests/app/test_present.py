@@ -289,3 +289,23 @@ def test_report_frontier_rows_name_the_node_once_and_the_reach_rate_asked() -> N
     (row,) = _frontier_rows(fr)
     assert row["node"] == "50x a100_40gb BF16" and row["least bandwidth per site"] == "1 Gbps"
     assert _reach_line(fr) == "P(reach) at 1 Gbps: 1e+25 FLOP: 66%"
+
+
+def test_algorithm_row_says_what_streaming_means_and_the_site_pipeline_shape() -> None:
+    """ddp printed "ddp (streaming), H = 1"; the model's flag means "sync overlapped with compute",
+    fragments are their own input; site-pipeline DiLoCo shows its stages and groups like pp_diloco."""
+    from dispersal.model import estimate
+    from dispersal.model.inputs.presets import load_scenario
+    from dispersal.present import rows
+
+    def algo(s: Any) -> str:
+        got = {r["quantity"]: r["value"] for r in rows.summary_rows(estimate(s, mode="default").to_dict())}
+        return got["algorithm"]
+
+    base = load_scenario("paper_threat_model")
+    assert algo(base.replace(algorithm="ddp")) == "ddp, H = 1"
+    assert algo(base.replace(algorithm="streaming", fragments=4)).startswith(
+        "diloco (streaming, 4 fragments), H = "
+    )
+    x = algo(load_scenario("diloco_x_107b"))
+    assert x.startswith("site_pp_diloco (sync overlapped with compute), 4 stages x 2 groups, H = "), x

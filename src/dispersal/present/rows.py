@@ -17,10 +17,15 @@ from dispersal.present import formats as F
 def summary_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
     """Headline figures of an Estimate.to_dict()."""
     s = d["scenario"]
-    algo = d["algorithm"] + (" (streaming)" if d["streaming"] else "")
+    algo = d["algorithm"]
+    # The model's `streaming` flag is "the sync overlaps compute"; fragments are a separate input.
+    # Neither means anything to per-step ddp (H = 1: every step syncs everything).
+    if d["streaming"] and d["algorithm"] != "ddp":
+        frags = int(s.get("fragments") or 1)
+        algo += f" (streaming, {frags} fragments)" if frags > 1 else " (sync overlapped with compute)"
     if d["algorithm"] == "hierarchical":
         algo += f", groups of {s['group_size']}"
-    if d["algorithm"] == "pp_diloco":
+    if d["algorithm"] in ("pp_diloco", "site_pp_diloco"):
         algo += f", {d['pipeline_stages']} stages x {d['groups']} groups"
     rows = [
         ("status", "feasible" if d["feasible"] else "INFEASIBLE: " + "; ".join(d["reasons"])),
