@@ -1,0 +1,23 @@
+"""Notes of the pipeline algorithms say nothing false: `--algorithm site_pp_diloco` on a model that fits
+one node fell back to a 1-stage pp_diloco and claimed "the model does not fit one node: 1-stage
+pipeline parallelism forced"."""
+
+from __future__ import annotations
+
+from dispersal.model import estimate
+from dispersal.model.inputs.presets import load_scenario
+
+
+def test_site_fallback_does_not_claim_a_forced_pipeline() -> None:
+    e = estimate(load_scenario("paper_threat_model").replace(algorithm="site_pp_diloco"), mode="default")
+    assert e.algorithm == "pp_diloco" and e.to_dict()["pipeline_stages"] == 1
+    assert not any("does not fit one node" in n for n in e.notes), e.notes
+    assert any("ran pp_diloco instead of site_pp_diloco" in n for n in e.notes)
+
+
+def test_auto_still_notes_a_forced_wan_pipeline() -> None:
+    s = load_scenario("paper_threat_model").replace(algorithm="auto", params=2e12, num_nodes=64)
+    e = estimate(s, mode="default")
+    assert e.algorithm == "pp_diloco" and e.to_dict()["pipeline_stages"] > 1
+    stages = e.to_dict()["pipeline_stages"]
+    assert any(f"{stages}-stage pipeline parallelism forced" in n for n in e.notes), e.notes
