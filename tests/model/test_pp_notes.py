@@ -21,3 +21,11 @@ def test_auto_still_notes_a_forced_wan_pipeline() -> None:
     assert e.algorithm == "pp_diloco" and e.to_dict()["pipeline_stages"] > 1
     stages = e.to_dict()["pipeline_stages"]
     assert any(f"{stages}-stage pipeline parallelism forced" in n for n in e.notes), e.notes
+
+
+def test_decoupled_note_gives_the_delivery_interval_in_a_readable_unit() -> None:
+    """INTELLECT-1's sites under decoupled DiLoCo deliver every 100 steps of ~21 s: the note read
+    "(2.1e+03 s)"."""
+    s = load_scenario("intellect1_schedule").replace(algorithm="decoupled")
+    (note,) = [n for n in estimate(s, mode="default").notes if n.startswith("decoupled:")]
+    assert "e+" not in note and " min); merges arrive" in note, note
