@@ -22,7 +22,7 @@ def _close(cost_usd: float, text: str) -> bool:
     """cost_usd rounds to README's figure (to the digits it prints)."""
     want = _usd(text)
     digits = len(text.strip().lstrip("$")[:-1].replace(".", "").lstrip("0"))
-    return abs(cost_usd - want) <= 0.5 * 10 ** (len(str(int(want))) - digits)
+    return bool(abs(cost_usd - want) <= 0.5 * 10.0 ** (len(str(int(want))) - digits))
 
 
 def _row(prefix: str) -> str:
@@ -55,4 +55,5 @@ def test_frontier_table_one_building_costs_match_the_baseline() -> None:
     for target in (1e24, 1e25, 1e26):
         cell = _row(f"| {target:.0e} FLOP".replace("+", "")).split("|")[2].strip()
         base = centralized_baseline(target, constraints=Constraints(), mode="default").best
-        assert base is not None and _close(base.cost_usd, cell), (target, base.cost_usd, cell)
+        assert base is not None
+        assert _close(base.cost_usd, cell), (target, base.cost_usd, cell)
