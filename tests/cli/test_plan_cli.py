@@ -170,3 +170,14 @@ def test_plan_target_takes_a_comma_list_like_frontier() -> None:
     )
     assert r.exit_code == 0, r.output
     assert [p["target_flop"] for p in json.loads(r.output)] == [1e22, 1e23]
+
+
+def test_plan_cites_the_algorithms_and_site_sizes_it_searched() -> None:
+    """`plan --site-nodes 4` printed the same card as without it: the cite line now names the slots
+    searched (paper mode has no decoupled slot) and the site sizes, and --json carries them."""
+    argv = ["plan", "--target", "1e22", "--mode", "paper", "--search", "bisect", "--site-nodes", "4"]
+    r = CliRunner().invoke(app, argv)
+    assert r.exit_code == 0, r.output
+    assert "algorithms searched: auto, hierarchical; site pipelines of 4 nodes:" in " ".join(r.output.split())
+    (d,) = json.loads(CliRunner().invoke(app, [*argv, "--json"]).output)
+    assert d["searched"] == {"algorithms": ["auto", "hierarchical"], "site_nodes": [4]}

@@ -318,6 +318,9 @@ def plan_cmd(
         for t in targets
     ]
     dicts: list[dict[str, Any]] = [p.to_dict() for p in plans]
+    searched = _searched(c, m)
+    for d in dicts:
+        d["searched"] = searched
     tables = _sample_tables(
         plans,
         dicts,
@@ -410,6 +413,13 @@ def _print_plans(plans: list[Plan], dicts: list[dict[str, Any]], tables: list[An
             con.print(runners_up_table(p))
     for t in tables:
         con.print(t)
+
+
+def _searched(c: Any, m: Any) -> dict[str, list[Any]]:
+    """Which algorithm slots and site sizes the planner searched (the answer card cites them): every
+    slot of the mode unless --algorithms restricts it (paper mode has no decoupled slot)."""
+    every = ["auto", "hierarchical"] + (["decoupled"] if m.value == "default" else [])
+    return {"algorithms": list(c.algorithms) or every, "site_nodes": list(c.site_sizes)}
 
 
 def _plan_sites(
