@@ -100,7 +100,7 @@ def render(f: Any) -> Any:
 
     d = f.to_dict() if hasattr(f, "to_dict") else f
     reach = ", ".join(
-        f"{r['target_flop']:.0e}: {'-' if r['p_reach'] is None else format(r['p_reach'], '.0%')}"
+        f"{r['target_flop']:.0e}: {'not drawn' if r['p_reach'] is None else format(r['p_reach'], '.0%')}"
         for r in d["p_reach"]
     )
     building = ", ".join(
@@ -108,8 +108,9 @@ def render(f: Any) -> Any:
         for c in d["centralized_cost_usd"]
     )
     metric = {"c_quality": "C_quality", "c_local": "C_local"}.get(d["metric"], d["metric"])
+    cap = "" if d.get("max_site_kw") is None else f", every site under {d['max_site_kw']:g} kW"
     t = Table(
-        title=f"Where dispersal stops ({d['mode']} mode, {metric}, regime {d['regime']}); "
+        title=f"Where dispersal stops ({d['mode']} mode, {metric}, regime {d['regime']}{cap}); "
         f"one building: {building}; P(reach) at {_bw(d['reach_bandwidth_bits_per_s'])}: {reach}",
         caption="P(reach within x): Monte Carlo, with P10/P50/P90 of the least bandwidth (inf = cannot reach); "
         "(word): what binds that limit; --json has every detail",
