@@ -309,3 +309,28 @@ def test_algorithm_row_says_what_streaming_means_and_the_site_pipeline_shape() -
     )
     x = algo(load_scenario("diloco_x_107b"))
     assert x.startswith("site_pp_diloco (sync overlapped with compute), 4 stages x 2 groups, H = "), x
+
+
+@pytest.mark.slow
+def test_frontier_figure_without_draws_says_so_and_has_readable_site_ticks() -> None:
+    """`frontier --samples 0 --max-site-kw 50 --plot`: the title read "P(reach) ...: 1e+24: -", left
+    out the power cap, the legend offered "draws P10-P90" with no draws, and the sites axis had one tick."""
+    from dispersal.model.analyses.frontier import frontier
+    from dispersal.present.frontier_figures import frontier_figure
+
+    d = frontier(
+        targets_flop=(1e24,),
+        premiums=(2.0,),
+        sites=(10,),
+        bandwidth_grid_bits_per_s=(1e8, 1e9),
+        max_site_kw=50.0,
+        samples=0,
+    ).to_dict()
+    fig = frontier_figure(d).figure
+    title = fig._suptitle.get_text()
+    assert "every site under 50 kW" in title and "1e+24: not drawn" in title
+    left, right = fig.axes[:2]
+    assert "draws P10-P90" not in [t.get_text() for t in left.get_legend().get_texts()]
+    lo, hi = right.get_ylim()
+    ticks = [t for t in right.get_yticks() if lo <= t <= hi]
+    assert len(ticks) >= 2, ticks
