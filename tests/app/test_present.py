@@ -327,10 +327,12 @@ def test_frontier_figure_without_draws_says_so_and_has_readable_site_ticks() -> 
         samples=0,
     ).to_dict()
     fig = frontier_figure(d).figure
-    title = fig._suptitle.get_text()
+    title = fig.get_suptitle()
     assert "every site under 50 kW" in title and "1e+24: not drawn" in title
     left, right = fig.axes[:2]
-    assert "draws P10-P90" not in [t.get_text() for t in left.get_legend().get_texts()]
+    legend = left.get_legend()
+    assert legend is not None
+    assert "draws P10-P90" not in [t.get_text() for t in legend.get_texts()]
     lo, hi = right.get_ylim()
     ticks = [t for t in right.get_yticks() if lo <= t <= hi]
     assert len(ticks) >= 2, ticks
