@@ -25,3 +25,18 @@ def test_summary_names_the_algorithm_links_and_merge_rule() -> None:
         "quorum": 2,
     }
     assert _what_ran(TestbedConfig(), {}) == {"algorithm": "diloco", "workers": 4, "link": "instant"}
+
+
+def test_aggregator_help_names_the_real_defaults() -> None:
+    """The help read "robust.UNTRUSTED_DEFAULT (clip when written)" (an internal name, and the rule is
+    trimmed_mean); it must name testbed.robust's defaults."""
+    import typer
+
+    from dispersal.cli import app
+    from dispersal.testbed.robust import TRUSTED_DEFAULT, UNTRUSTED_DEFAULT
+
+    cmd = typer.main.get_command(app).commands["train"]  # type: ignore[attr-defined]
+    (opt,) = [p for p in cmd.params if p.name == "aggregator"]
+    assert opt.help.endswith(
+        f"Default: {TRUSTED_DEFAULT} for a trusted run, {UNTRUSTED_DEFAULT} with --trust untrusted."
+    )

@@ -104,8 +104,7 @@ def train(
         str,
         typer.Option(
             help="Aggregation rule of the outer step: mean, norm_preserving, clip, trimmed_mean, median, "
-            "gauntlet. Default: robust.TRUSTED_DEFAULT (mean) for a trusted run, "
-            "robust.UNTRUSTED_DEFAULT (clip when written) with --trust untrusted."
+            "gauntlet. Default: mean for a trusted run, trimmed_mean with --trust untrusted."
         ),
     ] = "",
     outer_lr: Annotated[
