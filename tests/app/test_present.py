@@ -336,3 +336,17 @@ def test_frontier_figure_without_draws_says_so_and_has_readable_site_ticks() -> 
     lo, hi = right.get_ylim()
     ticks = [t for t in right.get_yticks() if lo <= t <= hi]
     assert len(ticks) >= 2, ticks
+
+
+def test_provenance_of_a_sites_scenario_gives_each_sites_link() -> None:
+    """The report's "Used:" line of INTELLECT-1's [[site]] scenario named the scenario's unused
+    100 Mbps / 100 ms WAN; it must give each site's own link and the pacing edge."""
+    from dispersal.model import estimate
+    from dispersal.model.inputs.presets import load_scenario
+    from dispersal.present.provenance import estimate_provenance
+
+    d = estimate(load_scenario("intellect1_schedule"), mode="default").to_dict()
+    used = estimate_provenance(d, "one")
+    assert "100 Mbps" not in used and "WAN" not in used
+    assert "us: 1.2 Gbps up / 1.2 Gbps down, 20 ms; europe: 320 Mbps up / 320 Mbps down, 45 ms" in used
+    assert f"sync paced by the {d['sync_pacing']}" in used

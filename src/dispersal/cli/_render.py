@@ -56,8 +56,7 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
     )
     rows.append(("WAN traffic / node", traffic_text(d)))
     with contextlib.suppress(ValueError):  # a hand-edited dict that is no longer a valid Scenario
-        if not d.get("sites"):  # the sites table shows each site's links
-            rows.append(("used", estimate_provenance(d, links_of(Scenario.from_dict(dict(s))))))
+        rows.append(("used", estimate_provenance(d, links_of(Scenario.from_dict(dict(s))))))
     for note in reversed(d.get("notes", [])):
         extra = (
             " (default mode counts the outer-optimizer state, error-feedback buffer and activations;"
