@@ -307,6 +307,9 @@ def test_algorithm_row_says_what_streaming_means_and_the_site_pipeline_shape() -
     assert algo(base.replace(algorithm="streaming", fragments=4)).startswith(
         "diloco (streaming, 4 fragments), H = "
     )
+    paper = estimate(load_scenario("decoupled_diloco_12b"), mode="paper").to_dict()
+    paper_algo = {r["quantity"]: r["value"] for r in rows.summary_rows(paper)}["algorithm"]
+    assert "fragments" not in paper_algo, paper_algo  # paper mode ignores fragments (its note says so)
     x = algo(load_scenario("diloco_x_107b"))
     assert x.startswith("site_pp_diloco (sync overlapped with compute), 4 stages x 2 groups, H = "), x
 

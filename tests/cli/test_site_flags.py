@@ -23,3 +23,26 @@ def test_link_flag_owned_by_every_site_is_an_error(flag: str, value: str) -> Non
 def test_other_flags_still_apply_to_a_sites_scenario() -> None:
     r = CliRunner().invoke(app, ["estimate", "--scenario", "intellect1_schedule", "--days", "90", "--json"])
     assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("variable", ["bandwidth", "latency", "distance", "nodes", "sites"])
+def test_solve_for_what_the_sites_own_is_an_error(variable: str) -> None:
+    """`solve --scenario intellect1_schedule --for bandwidth` answered "utilisation flat along
+    bandwidth" (the sites' own links are used): exit 2 naming --for."""
+    argv = ["solve", "--scenario", "intellect1_schedule", "--for", variable, "--where", "utilisation=0.9"]
+    r = CliRunner().invoke(app, argv)
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("error: --for: ") and "[[site]]" in r.output
+
+
+def test_solve_for_h_still_works_on_a_sites_scenario() -> None:
+    argv = [
+        "solve",
+        "--scenario",
+        "intellect1_schedule",
+        "--for",
+        "inner_steps",
+        "--where",
+        "utilisation=0.9",
+    ]
+    assert CliRunner().invoke(app, [*argv, "--json"]).exit_code == 0

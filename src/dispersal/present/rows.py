@@ -21,7 +21,8 @@ def summary_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
     # The model's `streaming` flag is "the sync overlaps compute"; fragments are a separate input.
     # Neither means anything to per-step ddp (H = 1: every step syncs everything).
     if d["streaming"] and d["algorithm"] != "ddp":
-        frags = int(s.get("fragments") or 1)
+        # Paper mode syncs the whole model at once whatever `fragments` says (its override note).
+        frags = 1 if d["mode"] == "paper" else int(s.get("fragments") or 1)
         algo += f" (streaming, {frags} fragments)" if frags > 1 else " (sync overlapped with compute)"
     if d["algorithm"] == "hierarchical":
         algo += f", groups of {s['group_size']}"
