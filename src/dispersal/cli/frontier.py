@@ -87,7 +87,7 @@ def _word(binds: str) -> str:
 
 def _band_text(band: dict[str, Any] | None) -> str:
     if band is None:
-        return "-"
+        return "not drawn"
     return f"{band['p_reach']:.0%} ({_q_bw(band['least_bandwidth_bits_per_s_p10_p50_p90'])})"
 
 
