@@ -29,3 +29,16 @@ def test_decoupled_note_gives_the_delivery_interval_in_a_readable_unit() -> None
     s = load_scenario("intellect1_schedule").replace(algorithm="decoupled")
     (note,) = [n for n in estimate(s, mode="default").notes if n.startswith("decoupled:")]
     assert "e+" not in note and " min); merges arrive" in note, note
+
+
+def test_paper_mode_ddp_codec_note_matches_the_bytes_sent() -> None:
+    """Paper mode's ddp sends dense gradients at the precision's bits; the note claimed the 150x
+    ratio (0.0533 bits per parameter) while the payload was 8 bits per parameter."""
+    s = load_scenario("paper_threat_model").replace(algorithm="ddp", codec="demo")
+    e = estimate(s, mode="paper")
+    (note,) = [n for n in e.notes if "codec=demo" in n]
+    bits = e.payload_bytes_per_sync * 8 / s.params
+    assert (
+        note
+        == f"paper mode ignores codec=demo: ddp sends dense {s.precision.value} gradients ({bits:g} bits per parameter) every step"
+    )
