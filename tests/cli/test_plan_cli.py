@@ -163,15 +163,6 @@ def test_plan_sites_gives_a_missed_targets_reason_below_the_table() -> None:
     assert by_name.exit_code == 0 and "not reached at 1e+25 FLOP: " in by_name.output, by_name.output
 
 
-def test_plan_target_takes_a_comma_list_like_frontier() -> None:
-    """`plan --target 1e22,1e23` plans both targets (frontier's --target takes the same list)."""
-    r = CliRunner().invoke(
-        app, ["plan", "--target", "1e22,1e23", "--mode", "paper", "--search", "bisect", "--json"]
-    )
-    assert r.exit_code == 0, r.output
-    assert [p["target_flop"] for p in json.loads(r.output)] == [1e22, 1e23]
-
-
 def test_plan_cites_the_algorithms_and_site_sizes_it_searched() -> None:
     """`plan --site-nodes 4` printed the same card as without it: the cite line now names the slots
     searched (paper mode has no decoupled slot) and the site sizes, and --json carries them."""
