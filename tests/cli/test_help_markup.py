@@ -31,3 +31,16 @@ def test_no_help_text_loses_brackets_to_markup() -> None:
             if Text.from_markup(text).plain != expected:
                 bad.append(f"{name}: {text[:60]!r}")
     assert not bad, bad
+
+
+def test_estimate_time_table_uses_the_apps_labels() -> None:
+    """`estimate`'s "where the time goes" headed its columns with model keys (exposed_comm,
+    pipeline_comm, expert_parallel); it uses present.rows' labels like the app and the report."""
+    from typer.testing import CliRunner
+
+    from dispersal.present.rows import BREAKDOWN_PARTS
+
+    r = CliRunner().invoke(app, ["estimate"])
+    assert r.exit_code == 0, r.output
+    assert all(label in r.output for _k, label in BREAKDOWN_PARTS)
+    assert "exposed_comm" not in r.output and "pipeline_comm" not in r.output

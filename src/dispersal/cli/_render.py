@@ -73,31 +73,15 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
     eff.add_row(
         *(f"{d['efficiency'][k]:.4f}" for k in ("eta_h", "eta_comp", "eta_act", "eta_rep", "eta", "chi"))
     )
-    bd = Table(title="where the time goes")
+    bd = Table(title="where the time goes (share of the run time)")
     b = d["breakdown"]
     total = d["run_time_s"] or 1.0
-    for k in (
-        "compute_s",
-        "bubble_s",
-        "pipeline_comm_s",
-        "expert_parallel_s",
-        "exposed_comm_s",
-        "straggler_s",
-    ):
-        bd.add_column(k.removesuffix("_s"), justify="right")
-    bd.add_row(
-        *(
-            f"{b[k] / total:.1%}"
-            for k in (
-                "compute_s",
-                "bubble_s",
-                "pipeline_comm_s",
-                "expert_parallel_s",
-                "exposed_comm_s",
-                "straggler_s",
-            )
-        )
-    )
+    from dispersal.present.rows import BREAKDOWN_PARTS
+
+    # The same labels as the app and the report ("exposed sync", not the key "exposed_comm").
+    for _key, label in BREAKDOWN_PARTS:
+        bd.add_column(label, justify="right")
+    bd.add_row(*(f"{b[k] / total:.1%}" for k, _label in BREAKDOWN_PARTS))
     return [head, eff, bd, *site_tables(d)]
 
 
