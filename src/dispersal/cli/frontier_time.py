@@ -127,8 +127,9 @@ def _plot(f: Any, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     env = envelope(f.points)
-    for x in f.premiums:
+    for j, x in enumerate(f.premiums):
         colour = ax.plot([], [])[0].get_color()
+        width = max(1.0, 4.0 - 1.2 * j)  # wider first: premiums with the same limit stay visible
         pts = [
             (p.generation.year, lim.least_bandwidth_bits_per_s)
             for p in f.points
@@ -139,10 +140,15 @@ def _plot(f: Any, path: Path) -> None:
         e = [(r["year"], r["bits_per_s"] / 1e6) for r in env if r["premium"] == x and r["bits_per_s"]]
         if e:
             ax.step(
-                [a for a, _ in e], [b for _, b in e], where="post", color=colour, label=f"limit within {x:g}x"
+                [a for a, _ in e],
+                [b for _, b in e],
+                where="post",
+                color=colour,
+                lw=width,
+                label=f"limit within {x:g}x",
             )
             if f.projections:
-                ax.plot([e[-1][0], f.projections[-1].year], [e[-1][1]] * 2, "--", color=colour)
+                ax.plot([e[-1][0], f.projections[-1].year], [e[-1][1]] * 2, "--", color=colour, lw=width)
     seen: dict[int, int] = {}
     for p in f.points:
         v = next((lim.least_bandwidth_bits_per_s for lim in p.limits if lim.least_bandwidth_bits_per_s), None)
@@ -164,9 +170,18 @@ def _plot(f: Any, path: Path) -> None:
             label="projection: line a fixed spend buys",
         )
     ax.set_yscale("log")
+    # Rates as rates ("3 Gbps"), 1-2-5 ticks (the default gave "10^3" / "10^4" Mbps only).
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: units.format_bandwidth(v * 1e6)))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("year (after the last generation: projections)")
-    ax.set_ylabel("least Mbps per site")
-    ax.set_title(f"The frontier over time, {f.target_flop:.0e} FLOP, {', '.join(f.hardware)}")
+    ax.set_ylabel("least WAN bandwidth per site")
+    ax.set_title(
+        f"The frontier over time, {f.target_flop:.0e} FLOP, {', '.join(f.hardware)} "
+        f"({f.mode} mode, regime {f.regime})"
+    )
     ax.legend(fontsize=7)
     fig.tight_layout()
     save_figure(fig, path)
