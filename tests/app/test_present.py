@@ -177,9 +177,23 @@ def test_traffic_rows_show_both_directions_of_the_busiest_node() -> None:
         f"{F.percent(up)} / {F.percent(down)} (the downlink is the busier one)"
     )
     line = rows.traffic_text(d)
-    assert f"down mean {F.sig(t['mean_down_mbps'], 3)} / peak 57 Mbps" in line
+    assert f"down mean {F.bandwidth(t['mean_down_mbps'] * 1e6)} / peak 57 Mbps" in line
     paper = estimate(s, mode="paper").to_dict()
     assert rows.traffic_rows(paper)[0]["value"].startswith("the mean node (paper mode")
+
+
+def test_traffic_text_takes_mixed_sites_links_and_scales_units() -> None:
+    """With [[site]] links the scenario's 100 Mbps is not used: the download's peak is the busiest
+    site's downlink (INTELLECT-1's US site, 1.2 Gbps), and rates above 1,000 Mbps read in Gbps."""
+    from dispersal.model import estimate
+    from dispersal.model.inputs.presets import load_scenario
+    from dispersal.present import rows
+
+    d = estimate(load_scenario("intellect1_schedule"), mode="default").to_dict()
+    line = rows.traffic_text(d)
+    assert "peak 1.2 Gbps, down mean" in line
+    assert line.split("down mean ")[1].split(";")[0].endswith("/ peak 1.2 Gbps")
+    assert "e+" not in line
 
 
 @pytest.mark.slow
@@ -238,3 +252,104 @@ def test_answer_card_of_an_infeasible_plan_gives_the_reason() -> None:
     assert dict(card.lines)["binding constraint"] == d["reasons"][0]
     assert dict(card.lines)["premium over one datacenter"].startswith("not planned")
     assert card.cite.endswith("no plan reaches 1e+27 FLOP of c_quality.")
+
+
+def test_answer_card_premium_when_only_the_dispersed_plan_fails() -> None:
+    """`plan --algorithms decoupled` at 1e25: one datacenter reaches the target ($10.2M), the plan under
+    the rule does not; the card must not claim that no single-datacenter plan reaches it."""
+    d: dict[str, Any] = {
+        "feasible": False,
+        "target_flop": 1e25,
+        "metric": "c_quality",
+        "mode": "default",
+        "search": "exact",
+        "regime": "treaty",
+        "reasons": ["no hardware reaches 1e+25 FLOP c_quality"],
+        "extrapolation": [],
+        "centralized_cost_usd": 10.2e6,
+        "cost_premium": None,
+    }
+    premium = dict(plan_card(d).lines)["premium over one datacenter"]
+    assert premium == "- (no plan under the rule reaches the target; one datacenter: $10.2M)"
+    d["centralized_cost_usd"] = None
+    assert dict(plan_card(d).lines)["premium over one datacenter"].startswith("- (no single-datacenter")
+
+
+def test_report_frontier_rows_name_the_node_once_and_the_reach_rate_asked() -> None:
+    """The report's frontier table read "50x 50x a100_40gb BF16" (the hardware string already carries
+    the chips per site) and its P(reach) line said 100 Mbps whatever rate the frontier used."""
+    from dispersal.present.report import _frontier_rows, _reach_line
+
+    lim = {"target_flop": 1e25, "premium": 2.0, "sites": 31, "chips_per_site": 50}
+    fr = {
+        "limits": [{**lim, "hardware": "50x a100_40gb BF16", "least_bandwidth_bits_per_s": 1e9}],
+        "p_reach": [{"target_flop": 1e25, "p_reach": 0.66}],
+        "reach_bandwidth_bits_per_s": 1e9,
+    }
+    (row,) = _frontier_rows(fr)
+    assert row["node"] == "50x a100_40gb BF16" and row["least bandwidth per site"] == "1 Gbps"
+    assert _reach_line(fr) == "P(reach) at 1 Gbps: 1e+25 FLOP: 66%"
+
+
+def test_algorithm_row_says_what_streaming_means_and_the_site_pipeline_shape() -> None:
+    """ddp printed "ddp (streaming), H = 1"; the model's flag means "sync overlapped with compute",
+    fragments are their own input; site-pipeline DiLoCo shows its stages and groups like pp_diloco."""
+    from dispersal.model import estimate
+    from dispersal.model.inputs.presets import load_scenario
+    from dispersal.present import rows
+
+    def algo(s: Any) -> str:
+        got = {r["quantity"]: r["value"] for r in rows.summary_rows(estimate(s, mode="default").to_dict())}
+        return got["algorithm"]
+
+    base = load_scenario("paper_threat_model")
+    assert algo(base.replace(algorithm="ddp")) == "ddp, H = 1"
+    assert algo(base.replace(algorithm="streaming", fragments=4)).startswith(
+        "diloco (streaming, 4 fragments), H = "
+    )
+    paper = estimate(load_scenario("decoupled_diloco_12b"), mode="paper").to_dict()
+    paper_algo = {r["quantity"]: r["value"] for r in rows.summary_rows(paper)}["algorithm"]
+    assert "fragments" not in paper_algo, paper_algo  # paper mode ignores fragments (its note says so)
+    x = algo(load_scenario("diloco_x_107b"))
+    assert x.startswith("site_pp_diloco (sync overlapped with compute), 4 stages x 2 groups, H = "), x
+
+
+@pytest.mark.slow
+def test_frontier_figure_without_draws_says_so_and_has_readable_site_ticks() -> None:
+    """`frontier --samples 0 --max-site-kw 50 --plot`: the title read "P(reach) ...: 1e+24: -", left
+    out the power cap, the legend offered "draws P10-P90" with no draws, and the sites axis had one tick."""
+    from dispersal.model.analyses.frontier import frontier
+    from dispersal.present.frontier_figures import frontier_figure
+
+    d = frontier(
+        targets_flop=(1e24,),
+        premiums=(2.0,),
+        sites=(10,),
+        bandwidth_grid_bits_per_s=(1e8, 1e9),
+        max_site_kw=50.0,
+        samples=0,
+    ).to_dict()
+    fig = frontier_figure(d).figure
+    title = fig.get_suptitle()
+    assert "every site under 50 kW" in title and "1e+24: not drawn" in title
+    left, right = fig.axes[:2]
+    legend = left.get_legend()
+    assert legend is not None
+    assert "draws P10-P90" not in [t.get_text() for t in legend.get_texts()]
+    lo, hi = right.get_ylim()
+    ticks = [t for t in right.get_yticks() if lo <= t <= hi]
+    assert len(ticks) >= 2, ticks
+
+
+def test_provenance_of_a_sites_scenario_gives_each_sites_link() -> None:
+    """The report's "Used:" line of INTELLECT-1's [[site]] scenario named the scenario's unused
+    100 Mbps / 100 ms WAN; it must give each site's own link and the pacing edge."""
+    from dispersal.model import estimate
+    from dispersal.model.inputs.presets import load_scenario
+    from dispersal.present.provenance import estimate_provenance
+
+    d = estimate(load_scenario("intellect1_schedule"), mode="default").to_dict()
+    used = estimate_provenance(d, "one")
+    assert "100 Mbps" not in used and "WAN" not in used
+    assert "us: 1.2 Gbps up / 1.2 Gbps down, 20 ms; europe: 320 Mbps up / 320 Mbps down, 45 ms" in used
+    assert f"sync paced by the {d['sync_pacing']}" in used

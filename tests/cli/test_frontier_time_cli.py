@@ -52,3 +52,35 @@ def test_compare_json() -> None:
     assert bs["delay_days"] is None and bs["finishes_within_budget"] is False
     assert {r["status"] for r in d["rates"]} <= {"sourced", "assumed", "baseline"}
     assert set(d["formulas"]) == {"independent", "correlated", "building_finder"}
+
+
+def test_compare_table_states_days_and_spend_against_one_building() -> None:
+    """The monitor table says how long each layout trains and what the N-site layout's hardware costs
+    against one building's (the premium the layout was chosen under)."""
+    from dispersal.cli.frontier_time import compare_rows
+
+    d = _json(["frontier", "--compare", "--target", "1e22", "--wan", "1Gbps", "--json"])
+    rows = dict(compare_rows(d))
+    (c,) = d["comparisons"]
+    ratio = c["sites"]["hardware_usd"] / c["building"]["hardware_usd"]
+    assert rows["hardware spend vs one building"] == ["1.00x", f"{ratio:.2f}x"]
+    assert rows["days"] == [f"{c['building']['days']:,.0f}", f"{c['sites']['days']:,.0f}"]
+
+
+@pytest.mark.slow
+def test_year_plot_axis_reads_as_rates_and_names_mode(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The --year chart's y axis read "10^3" / "10^4" (Mbps); it reads "1 Gbps", and the title names
+    the mode and regime."""
+    from dispersal.cli import frontier_time as ftc
+    from dispersal.model.analyses.frontier_time import frontier_over_time
+
+    got: dict[str, object] = {}
+    monkeypatch.setattr(ftc, "save_figure", lambda fig, path: got.update(fig=fig))
+    ftc._plot(frontier_over_time(target_flop=1e23, until_year=2027), tmp_path / "y.png")
+    ax = got["fig"].axes[0]  # type: ignore[attr-defined]
+    ax.figure.canvas.draw()
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert labels and all(x.endswith("bps") for x in labels), labels
+    assert "(default mode, regime treaty)" in ax.get_title()

@@ -145,3 +145,30 @@ def test_reproduce_default_out_is_not_the_current_directory(
     assert r.exit_code == 0, r.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dispersal-output"]
     assert (tmp_path / "dispersal-output" / "reproduce" / "reproduction.md").is_file()
+
+
+def test_plan_sites_gives_a_missed_targets_reason_below_the_table() -> None:
+    """`plan --sites`: a target the mix cannot reach says why on its own line, not in the table's
+    utilisation column; the headers name the metric as the docs do (C_quality)."""
+    import dispersal.data
+
+    path = str(Path(dispersal.data.__file__).parent / "scenarios" / "intellect1_schedule.toml")
+    r = CliRunner().invoke(app, ["plan", "--target", "1e25", "--sites", path])
+    assert r.exit_code == 0, r.output
+    assert "C_quality (FLOP)" in r.output and "us nodes" in r.output
+    assert "not reached at 1e+25 FLOP: " in r.output
+    table_rows = [line for line in r.output.splitlines() if line.startswith("│")]
+    assert table_rows and all("reaches" not in line for line in table_rows)
+    by_name = CliRunner().invoke(app, ["plan", "--target", "1e25", "--sites", "intellect1_schedule"])
+    assert by_name.exit_code == 0 and "not reached at 1e+25 FLOP: " in by_name.output, by_name.output
+
+
+def test_plan_cites_the_algorithms_and_site_sizes_it_searched() -> None:
+    """`plan --site-nodes 4` printed the same card as without it: the cite line now names the slots
+    searched (paper mode has no decoupled slot) and the site sizes, and --json carries them."""
+    argv = ["plan", "--target", "1e22", "--mode", "paper", "--search", "bisect", "--site-nodes", "4"]
+    r = CliRunner().invoke(app, argv)
+    assert r.exit_code == 0, r.output
+    assert "algorithms searched: auto, hierarchical; site pipelines of 4 nodes:" in " ".join(r.output.split())
+    (d,) = json.loads(CliRunner().invoke(app, [*argv, "--json"]).output)
+    assert d["searched"] == {"algorithms": ["auto", "hierarchical"], "site_nodes": [4]}

@@ -83,3 +83,31 @@ def test_field_sweep_nested_figure_and_errors(tmp_path: Path) -> None:
         ],
     )
     assert bad.exit_code == 2 and "nonsense" in bad.output
+
+
+def test_field_sweep_offers_only_sweepable_fields(tmp_path: Path) -> None:
+    """The list of sweep inputs offered schema_version, name and the [[site]] / [[churn]] tables."""
+    for name in ("schema_version", "name", "sites", "churn"):
+        r = CliRunner().invoke(
+            app,
+            [
+                "sweep",
+                "--field",
+                "days",
+                "--x",
+                f"{name}=1,2",
+                "--y",
+                "num_nodes=2,3",
+                "--out",
+                str(tmp_path / "t.csv"),
+            ],
+        )
+        assert r.exit_code == 2, r.output
+        assert r.output.startswith(
+            f"error: --x: unknown sweep input {name!r} (use bandwidth, distance, hardware, "
+        )
+        offered = r.output.split("(use ")[1]
+        assert all(
+            f" {n}," not in offered and f" {n})" not in offered
+            for n in ("schema_version", "name", "sites", "churn")
+        )

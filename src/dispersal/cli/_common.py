@@ -67,9 +67,8 @@ def number_in(
     if not ok:
         u = f" {unit}" if unit else ""
         left = "(" if lo_open else "["
-        raise InputError(
-            field, f"must be in {left}{show_number(lo)}, {show_number(hi)}]{u}, got {show_number(value)}"
-        )
+        show = (lambda v: f"{v:g}") if unit == "year" else show_number  # 2026, not 2,026
+        raise InputError(field, f"must be in {left}{show(lo)}, {show(hi)}]{u}, got {show(value)}")
     return value
 
 

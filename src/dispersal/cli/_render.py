@@ -56,8 +56,7 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
     )
     rows.append(("WAN traffic / node", traffic_text(d)))
     with contextlib.suppress(ValueError):  # a hand-edited dict that is no longer a valid Scenario
-        if not d.get("sites"):  # the sites table shows each site's links
-            rows.append(("used", estimate_provenance(d, links_of(Scenario.from_dict(dict(s))))))
+        rows.append(("used", estimate_provenance(d, links_of(Scenario.from_dict(dict(s))))))
     for note in reversed(d.get("notes", [])):
         extra = (
             " (default mode counts the outer-optimizer state, error-feedback buffer and activations;"
@@ -74,31 +73,15 @@ def estimate_table(d: dict[str, Any]) -> list[Table]:
     eff.add_row(
         *(f"{d['efficiency'][k]:.4f}" for k in ("eta_h", "eta_comp", "eta_act", "eta_rep", "eta", "chi"))
     )
-    bd = Table(title="where the time goes")
+    bd = Table(title="where the time goes (share of the run time)")
     b = d["breakdown"]
     total = d["run_time_s"] or 1.0
-    for k in (
-        "compute_s",
-        "bubble_s",
-        "pipeline_comm_s",
-        "expert_parallel_s",
-        "exposed_comm_s",
-        "straggler_s",
-    ):
-        bd.add_column(k.removesuffix("_s"), justify="right")
-    bd.add_row(
-        *(
-            f"{b[k] / total:.1%}"
-            for k in (
-                "compute_s",
-                "bubble_s",
-                "pipeline_comm_s",
-                "expert_parallel_s",
-                "exposed_comm_s",
-                "straggler_s",
-            )
-        )
-    )
+    from dispersal.present.rows import BREAKDOWN_PARTS
+
+    # The same labels as the app and the report ("exposed sync", not the key "exposed_comm").
+    for _key, label in BREAKDOWN_PARTS:
+        bd.add_column(label, justify="right")
+    bd.add_row(*(f"{b[k] / total:.1%}" for k, _label in BREAKDOWN_PARTS))
     return [head, eff, bd, *site_tables(d)]
 
 

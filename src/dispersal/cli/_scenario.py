@@ -152,6 +152,7 @@ def build_scenario(
     An invalid value set by a flag is reported under the flag's name (``--days: duration_s: ...``);
     one from the file or --set under the field's (``hardware: ...``)."""
     data = load_scenario_data(scenario)
+    _links_owned_by_sites(data, bandwidth=bandwidth, latency=latency, distance=distance)
     given: set[str] = set()
     if hardware is not None:
         data["hardware"] = hardware
@@ -200,6 +201,27 @@ def build_scenario(
         # the CLI must not present it as the command's option of the same name.
         exc.from_scenario = True  # type: ignore[attr-defined]
         raise
+
+
+def _links_owned_by_sites(data: dict[str, Any], **flags: str | None) -> None:
+    """InputError for a link flag that the scenario's [[site]] tables make moot: when every site sets
+    that link itself the scenario's is not used, so `--bandwidth 10Gbps` would change nothing (it did,
+    silently, with only a note in the output)."""
+    sites = data.get("site")
+    if not isinstance(sites, list) or not sites:
+        return
+    keys = {
+        "bandwidth": ("bandwidth_up_bits_per_s", "bandwidth_down_bits_per_s"),
+        "latency": ("latency_s",),
+        "distance": ("latency_s",),
+    }
+    for flag, value in flags.items():
+        if value is not None and all(isinstance(t, dict) and all(k in t for k in keys[flag]) for t in sites):
+            raise InputError(
+                f"--{flag}",
+                f"every [[site]] table of this scenario sets its own {' and '.join(keys[flag])}, so the "
+                "scenario's is not used; change the sites in the file instead",
+            )
 
 
 def _edited_name(s: Scenario, scenario: str | None, flags: set[str], set_data: dict[str, Any]) -> Scenario:

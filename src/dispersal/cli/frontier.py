@@ -87,7 +87,7 @@ def _word(binds: str) -> str:
 
 def _band_text(band: dict[str, Any] | None) -> str:
     if band is None:
-        return "-"
+        return "not drawn"
     return f"{band['p_reach']:.0%} ({_q_bw(band['least_bandwidth_bits_per_s_p10_p50_p90'])})"
 
 
@@ -100,18 +100,24 @@ def render(f: Any) -> Any:
 
     d = f.to_dict() if hasattr(f, "to_dict") else f
     reach = ", ".join(
-        f"{r['target_flop']:.0e}: {'-' if r['p_reach'] is None else format(r['p_reach'], '.0%')}"
+        f"{r['target_flop']:.0e}: {'not drawn' if r['p_reach'] is None else format(r['p_reach'], '.0%')}"
         for r in d["p_reach"]
     )
+    building = ", ".join(
+        f"{c['target_flop']:.0e}: " + ("-" if c["cost_usd"] is None else units.format_money(c["cost_usd"]))
+        for c in d["centralized_cost_usd"]
+    )
+    metric = {"c_quality": "C_quality", "c_local": "C_local"}.get(d["metric"], d["metric"])
+    cap = "" if d.get("max_site_kw") is None else f", every site under {d['max_site_kw']:g} kW"
     t = Table(
-        title=f"Where dispersal stops ({d['mode']} mode, {d['metric']}, regime {d['regime']}); "
-        f"P(reach) at {_bw(d['reach_bandwidth_bits_per_s'])}: {reach}",
+        title=f"Where dispersal stops ({d['mode']} mode, {metric}, regime {d['regime']}{cap}); "
+        f"one building: {building}; P(reach) at {_bw(d['reach_bandwidth_bits_per_s'])}: {reach}",
         caption="P(reach within x): Monte Carlo, with P10/P50/P90 of the least bandwidth (inf = cannot reach); "
         "(word): what binds that limit; --json has every detail",
     )
     cols = (
         "target",
-        "x",
+        "premium",
         "P(reach) (least bw)",
         "least bw/site",
         "sites x node",
@@ -191,6 +197,27 @@ def render(f: Any) -> Any:
     return Group(*parts)
 
 
+#: Which flags each form of `frontier` reads (the grid form is neither --year nor --compare); a flag
+#: given to a form that does not read it is an error, not silently ignored.
+_FLAGS_OF = {
+    "grid": {"sites", "bandwidth", "max-site-kw", "samples", "seed", "plot"},
+    "year": {"until", "published-h", "plot"},
+    "compare": {"wan", "lose-sites"},
+}
+
+
+def _only_with(*, year: bool, compare: bool, given: dict[str, bool]) -> None:
+    """InputError naming the first given flag that the chosen form of `frontier` does not read."""
+    form = "year" if year else "compare" if compare else "grid"
+    for flag, is_given in given.items():
+        if is_given and flag not in _FLAGS_OF[form]:
+            where = [f for f, flags in _FLAGS_OF.items() if flag in flags]
+            needs = " or ".join(
+                "the default grid (no --year / --compare)" if f == "grid" else f"--{f}" for f in where
+            )
+            raise InputError(flag, f"is read only with {needs}")
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``frontier`` command to the root app."""
 
@@ -246,6 +273,22 @@ def register(app: typer.Typer) -> None:
         """The limits of dispersal per target and premium over one datacenter: least bandwidth per site,
         most sites, least power per site, shortest run, longest distance and the largest target at N
         sites, each with what binds; Monte Carlo bands with P(reach) first."""
+        _only_with(
+            year=year,
+            compare=compare,
+            given={
+                "wan": wan is not None,
+                "lose-sites": lose_sites != 1,
+                "until": until != 2030,
+                "published-h": published_h,
+                "sites": bool(sites),
+                "bandwidth": bool(bandwidth),
+                "max-site-kw": max_site_kw is not None,
+                "samples": samples != DEFAULT_SAMPLES,
+                "seed": seed != 0,
+                "plot": plot is not None,
+            },
+        )
         if year or compare:  # cli/frontier_time.py (issue 23 items 3-5)
             from dispersal.cli import frontier_time as ftc
 
@@ -308,8 +351,8 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print_json(d)
             return
-        from rich.console import Console
+        from dispersal.cli._render import console
 
-        Console().print(render(d))
+        console().print(render(d))
         if plot_path is not None:
-            Console().print(f"plot: {plot_path}")
+            console().print(f"plot: {plot_path}")

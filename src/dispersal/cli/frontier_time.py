@@ -54,9 +54,9 @@ def run_year(
     if json_out:
         print_json(f.to_dict())
         return
-    from rich.console import Console
+    from dispersal.cli._render import console
 
-    Console().print(render_year(f))
+    console().print(render_year(f))
 
 
 def _held(pr: Any, x: float) -> str:
@@ -127,8 +127,9 @@ def _plot(f: Any, path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     env = envelope(f.points)
-    for x in f.premiums:
+    for j, x in enumerate(f.premiums):
         colour = ax.plot([], [])[0].get_color()
+        width = max(1.0, 4.0 - 1.2 * j)  # wider first: premiums with the same limit stay visible
         pts = [
             (p.generation.year, lim.least_bandwidth_bits_per_s)
             for p in f.points
@@ -139,10 +140,15 @@ def _plot(f: Any, path: Path) -> None:
         e = [(r["year"], r["bits_per_s"] / 1e6) for r in env if r["premium"] == x and r["bits_per_s"]]
         if e:
             ax.step(
-                [a for a, _ in e], [b for _, b in e], where="post", color=colour, label=f"limit within {x:g}x"
+                [a for a, _ in e],
+                [b for _, b in e],
+                where="post",
+                color=colour,
+                lw=width,
+                label=f"limit within {x:g}x",
             )
             if f.projections:
-                ax.plot([e[-1][0], f.projections[-1].year], [e[-1][1]] * 2, "--", color=colour)
+                ax.plot([e[-1][0], f.projections[-1].year], [e[-1][1]] * 2, "--", color=colour, lw=width)
     seen: dict[int, int] = {}
     for p in f.points:
         v = next((lim.least_bandwidth_bits_per_s for lim in p.limits if lim.least_bandwidth_bits_per_s), None)
@@ -164,9 +170,18 @@ def _plot(f: Any, path: Path) -> None:
             label="projection: line a fixed spend buys",
         )
     ax.set_yscale("log")
+    # Rates as rates ("3 Gbps"), 1-2-5 ticks (the default gave "10^3" / "10^4" Mbps only).
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _p: units.format_bandwidth(v * 1e6)))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("year (after the last generation: projections)")
-    ax.set_ylabel("least Mbps per site")
-    ax.set_title(f"The frontier over time, {f.target_flop:.0e} FLOP, {', '.join(f.hardware)}")
+    ax.set_ylabel("least WAN bandwidth per site")
+    ax.set_title(
+        f"The frontier over time, {f.target_flop:.0e} FLOP, {', '.join(f.hardware)} "
+        f"({f.mode} mode, regime {f.regime})"
+    )
     ax.legend(fontsize=7)
     fig.tight_layout()
     save_figure(fig, path)
@@ -207,9 +222,9 @@ def run_compare(
     if json_out:
         print_json(d)
         return
-    from rich.console import Console
+    from dispersal.cli._render import console
 
-    Console().print(render_compare(d))
+    console().print(render_compare(d))
 
 
 def _pct(v: float) -> str:
@@ -253,7 +268,17 @@ def compare_rows(d: dict[str, Any]) -> list[tuple[str, list[str]]]:
             "WAN per site / total",
             [f"{L['wan_mbps_per_site']:,.0f} Mbps / {L['wan_gbps_total']:,.1f} Gbps" for _, L in cols],
         ),
+        ("days", [f"{L['days']:,.0f}" for _, L in cols]),
         ("hardware spend", [units.format_money(L["hardware_usd"]) for _, L in cols]),
+        (
+            "hardware spend vs one building",
+            [
+                f"{L['hardware_usd'] / c['building']['hardware_usd']:.2f}x"
+                if c["building"] is not None and c["building"]["hardware_usd"]
+                else "-"
+                for c, L in cols
+            ],
+        ),
         (
             "power bill per site-month",
             [units.format_money(L["electricity_usd_per_site_month"]) for _, L in cols],

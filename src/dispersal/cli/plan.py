@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -260,7 +261,7 @@ def plan_cmd(
     sites: Annotated[
         str | None,
         typer.Option(
-            help="A scenario TOML with [[site]] tables (a fleet of site types): the smallest multiple of that "
+            help="A scenario TOML with [\\[site]] tables (a fleet of site types): the smallest multiple of that "
             "mix reaching each target; its own hardware, links, model and days are used, the other flags "
             "except --target, --metric, --mode, --max-nodes and --json are not."
         ),
@@ -271,6 +272,7 @@ def plan_cmd(
     With no flags: the paper's threat model (100 Mbps, 100 ms, 740 days, treaty) for 1e24, 1e25, 1e26.
     """
     m = check_mode(mode)
+    # Repeatable, not a comma list: "1,5" must stay an error (a decimal comma), as the fuzz table says.
     targets = [flop_target(t, "target") for t in (target or [])] or list(DEFAULT_TARGETS)
     if sites is not None:
         _plan_sites(sites, targets, m, metric, max_nodes, json_)
@@ -314,6 +316,9 @@ def plan_cmd(
         for t in targets
     ]
     dicts: list[dict[str, Any]] = [p.to_dict() for p in plans]
+    searched = _searched(c, m)
+    for d in dicts:
+        d["searched"] = searched
     tables = _sample_tables(
         plans,
         dicts,
@@ -408,6 +413,13 @@ def _print_plans(plans: list[Plan], dicts: list[dict[str, Any]], tables: list[An
         con.print(t)
 
 
+def _searched(c: Any, m: Any) -> dict[str, list[Any]]:
+    """Which algorithm slots and site sizes the planner searched (the answer card cites them): every
+    slot of the mode unless --algorithms restricts it (paper mode has no decoupled slot)."""
+    every = ["auto", "hierarchical"] + (["decoupled"] if m.value == "default" else [])
+    return {"algorithms": list(c.algorithms) or every, "site_nodes": list(c.site_sizes)}
+
+
 def _plan_sites(
     path: str, targets: list[float], m: Any, metric: str | None, max_nodes: int, json_: bool
 ) -> None:
@@ -418,8 +430,12 @@ def _plan_sites(
     if metric is not None and metric not in METRICS:
         raise InputError("metric", f"must be one of {', '.join(METRICS)}, got {metric!r}")
     from dispersal.cli._scenario import load_scenario_data
+    from dispersal.model.inputs.presets import scenario_names
 
-    s = build_scenario(str(input_file(path, "sites")), [])
+    # A preset name works as in `estimate --scenario` (intellect1_schedule); anything else is a file.
+    if not (path in scenario_names() and not Path(path).exists()):
+        path = str(input_file(path, "sites"))
+    s = build_scenario(path, [])
     search_params = "params" not in load_scenario_data(str(path))
     if not s.sites:
         raise InputError("sites", f"{path} has no [[site]] tables")
@@ -433,34 +449,29 @@ def _plan_sites(
         return
     from dispersal.cli._render import console
 
+    label = {"c_quality": "C_quality", "c_local": "C_local"}.get(met, met)
     t = Table(
-        title=f"dispersal plan --sites {path} ({m.value} mode, metric {met}): smallest multiple of the mix"
+        title=f"dispersal plan --sites {path} ({m.value} mode, metric {label}): smallest multiple of the mix"
     )
     for col in (
         "target",
         "scale",
-        *(site.name for site in s.sites),
+        *(f"{site.name} nodes" for site in s.sites),
         "model",
         "days",
         "cost",
-        met,
+        f"{label} (FLOP)",
         "utilisation",
         "sync paced by",
     ):
         t.add_column(col, justify="right")
+    missed: list[str] = []
     for p in plans:
         e = p.estimate
         if p.scale is None or e is None:
-            t.add_row(
-                f"{p.target_flop:.3g}",
-                "[red]not reached[/]",
-                *("" for _ in s.sites),
-                "",
-                "",
-                "",
-                "",
-                p.reason,
-            )
+            # The reason goes below the table: in a cell it read as the utilisation column's value.
+            t.add_row(f"{p.target_flop:.3g}", "[red]not reached[/]", *("-" for _ in range(len(s.sites) + 6)))
+            missed.append(f"not reached at {p.target_flop:.3g} FLOP: {p.reason}")
             continue
         value = e.c_quality_flop if met == "c_quality" else e.c_local_flop
         t.add_row(
@@ -475,6 +486,8 @@ def _plan_sites(
             e.sync_pacing,
         )
     console().print(t)
+    for line in missed:
+        console().print(line, markup=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

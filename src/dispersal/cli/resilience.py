@@ -50,9 +50,9 @@ def _plot(spec: Any, path: Path) -> None:
 
 def _print_table(spec: Any, closed: Any, sim: Any, loss: Any, lose_sites: int, sites: int) -> None:
     """The goodput table: closed form, the simulation when run, and the site-loss columns."""
-    from rich.console import Console
     from rich.table import Table
 
+    from dispersal.cli._render import console
     from dispersal.model.analyses.resilience import ALGORITHMS
 
     table = Table(
@@ -80,7 +80,7 @@ def _print_table(spec: Any, closed: Any, sim: Any, loss: Any, lose_sites: int, s
             t = "never" if math.isinf(o.time_to_target_h) else f"{o.time_to_target_h / 24:.1f} d"
             row += [t, f"{o.lost_useful_fraction:.1%}", "yes" if o.finishes_within_budget else "no"]
         table.add_row(*row)
-    Console().print(table)
+    console().print(table)
 
 
 def register(app: typer.Typer) -> None:

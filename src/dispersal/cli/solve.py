@@ -154,6 +154,32 @@ def solution_table(s: Solution) -> Any:
     return t
 
 
+#: The scenario fields each solvable link variable moves.
+_LINK_FIELDS = {
+    "bandwidth": ("bandwidth_up_bits_per_s", "bandwidth_down_bits_per_s"),
+    "latency": ("latency_s",),
+    "distance": ("latency_s",),
+}
+
+
+def _not_owned_by_sites(s: Any, variable: str) -> None:
+    """InputError when every [[site]] table sets the link the variable moves: the scenario's link is
+    not used, so the output is flat along it ("utilisation flat along bandwidth" was the answer)."""
+    if variable in ("nodes", "sites") and s.sites:
+        raise InputError(
+            "for",
+            f"the node count is this scenario's [[site]] tables' total, so {variable} does not move "
+            "the run; change a site's nodes in the file instead",
+        )
+    fields = _LINK_FIELDS.get(variable)
+    if fields and s.sites and all(getattr(t, f) is not None for t in s.sites for f in fields):
+        raise InputError(
+            "for",
+            f"every [[site]] table of this scenario sets its own {' and '.join(fields)}, so {variable} "
+            "does not move the run; change the sites in the file instead",
+        )
+
+
 @guarded
 def solve_cmd(
     for_: Annotated[
@@ -222,6 +248,7 @@ def solve_cmd(
     name, value = parse_where(where)
     lo, hi = parse_range(variable, range_)
     s = build_scenario(scenario, set_ or [], **scenario_flags(**locals()))
+    _not_owned_by_sites(s, variable)
     extra: dict[str, Any] = {}
     if resolve_output(name).key == "premium":
         extra["target_flop"] = flop_target(target, "target")

@@ -362,11 +362,18 @@ def _write_rows(rows: list[dict[str, Any]], out: Path) -> None:
     atomic_write_text(out, sio.getvalue())
 
 
+#: Scenario fields that are not numbers or choices to sweep: bookkeeping and the [[site]] / [[churn]] tables.
+_NOT_SWEPT = frozenset({"schema_version", "name", "sites", "churn"})
+
+
 def _field_sweep(
     field: str, base: Scenario, x: str, y: str, m: Mode, out: Path, plot: Path | None, json_: bool
 ) -> None:
     """estimate() over a grid of two Scenario fields, charting one Estimate figure."""
-    allowed = (*FIELD_AXIS_ALIASES, *(f.name for f in dataclasses.fields(Scenario)))
+    allowed = (
+        *FIELD_AXIS_ALIASES,
+        *(f.name for f in dataclasses.fields(Scenario) if f.name not in _NOT_SWEPT),
+    )
     xn, xv = _parse_axis(x, "x", allowed)
     yn, yv = _parse_axis(y, "y", allowed)
     if xn == yn:

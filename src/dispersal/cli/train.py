@@ -104,8 +104,7 @@ def train(
         str,
         typer.Option(
             help="Aggregation rule of the outer step: mean, norm_preserving, clip, trimmed_mean, median, "
-            "gauntlet. Default: robust.TRUSTED_DEFAULT (mean) for a trusted run, "
-            "robust.UNTRUSTED_DEFAULT (clip when written) with --trust untrusted."
+            "gauntlet. Default: mean for a trusted run, trimmed_mean with --trust untrusted."
         ),
     ] = "",
     outer_lr: Annotated[
@@ -228,6 +227,23 @@ def _config(opts: dict[str, Any]) -> Any:
     return cfg
 
 
+def _what_ran(cfg: Any, summary: dict[str, Any]) -> dict[str, Any]:
+    """What the summary line describes: algorithm, workers, links (and for decoupled the merge rule and
+    quorum the run used), so a pasted result says how it was produced."""
+    from dispersal.model.inputs import units
+
+    up, down = float(cfg.link_up_bits_per_s), float(cfg.link_down_bits_per_s)
+    if math.isinf(up) and math.isinf(down) and not cfg.link_latency_s:
+        link = "instant"
+    else:
+        rate = [("inf" if math.isinf(b) else units.format_bandwidth(b)) for b in (up, down)]
+        link = f"{rate[0]} up / {rate[1]} down, {units.format_duration(cfg.link_latency_s)} ({cfg.link_mode})"
+    out: dict[str, Any] = {"algorithm": cfg.algorithm, "workers": cfg.workers, "link": link}
+    if cfg.algorithm == "decoupled":
+        out |= {"merge": summary.get("merge", cfg.merge), "quorum": summary.get("quorum", cfg.quorum)}
+    return out
+
+
 def _run(cfg: Any, out: Path, *, resume: bool, stopping: bool) -> None:
     """Run with a progress bar, print the short summary (strict JSON), exit 1 unless it completed."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -249,6 +265,7 @@ def _run(cfg: Any, out: Path, *, resume: bool, stopping: bool) -> None:
     util = summary.get("utilisation") or {}
     mean_util = sum(util.values()) / len(util) if util else None
     short = {
+        **_what_ran(cfg, summary),
         "completed": summary.get("completed"),
         "diverged": summary.get("diverged"),
         "reason": summary.get("reason"),

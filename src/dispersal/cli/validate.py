@@ -9,11 +9,11 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
 from dispersal.cli._common import atomic_write_text, default_out, guarded, output_dir, print_json
+from dispersal.cli._render import console
 from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
 
@@ -142,6 +142,22 @@ def build_report(results: list[CaseResult], quality: list[QualityCase], seconds:
     return "\n".join(out) + "\n"
 
 
+def _miss_lines(results: list[CaseResult]) -> list[str]:
+    """Why each missed case misses (validation.miss_reason), one line per reason with the cases that
+    share it, so a "NO" in the table is never left unexplained."""
+    from dispersal.model.checks.validation import miss_reason
+
+    by_reason: dict[str, list[str]] = defaultdict(list)
+    for r in results:
+        if not r.within:
+            by_reason[miss_reason(r.id) or "no reason recorded (see docs/validation.md)"].append(r.id)
+    lines = []
+    for reason, ids in by_reason.items():
+        shown = ", ".join(ids[:3]) + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+        lines.append(f"why {shown} miss{'es' if len(ids) == 1 else ''}: {reason}")
+    return lines
+
+
 def register(app: typer.Typer) -> None:
     """Add the validate command."""
 
@@ -203,7 +219,9 @@ def register(app: typer.Typer) -> None:
                     _fmt(r.predicted_paper, r.metric),
                     "yes" if r.within else "NO",
                 )
-            Console().print(t)
+            console().print(t)
+            for line in _miss_lines(results):
+                console().print(line, markup=False, soft_wrap=True)
         if folder is not None:
             atomic_write_text(folder / "validation.md", build_report(results, quality, seconds))
             if not json:

@@ -79,8 +79,10 @@ def _premium(p: Mapping[str, Any]) -> str:
     prem, base = p.get("cost_premium"), p.get("centralized_cost_usd")
     if "cost_premium" not in p:
         return "not planned (plan with the centralized baseline: `dispersal plan` does by default)"
-    if prem is None or base is None:
+    if base is None:
         return "- (no single-datacenter plan reaches the target)"
+    if prem is None:  # one datacenter reaches it; the dispersed plan does not
+        return f"- (no plan under the rule reaches the target; one datacenter: {F.money(float(base))})"
     return f"{F.factor(float(prem))} the cost of one datacenter ({F.money(float(base))}, datacenter links, no rule)"
 
 
@@ -164,6 +166,7 @@ def answer_card(
         f"dispersal {version or __version__}, {p['mode']} mode, metric {metric}, {p['search']} search, "
         f"objective {p.get('objective', 'cost')}, regime {p.get('regime', '')}; {links_text}"
         + (f", {F.days(b)} budget" if (b := _budget_days(p)) is not None else "")
+        + _searched(p)
         + ": "
         + (
             f"reaching {target} of {metric} costs {cost}"
@@ -174,6 +177,18 @@ def answer_card(
         + "."
     )
     return AnswerCard(headline=headline, lines=tuple(lines), cite=cite)
+
+
+def _searched(p: Mapping[str, Any]) -> str:
+    """ ", algorithms searched: auto, hierarchical, decoupled; no site pipelines" (when the plan says)."""
+    sr = p.get("searched")
+    if not sr:
+        return ""
+    sites = sr.get("site_nodes") or []
+    where = (
+        "site pipelines of " + " / ".join(str(n) for n in sites) + " nodes" if sites else "no site pipelines"
+    )
+    return f", algorithms searched: {', '.join(sr.get('algorithms') or [])}; {where}"
 
 
 def plan_label(p: Mapping[str, Any]) -> str:

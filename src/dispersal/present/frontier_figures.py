@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from dispersal.present import formats as F
 from dispersal.present.figures import FONT, WIDTH_IN, Chart, _mark, _style
@@ -58,6 +58,10 @@ def sites_bandwidth_axes(ax: Any, chart: Chart, d: Mapping[str, Any]) -> None:
     _bw_axis(ax, "x")
     ax.set_xlabel("WAN bandwidth per site")
     ax.set_ylabel("sites (band: fewest to most)")
+    # Counts on a log axis: 1-2-5 ticks as plain numbers (the default left one "10" on a short range).
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(F.axis_count))
+    ax.yaxis.set_minor_formatter(NullFormatter())
     ax.grid(alpha=0.3, which="major")
     if drawn:
         ax.legend(fontsize=FONT - 2, ncol=2, loc="lower right", framealpha=0.9)
@@ -114,7 +118,8 @@ def targets_axes(ax: Any, chart: Chart, d: Mapping[str, Any]) -> None:
     ax.set_xlabel(f"target ({d['metric']}, FLOP)")
     ax.set_ylabel("least WAN bandwidth per site")
     ax.grid(alpha=0.3, which="major")
-    ax.plot([], [], color="#555555", lw=5, alpha=0.3, label="draws P10-P90")
+    if any(r.get("band") is not None for r in lims):  # no draws (--samples 0): no P10-P90 key
+        ax.plot([], [], color="#555555", lw=5, alpha=0.3, label="draws P10-P90")
     ax.legend(title="premium", fontsize=FONT - 1, loc="lower right")
 
 
@@ -129,11 +134,12 @@ def frontier_figure(d: Mapping[str, Any]) -> Chart:
     targets_axes(fig.add_subplot(1, 2, 1), chart, d)
     sites_bandwidth_axes(fig.add_subplot(1, 2, 2), chart, d)
     reach = ", ".join(
-        f"{F.flop(r['target_flop'])}: {'-' if r['p_reach'] is None else format(r['p_reach'], '.0%')}"
+        f"{F.flop(r['target_flop'])}: {'not drawn' if r['p_reach'] is None else format(r['p_reach'], '.0%')}"
         for r in d["p_reach"]
     )
+    cap = "" if d.get("max_site_kw") is None else f", every site under {d['max_site_kw']:g} kW"
     fig.suptitle(
-        f"Where dispersal stops ({d['mode']} mode, regime {d['regime']}); P(reach) at "
+        f"Where dispersal stops ({d['mode']} mode, regime {d['regime']}{cap}); P(reach) at "
         f"{F.bandwidth(d['reach_bandwidth_bits_per_s'])}: {reach}",
         fontsize=FONT,
     )

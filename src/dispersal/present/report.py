@@ -97,7 +97,8 @@ def _frontier_rows(fr: Mapping[str, Any]) -> list[dict[str, str]]:
                 "budget": F.money_or(lim.get("budget_usd"), "-"),
                 "least bandwidth per site": F.bandwidth(bw) if bw is not None else "-",
                 "sites": f"{lim['sites']:,}" if lim.get("sites") is not None else "-",
-                "node": f"{lim.get('chips_per_site') or '-'}x {lim.get('hardware') or '-'}",
+                # `hardware` already reads "50x a100_40gb BF16" (chips per site included).
+                "node": str(lim.get("hardware") or "-"),
                 "kW per site": F.sig(kw) if kw is not None else "-",
                 "binds": str(lim.get("binds", "")),
                 "distance": str(lim.get("distance_binds", "")),
@@ -112,7 +113,9 @@ def _reach_line(fr: Mapping[str, Any]) -> str:
         + ("not drawn" if r.get("p_reach") is None else F.percent(float(r["p_reach"]), 0))
         for r in fr.get("p_reach", [])
     ]
-    return "P(reach) at 100 Mbps: " + ("; ".join(parts) or "not drawn")
+    rate = fr.get("reach_bandwidth_bits_per_s")
+    at = F.bandwidth(float(rate)) if rate is not None else "the reach bandwidth"
+    return f"P(reach) at {at}: " + ("; ".join(parts) or "not drawn")
 
 
 def _sections(parts: ReportParts) -> list[str]:

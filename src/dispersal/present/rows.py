@@ -17,11 +17,17 @@ from dispersal.present import formats as F
 def summary_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
     """Headline figures of an Estimate.to_dict()."""
     s = d["scenario"]
-    algo = d["algorithm"] + (" (streaming)" if d["streaming"] else "")
+    algo = d["algorithm"]
+    # The model's `streaming` flag is "the sync overlaps compute"; fragments are a separate input.
+    # Neither means anything to per-step ddp (H = 1: every step syncs everything).
+    if d["streaming"] and d["algorithm"] != "ddp":
+        # Paper mode syncs the whole model at once whatever `fragments` says (its override note).
+        frags = 1 if d["mode"] == "paper" else int(s.get("fragments") or 1)
+        algo += f" (streaming, {frags} fragments)" if frags > 1 else " (sync overlapped with compute)"
     if d["algorithm"] == "hierarchical":
         # With [[site]] tables the groups are the sites' regions, not group_size nodes each.
         algo += f", {d['groups']} regional groups" if d.get("sites") else f", groups of {s['group_size']}"
-    if d["algorithm"] == "pp_diloco":
+    if d["algorithm"] in ("pp_diloco", "site_pp_diloco"):
         algo += f", {d['pipeline_stages']} stages x {d['groups']} groups"
     rows = [
         ("status", "feasible" if d["feasible"] else "INFEASIBLE: " + "; ".join(d["reasons"])),
@@ -164,11 +170,17 @@ def traffic_node(d: Mapping[str, Any]) -> str:
 
 
 def _down_peak_mbps(d: Mapping[str, Any]) -> float:
-    """The download's peak: bursts arrive at the downlink rate (0 when nothing is downloaded)."""
+    """The download's peak: bursts arrive at the downlink rate (0 when nothing is downloaded). With
+    mixed sites each site sets its own link (the scenario's is not used), so the peak is the downlink of
+    the site whose downlink is busiest."""
     t = d["traffic"]
-    return (
-        float(d["scenario"]["bandwidth_down_bits_per_s"]) / 1e6 if t.get("mean_down_mbps", 0.0) > 0 else 0.0
-    )
+    if t.get("mean_down_mbps", 0.0) <= 0:
+        return 0.0
+    sites = [s for s in d.get("sites") or [] if s.get("nodes", 0) > 0]
+    if sites:
+        busiest = max(sites, key=lambda s: float(s.get("link_utilisation_down", 0.0)))
+        return float(busiest["down_bits_per_s"]) / 1e6
+    return float(d["scenario"]["bandwidth_down_bits_per_s"]) / 1e6
 
 
 def traffic_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
@@ -200,13 +212,18 @@ def traffic_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
     ]
 
 
+def _rate(mbps: float) -> str:
+    """A rate in Mbps with its unit scaled (``"96.5 Mbps"``, ``"3.5 Gbps"``, never ``"3.5e+03 Mbps"``)."""
+    return F.bandwidth(mbps * 1e6, 3)
+
+
 def traffic_text(d: Mapping[str, Any]) -> str:
     """The traffic rows on one line (the CLI's estimate table): up and down, mean and peak, busiest link."""
     t = d["traffic"]
     up_busy, down_busy = t.get("link_utilisation_up", t["duty_cycle"]), t.get("link_utilisation_down", 0.0)
     return (
-        f"up mean {F.sig(t['mean_mbps'], 3)} / peak {F.sig(t['peak_mbps'], 3)} Mbps, down mean "
-        f"{F.sig(t.get('mean_down_mbps', 0.0), 3)} / peak {F.sig(_down_peak_mbps(d), 3)} Mbps; links busy "
+        f"up mean {_rate(t['mean_mbps'])} / peak {_rate(t['peak_mbps'])}, down mean "
+        f"{_rate(t.get('mean_down_mbps', 0.0))} / peak {_rate(_down_peak_mbps(d))}; links busy "
         f"{F.percent(up_busy, 0)} up / {F.percent(down_busy, 0)} down; "
         f"{F.data(t['bytes_per_day'])}/day; {traffic_node(d)}"
     )

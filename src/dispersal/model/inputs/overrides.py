@@ -41,7 +41,14 @@ def override_notes(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_
         return None if correction in on else why.format(correction)
 
     ratio_bits = BITS_PER_VALUE[s.precision] / s.compression_ratio
-    if _given(s, "codec") and (who := off("wire")):
+    ddp = getattr(s.algorithm, "value", s.algorithm) == "ddp"
+    if _given(s, "codec") and paper and ddp:
+        # Paper mode's DDP exchanges dense gradients at the precision's bits (no 150x ratio).
+        out.append(
+            f"paper mode ignores codec={s.codec}: ddp sends dense {s.precision.value} gradients "
+            f"({BITS_PER_VALUE[s.precision]:g} bits per parameter) every step"
+        )
+    elif _given(s, "codec") and (who := off("wire")):
         out.append(
             f"{who} ignores codec={s.codec}'s wire bits: {s.precision.value} bits / compression_ratio "
             f"{s.compression_ratio:g} = {ratio_bits:.3g} bits per parameter on the wire instead"

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from dispersal.model.inputs import units
 from dispersal.model.inputs.codes import AGG_RING, ALGO_DECOUPLED
 from dispersal.model.inputs.decoupled import (
     DEFAULT_QUORUM_FRACTION,
@@ -134,7 +135,7 @@ def notes(asked: str, resolved: str, r: Mapping[str, float], group_size: int) ->
         return []
     return [
         f"decoupled: learners never wait; each delivers every {r['inner_steps']:.0f} steps "
-        f"({r['outer_step_time_s']:.3g} s); merges arrive {r['staleness_outer_steps']:.3g} outer steps stale "
+        f"({units.format_duration(r['outer_step_time_s'])}); merges arrive {r['staleness_outer_steps']:.3g} outer steps stale "
         f"(quality H {r['inner_steps_effective']:.4g})"
     ]
 

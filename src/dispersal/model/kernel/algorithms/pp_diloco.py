@@ -78,7 +78,8 @@ def branch(c: Common) -> Branch:
 def notes(asked: str, resolved: str, r: Mapping[str, float], group_size: int) -> list[str]:
     """A pipeline the scenario did not ask for; a single group (no replicas)."""
     out = []
-    if resolved == "pp_diloco" and asked != "pp_diloco":
+    # Only a real pipeline (S > 1) chosen by `auto` is "forced"; site_pp_diloco's fallback says why itself.
+    if resolved == "pp_diloco" and asked not in ("pp_diloco", "site_pp_diloco") and r["pipeline_stages"] > 1:
         out.append(
             f"the model does not fit one node: {int(r['pipeline_stages'])}-stage pipeline parallelism forced"
         )
