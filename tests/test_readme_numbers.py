@@ -1,5 +1,5 @@
-"""README's default-plan rows and the frontier's one-building costs are what the code prints now (the
-1e24 row said H 45 after the planner began choosing decoupled DiLoCo at H 29 on a cost tie)."""
+"""README's default-plan rows and the frontier's one-building costs are what the code prints now (a row
+once kept H 45 after the planner's choice had moved: numbers in prose drift unless a test reads them)."""
 
 from __future__ import annotations
 
