@@ -283,3 +283,36 @@ def test_site_mix_plan_is_the_smallest_multiple_reaching_the_target() -> None:
     with pytest.raises(InputError) as err:
         plan_site_mix(Scenario(), 1e24)
     assert err.value.field == "sites"
+
+
+def test_a_mix_that_cannot_reach_reports_its_best_multiple_not_the_last_tried() -> None:
+    """`plan --sites` past the best multiple: more copies of a fixed-size model reach less (the
+    replica penalty), so the answer names the best multiple tried and stops doubling there."""
+    from dispersal.model.inputs.presets import load_scenario
+    from dispersal.model.search.site_mix import plan_site_mix, scaled
+
+    s = load_scenario("intellect1_schedule")
+    r = plan_site_mix(s, 1e25)
+    assert r.scale is None and r.estimate is not None
+    assert "no multiple of the mix reaches" in r.reason and "the most is" in r.reason
+    best = r.estimate.c_quality_flop
+    k_best = sum(r.nodes) // sum(site.nodes for site in s.sites)
+    others = [estimate(scaled(s, k)).c_quality_flop for k in (1, 2 * k_best)]
+    assert all(v <= best for v in others) and best < 1e25
+
+
+def test_a_churn_schedule_judges_the_time_budget_on_the_run_as_scheduled() -> None:
+    """INTELLECT-1-style: 4 nodes at the start would need 60.6 d, the schedule grows to 14 and takes
+    25.7 d: feasible within 60 d (noted), infeasible within 20 d with the scheduled time as reason."""
+    from dispersal.model.inputs.presets import load_scenario
+
+    s = load_scenario("intellect1_schedule")
+    e = estimate(s)
+    assert e.churn is not None and e.churn.run_time_s < s.duration_s < e.run_time_s
+    assert e.feasible and not e.reasons
+    assert any(n.startswith("time budget judged under the churn schedule") for n in e.notes)
+    short = estimate(s.replace(duration_s=20 * 86400.0))
+    assert not short.feasible
+    assert short.reasons == (
+        "run exceeds the time budget under the churn schedule: needs 25.7 d, budget 20 d",
+    )

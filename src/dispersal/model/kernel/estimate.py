@@ -303,14 +303,28 @@ def estimate(
         notes.append("hierarchical groups are the sites' regions: fewer than 2 regions, so flat DiLoCo")
     if unused:
         notes.append(f"every site sets its own {', '.join(unused)}: the scenario's are not used")
-    if churn is not None and churn.run_time_s > s.duration_s * (1 + 1e-12):
-        notes.append(
-            f"under the churn schedule the run needs {units.format_duration(churn.run_time_s)}, "
-            f"over the budget of {units.format_duration(s.duration_s)}"
-        )
+    if churn is not None:
+        # The time budget is judged on the run as scheduled, not on the sites as first listed (an
+        # INTELLECT-1-style schedule starts small and grows).
+        budget = "run exceeds the time budget"
+        static = [x for x in reasons if x.startswith(budget)]
+        reasons = [x for x in reasons if not x.startswith(budget)]
+        need, have = units.format_duration(churn.run_time_s), units.format_duration(s.duration_s)
+        if churn.run_time_s > s.duration_s * (1 + 1e-12):
+            reasons.append(f"{budget} under the churn schedule: needs {need}, budget {have}")
+        else:
+            notes.append(
+                f"time budget judged under the churn schedule: {need} of {have}"
+                + (
+                    f" (the sites as first listed alone would need {units.format_duration(e.run_time_s)})"
+                    if static
+                    else ""
+                )
+            )
     return dataclasses.replace(
         e,
-        feasible=e.feasible and not reasons,
+        # With a schedule every reason is in `reasons` (the static time-budget one replaced above).
+        feasible=(e.feasible or churn is not None) and not reasons,
         reasons=tuple(reasons),
         notes=tuple(notes),
         sites=tuple(SiteRow(**row) for row in rows),

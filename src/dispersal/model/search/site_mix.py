@@ -12,8 +12,9 @@ planner's grid (`candidates.PAPER_PARAM_GRID_B`, every other size) whose run tra
 as the time budget allows within the planner's overtraining window (1-100 x compute-optimal).
 
 Limits (stated, not hidden): the mix's proportions, H, the codec and the other scenario fields are
-the file's (the planner's search over those is not repeated per site type); the metric is assumed
-to grow with k (doubling, then bisection between the last two doublings); a churn schedule is left
+the file's (the planner's search over those is not repeated per site type); k doubles until the
+target is met (then bisection between the last two doublings) or the metric falls (a fixed-size model
+gains less from each added replica: the best multiple tried is reported); a churn schedule is left
 out (a plan is for the steady configuration).
 """
 
@@ -67,9 +68,11 @@ class SiteMixPlan:
 
 
 def scaled(s: Scenario, k: int) -> Scenario:
-    """The scenario with every site's node count times k (churn left out)."""
+    """The scenario with every site's node count times k (churn left out), training as many tokens as
+    the time budget allows: a file's fixed token count would give k copies the same tokens on more
+    replicas, i.e. less quality-adjusted compute the more sites it adds."""
     sites = tuple(dataclasses.replace(site, nodes=site.nodes * k) for site in s.sites)
-    return s.replace(sites=sites, churn=())
+    return s.replace(sites=sites, churn=(), tokens=None)
 
 
 def _best_params(s: Scenario, metric: str, mode: Mode, params: ModelParams) -> float | None:
@@ -129,19 +132,31 @@ def plan_site_mix(
         raise InputError("max_nodes", f"the mix alone has {per_mix:,} nodes, more than {max_nodes:,}")
     lo, k = 0, 1
     v, e = _value(s, k, metric, m, params, search_params)
+    top = (v, k, e)  # the most any multiple tried reaches: reported when none reaches the target
     while v < target_flop:
-        if k == k_max:
+        # Past the best multiple the metric may fall (a ring's latency grows with the node count, the
+        # replica penalty saturates): stop doubling there and report the best multiple, not the last.
+        if k == k_max or v < top[0]:
+            v_top, k_top, e_top = top
             return SiteMixPlan(
                 target_flop=target_flop,
                 metric=metric,
                 scale=None,
-                nodes=tuple(site.nodes * k for site in s.sites),
-                estimate=e,
-                reason=f"{k_max} x the mix ({k_max * per_mix:,} nodes) reaches {metric} {v:.3g} FLOP"
-                + ("" if e.feasible else f" (infeasible: {'; '.join(e.reasons)})"),
+                nodes=tuple(site.nodes * k_top for site in s.sites),
+                estimate=e_top,
+                reason=f"no multiple of the mix reaches {target_flop:.3g} FLOP: the most is {v_top:.3g} FLOP "
+                f"{metric} at {k_top:,} x the mix ({k_top * per_mix:,} nodes)"
+                + (
+                    f"; {k:,} x ({k * per_mix:,} nodes) reaches less, {v:.3g} FLOP"
+                    if k != k_top
+                    else f" (the largest multiple within {max_nodes:,} nodes)"
+                )
+                + ("" if e_top.feasible else f" (infeasible: {'; '.join(e_top.reasons)})"),
             )
         lo, k = k, min(2 * k, k_max)
         v, e = _value(s, k, metric, m, params, search_params)
+        if v > top[0]:
+            top = (v, k, e)
     hi, best = k, e
     while hi - lo > 1:
         mid = (lo + hi) // 2
