@@ -401,6 +401,7 @@ def train_cases() -> Iterator[Case]:
     for v in BAD_POSITIVE:
         yield [*dc, "--sync-deadline", v], "sync-deadline"
     yield [*dc, "--sync-deadline", "3601"], "sync-deadline"
+    yield [*dc, "--fragments", "3"], "fragments"  # Streaming DiLoCo's, never silently ignored
     for v in ("-1", "1001", "abc", "", "2.5"):
         yield [*dc, "--max-staleness", v], "max-staleness"
     yield [*dc, "--link-mode", "real"], "link-mode"

@@ -77,7 +77,7 @@ def train(
     eval_batches: Annotated[
         int, typer.Option(help="Validation batches per evaluation (same batches every time).")
     ] = 8,
-    fragments: Annotated[int, typer.Option(help="Streaming: P fragments.")] = 2,
+    fragments: Annotated[int | None, typer.Option(help="Streaming: P fragments (default 2).")] = None,
     overlap_steps: Annotated[int, typer.Option(help="Streaming: tau, steps that hide the sync.")] = 1,
     mixing_alpha: Annotated[float, typer.Option(help="Streaming: merge alpha.")] = 0.5,
     topk_fraction: Annotated[float, typer.Option(help="topk: fraction of values sent.")] = 0.01,
@@ -169,6 +169,9 @@ def _config(opts: dict[str, Any]) -> Any:
     specs = [f"{kind} {v}" for kind in ("kill", "rejoin", "straggle", "corrupt") for v in opts[kind] or []]
     if opts["faults"] is not None:
         specs += FaultPlan.from_file(opts["faults"])
+    if opts["fragments"] is not None and opts["algorithm"] == "decoupled":
+        raise fail("fragments: decoupled learners send the whole model (fragments are Streaming DiLoCo's)")
+    opts = {**opts, "fragments": 2 if opts["fragments"] is None else opts["fragments"]}
     same = [
         "algorithm",
         "workers",
