@@ -497,8 +497,6 @@ GROUPS["fleet"] = fleet_cases
 def fleet_sites_cases() -> Iterator[Case]:
     """`dispersal fleet` with [[site]] scenarios and the 2026 algorithms' fields (issues 22, 24.7)."""
     yield ["fleet", "--scenario", "intellect1_schedule", "--nodes", "5"], "num_nodes"
-    yield ["fleet", "--scenario", "intellect1_schedule", "--algorithm", "hierarchical"], "algorithm"
-    yield ["fleet", "--scenario", "intellect1_schedule", "--algorithm", "pp_diloco"], "algorithm"
     yield ["fleet", "--scenario", "intellect1_schedule", "--set", "site=3"], "site"
     yield ["fleet", "--algorithm", "site_pp_diloco", "--set", "nodes_per_site=0"], "nodes_per_site"
     yield ["fleet", "--algorithm", "decoupled", "--set", "quorum_fraction=1.5"], "quorum_fraction"

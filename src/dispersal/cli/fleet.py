@@ -31,6 +31,7 @@ from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
 from dispersal.model.inputs.scenario import DEFAULT_SITE_FABRIC_BITS_PER_S
 from dispersal.model.search.fleet import FleetAnswer, FleetOption, fleet_search
+from dispersal.present import formats as F
 
 
 @guarded
@@ -90,7 +91,7 @@ def _links(ans: FleetAnswer) -> str:
     if f.sites:
         return "per site: " + "; ".join(ans.sites)
     up, down = f.bandwidth_up_bits_per_s, f.bandwidth_down_bits_per_s
-    rate = f"{up / 1e6:.4g} Mbps" if up == down else f"{up / 1e6:.4g} Mbps up / {down / 1e6:.4g} Mbps down"
+    rate = F.bandwidth(up) if up == down else f"{F.bandwidth(up)} up / {F.bandwidth(down)} down"
     return f"{rate} per node, {units.format_duration(f.latency_s)} one way"
 
 
@@ -140,8 +141,8 @@ def answer_lines(ans: FleetAnswer) -> list[str]:
         + (" (stops early: more tokens would pass the overtraining window)" if b.stopped_early else "")
         + f"; accelerator utilisation {b.utilisation:.1%}; cost {units.format_money(b.cost_usd)}.",
         f"Compute: C_local {b.c_local_flop:.3g} FLOP, C_quality {b.c_quality_flop:.3g} FLOP, final loss {b.loss:.4g}.",
-        f"Traffic per node: mean {b.mean_up_bits_per_s / 1e6:.3g} Mbps up / {b.mean_down_bits_per_s / 1e6:.3g} "
-        f"Mbps down, peak {b.peak_up_bits_per_s / 1e6:.3g} Mbps up, {b.bytes_per_day_per_node / 1e9:.3g} GB/day.",
+        f"Traffic per node: mean {F.bandwidth(b.mean_up_bits_per_s)} up / {F.bandwidth(b.mean_down_bits_per_s)} "
+        f"down, peak {F.bandwidth(b.peak_up_bits_per_s)} up, {F.data(b.bytes_per_day_per_node)}/day.",
     ]
     if b.sync_pacing:
         lines.append(
