@@ -67,8 +67,8 @@ def test_bad_metric_is_one_line_exit_2() -> None:
 
 @pytest.mark.slow
 def test_a_site_scenario_file_is_paced_and_says_so(tmp_path: Any) -> None:
-    """A [[site]] file: the answer says the sites were paced and by what, lists the algorithms the
-    pacing refuses, and the binding search doubles every site's links and nodes."""
+    """A [[site]] file: the answer says the sites were paced and by what, and the binding search
+    doubles every site's links and nodes."""
     f = tmp_path / "sites.toml"
     f.write_text(
         'hardware = "h100_sxm"\nchips_per_node = 8\nprecision = "bf16"\nregime = "none"\nduration_s = "60 d"\n'
@@ -85,4 +85,5 @@ def test_a_site_scenario_file_is_paced_and_says_so(tmp_path: Any) -> None:
     assert set(d["gains"]) == {"days", "bandwidth", "nodes"} and all(
         g >= 1 - 1e-9 for g in d["gains"].values()
     )
-    assert "eu" in d["best"]["sync_pacing"] and d["fleet"]["sites"][1]["name"] == "eu"
+    # The pacing names a site (decoupled, the best here, names the quorum's last learner's site).
+    assert any(n in d["best"]["sync_pacing"] for n in ("us", "eu")) and d["fleet"]["sites"][1]["name"] == "eu"
