@@ -342,7 +342,13 @@ def test_train_help_works_and_names_the_new_options() -> None:
 
     res = CliRunner().invoke(app, ["train", "--help"], env={"COLUMNS": "200"})
     assert res.exit_code == 0, res.output
-    for text in ("UP[/DOWN]/LATENCY[/JITTER]", "--attack", "--aggregator", "UNTRUSTED_DEFAULT", "--trust"):
+    for text in (
+        "UP[/DOWN]/LATENCY[/JITTER]",
+        "--attack",
+        "--aggregator",
+        "trimmed_mean with --trust",
+        "--trust",
+    ):
         assert text in res.output
 
 

@@ -292,15 +292,7 @@ def plan_cmd(
     )
     if site_nodes:
         c = c.replace(site_sizes=_site_sizes(site_nodes))
-    extra: dict[str, Any] = {}
-    if calibration is not None:
-        from dispersal.calibration import load_calibration
-
-        if samples:
-            raise InputError(
-                "calibration", "cannot be combined with --samples (Monte Carlo samples the published set)"
-            )
-        extra["params"] = load_calibration(input_file(calibration, "calibration"))
+    extra = _calibration(calibration, samples)
     plans = [
         plan(
             t,
@@ -335,6 +327,19 @@ def plan_cmd(
         print_json(dicts)
         return
     _print_plans(plans, dicts, tables, runners_up)
+
+
+def _calibration(calibration: str | None, samples: int) -> dict[str, Any]:
+    """`--calibration`: the fitted model parameters as planner keywords (none without the flag)."""
+    if calibration is None:
+        return {}
+    from dispersal.calibration import load_calibration
+
+    if samples:
+        raise InputError(
+            "calibration", "cannot be combined with --samples (Monte Carlo samples the published set)"
+        )
+    return {"params": load_calibration(input_file(calibration, "calibration"))}
 
 
 def _site_sizes(site_nodes: list[int]) -> tuple[int, ...]:
