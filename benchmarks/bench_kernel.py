@@ -16,16 +16,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
-import subprocess
-import sys
-import tarfile
 import tempfile
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _baseline import ROOT, extract, run_child
+
 #: The last commit whose kernel was one 541-line function (before the layered model).
 DEFAULT_BASELINE = "cda9b6d"
 #: What a sweep typically reads back (the planner's and the solver's questions).
@@ -95,28 +90,6 @@ c0, w0 = time.process_time(), time.perf_counter()
 run_rows()
 print(json.dumps({"reproduce rows only": (time.process_time() - c0, time.perf_counter() - w0)}))
 """
-
-
-def extract(ref: str, into: Path) -> Path:
-    """The `src` folder of git `ref`, extracted under `into`."""
-    archive = into / "src.tar"
-    with archive.open("wb") as f:
-        subprocess.run(["git", "archive", ref, "src"], cwd=ROOT, stdout=f, check=True)
-    with tarfile.open(archive) as t:
-        t.extractall(into, filter="data")
-    return into / "src"
-
-
-def run_child(src: Path, args: list[str]) -> tuple[str, float, float]:
-    """(stdout, CPU seconds, wall seconds) of `python args` with `src` first on the path."""
-    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    w0 = time.perf_counter()
-    r = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True, check=True, cwd=ROOT)
-    wall = time.perf_counter() - w0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return r.stdout, cpu, wall
 
 
 def reproduce_rows(stdout: str) -> str:

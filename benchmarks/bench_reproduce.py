@@ -16,17 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import resource
-import subprocess
-import sys
-import tarfile
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from _baseline import ROOT, extract, run_child
+
 DEFAULT_BASELINE = "0c6818f"
 
 #: name -> (argv after `python -m dispersal`, how to reduce the JSON output to what must agree).
@@ -35,34 +30,6 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "counter --mode default": (("counter", "--mode", "default", "--json"), "all"),
     "plan --samples 1000": (("plan", "--samples", "1000", "--json"), "all"),
 }
-
-
-def extract(ref: str, into: Path) -> Path:
-    """The `src` folder of git `ref`, extracted under `into`."""
-    archive = into / "src.tar"
-    with archive.open("wb") as f:
-        subprocess.run(["git", "archive", ref, "src"], cwd=ROOT, stdout=f, check=True)
-    with tarfile.open(archive) as t:
-        t.extractall(into, filter="data")
-    return into / "src"
-
-
-def run(src: Path, argv: tuple[str, ...]) -> tuple[str, float, float]:
-    """(stdout, CPU seconds, wall seconds) of `python -m dispersal ARGV` with `src` first on the path."""
-    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    w0 = time.perf_counter()
-    r = subprocess.run(
-        [sys.executable, "-m", "dispersal", *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=ROOT,
-    )
-    wall = time.perf_counter() - w0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return r.stdout, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), wall
 
 
 #: Keys whose values may differ between trees: how many configurations a search evaluated (a
@@ -104,7 +71,7 @@ def main() -> None:
                 argv, how = COMMANDS[name]
                 outs = {}
                 for tree, src in trees.items():
-                    out, cpu, wall = run(src, argv)
+                    out, cpu, wall = run_child(src, ["-m", "dispersal", *argv])
                     outs[tree] = answer(out, how)
                     if (tree, name) not in best or cpu < best[tree, name][0]:
                         best[tree, name] = (cpu, wall)
