@@ -23,6 +23,7 @@ import argparse
 import math
 import sys
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -133,24 +134,45 @@ def fit(pts: Points, base: QualityParams | None = None) -> tuple[Arr, Arr, float
     def resid(th: Arr) -> Arr:
         return np.asarray((pts.y - predict(th, pts, base)) * w, dtype=np.float64)
 
-    def jac(th: Arr) -> Arr:
-        cols = []
-        for i in range(th.size):
-            step = 1e-6 * max(abs(th[i]), 1e-3)
-            up, dn = th.copy(), th.copy()
-            up[i] += step
-            dn[i] -= step
-            cols.append((resid(up) - resid(dn)) / (2 * step))
-        return np.stack(cols, axis=1)
+    theta, chi2, j = _gauss_newton(
+        resid, theta, lambda t: bool(t[4] > 0.05 and t[2] > 0), iters=50, halvings=30, rel_tol=1e-10
+    )
+    dof = pts.y.size - theta.size
+    cov = np.asarray(np.linalg.inv(j.T @ j) * (chi2 / dof), dtype=np.float64)
+    return theta, cov, chi2, dof
 
+
+def _jacobian(resid: Callable[[Arr], Arr], th: Arr) -> Arr:
+    """Central-difference Jacobian of `resid` at th (relative step 1e-6, at least 1e-9)."""
+    cols = []
+    for i in range(th.size):
+        step = 1e-6 * max(abs(th[i]), 1e-3)
+        up, dn = th.copy(), th.copy()
+        up[i] += step
+        dn[i] -= step
+        cols.append((resid(up) - resid(dn)) / (2 * step))
+    return np.stack(cols, axis=1)
+
+
+def _gauss_newton(
+    resid: Callable[[Arr], Arr],
+    theta: Arr,
+    ok: Callable[[Arr], bool],
+    *,
+    iters: int,
+    halvings: int,
+    rel_tol: float,
+) -> tuple[Arr, float, Arr]:
+    """(theta, chi-square, Jacobian at theta): Gauss-Newton on the weighted residuals, each step halved
+    until it stays where `ok` holds and does not raise chi-square (bounded: `iters` steps of at most
+    `halvings` halvings), stopping when the gain falls below rel_tol x max(chi2, 1)."""
     chi2 = float(resid(theta) @ resid(theta))
-    for _ in range(50):  # Gauss-Newton with step halving; bounded
-        r, j = resid(theta), jac(theta)
-        step = np.linalg.lstsq(j, -r, rcond=None)[0]
+    for _ in range(iters):
+        step = np.linalg.lstsq(_jacobian(resid, theta), -resid(theta), rcond=None)[0]
         lam = 1.0
-        for _ in range(30):
+        for _ in range(halvings):
             trial = theta + lam * step
-            if trial[4] > 0.05 and trial[2] > 0:
+            if ok(trial):
                 c2 = float(resid(trial) @ resid(trial))
                 if c2 <= chi2:
                     break
@@ -159,12 +181,9 @@ def fit(pts: Points, base: QualityParams | None = None) -> tuple[Arr, Arr, float
             break
         improvement = chi2 - c2
         theta, chi2 = trial, c2
-        if improvement < 1e-10 * max(chi2, 1.0):
+        if improvement < rel_tol * max(chi2, 1.0):
             break
-    j = jac(theta)
-    dof = pts.y.size - theta.size
-    cov = np.asarray(np.linalg.inv(j.T @ j) * (chi2 / dof), dtype=np.float64)
-    return theta, cov, chi2, dof
+    return theta, chi2, _jacobian(resid, theta)
 
 
 # --- stage 2: beyond eight replicas and the inner optimizer (issue 21) -------------------------------
@@ -254,34 +273,9 @@ def fit_tail(obs: TailObs, qp: QualityParams) -> tuple[Arr, Arr, float, int]:
     def resid(th: Arr) -> Arr:
         return np.asarray((obs.y - predict_tail(th, obs, qp)) * w, dtype=np.float64)
 
-    def jac(th: Arr) -> Arr:
-        cols = []
-        for i in range(th.size):
-            step = 1e-6 * max(abs(th[i]), 1e-3)
-            up, dn = th.copy(), th.copy()
-            up[i] += step
-            dn[i] -= step
-            cols.append((resid(up) - resid(dn)) / (2 * step))
-        return np.stack(cols, axis=1)
-
-    chi2 = float(resid(theta) @ resid(theta))
-    for _ in range(100):
-        step = np.linalg.lstsq(jac(theta), -resid(theta), rcond=None)[0]
-        lam = 1.0
-        for _ in range(40):
-            trial = theta + lam * step
-            if trial[3] > 0:
-                c2 = float(resid(trial) @ resid(trial))
-                if c2 <= chi2:
-                    break
-            lam /= 2.0
-        else:
-            break
-        improvement = chi2 - c2
-        theta, chi2 = trial, c2
-        if improvement < 1e-12 * max(chi2, 1.0):
-            break
-    j = jac(theta)
+    theta, chi2, j = _gauss_newton(
+        resid, theta, lambda t: bool(t[3] > 0), iters=100, halvings=40, rel_tol=1e-12
+    )
     dof = max(obs.y.size - theta.size, 1)
     cov = np.asarray(np.linalg.inv(j.T @ j) * max(chi2 / dof, 1.0), dtype=np.float64)
     return theta, cov, chi2, dof
