@@ -396,6 +396,31 @@ def test_exact_search_equals_the_lockstep_piece_walk(
     assert node_search.exact(space, target, met, upper) == _lockstep_exact(space, target, met, upper)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("bandwidth", "target", "days", "found"),
+    [
+        (10e6, 3e24, 548, 13),  # the bisection finds nothing, the exact search 13 node types
+        (100e6, 3e24, 180, 1),
+        (10e6, 1e25, 180, 0),  # unreachable: the screen skips the whole walk
+    ],
+)
+def test_screened_walk_without_a_bisection_answer_equals_the_full_walk(
+    bandwidth: float, target: float, days: float, found: int
+) -> None:
+    """Where the paper's bisection finds no answer (the metric is not monotone in N), the planner
+    screens node types before the exact walk (`planner._exact_at_cap`): same answer as walking
+    every candidate, in default mode."""
+    c = Constraints(
+        bandwidth_up_bits_per_s=bandwidth, bandwidth_down_bits_per_s=bandwidth, max_duration_s=days * 86400
+    )
+    space = make_space(Mode.DEFAULT, c, "treaty", DEFAULT_PARAMS)
+    assert node_search.bisect(space, target, Metric.C_QUALITY) == {}
+    full = node_search.exact(space, target, Metric.C_QUALITY, {})
+    assert len(full) == found
+    assert planner._exact_at_cap(space, target, Metric.C_QUALITY, {}) == full
+
+
 def test_bisection_rejects_unbounded_intervals() -> None:
     """An open interval must have finite ends (a closed one may be anything)."""
     with pytest.raises(ValueError, match="finite"):

@@ -42,3 +42,28 @@ def test_paper_mode_ddp_codec_note_matches_the_bytes_sent() -> None:
         note
         == f"paper mode ignores codec=demo: ddp sends dense {s.precision.value} gradients ({bits:g} bits per parameter) every step"
     )
+
+
+def test_decoupled_site_pacing_note_reads_once() -> None:
+    """The decoupled unit's pacing on mixed sites named the quorum with a doubled article
+    ("paced by the the quorum's round trip")."""
+    s = load_scenario("intellect1_schedule").replace(algorithm="decoupled")
+    e = estimate(s, mode="default")
+    assert e.sync_pacing.startswith("quorum's round trip (2 of 4 learners")
+    assert not [n for n in e.notes if "the the" in n], e.notes
+
+
+def test_resilience_of_a_site_table_scenario_counts_its_sites_not_its_nodes() -> None:
+    """A scenario with [[site]] tables: the fleet's sites are its sites with nodes (INTELLECT-1's
+    schedule starts with all 4 nodes at one site; the report said "4 sites")."""
+    from dispersal.present.resilience import DEFAULTS, fleet_spec, resilience
+
+    est = estimate(load_scenario("intellect1_schedule"), mode="default").to_dict()
+    assert est["num_nodes"] == 4 and [row["name"] for row in est["sites"]] == ["us"]
+    spec, note = fleet_spec(est, DEFAULTS)
+    assert spec.sites == 1 and "1 site with nodes" in note
+    out = resilience(est, DEFAULTS, points=5)
+    assert "1 of 1 site goes dark" in out["site_loss_caption"]
+    # Without site tables a node is a site, as before.
+    plain = estimate(load_scenario("intellect1"), mode="default").to_dict()
+    assert fleet_spec(plain, DEFAULTS)[0].sites == plain["num_nodes"]

@@ -16,6 +16,11 @@ from dispersal.model.inputs import units
 SECONDS_PER_DAY = units.SECONDS_PER_DAY
 
 
+def plural(n: int, noun: str) -> str:
+    """A whole count with its noun, thousands separated: "1 site", "20 sites"."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def money(usd: float, digits: int = 3) -> str:
     """Dollars with a k/M/B/T suffix: ``"$31.4M"``."""
     return units.format_money(usd, digits)

@@ -34,7 +34,9 @@ def fleet_spec(est: Mapping[str, Any], settings: Mapping[str, Any]) -> tuple[Any
     """A ResilienceSpec for a fleet shaped like this estimate, and a note on any assumption made.
 
     A node is a host that fails as a unit; an island (a DiLoCo worker) is one node, or one pipeline
-    of ``pipeline_stages`` nodes; a site is a node; a round is the scenario's outer step.
+    of ``pipeline_stages`` nodes; a round is the scenario's outer step. A site is a node, except in a
+    scenario with ``[[site]]`` tables: there the sites with nodes as first listed (the estimate's site
+    rows), which the site-loss model treats as equal shares of the fleet.
     """
     from dispersal.model.analyses.resilience import ResilienceSpec
 
@@ -45,12 +47,16 @@ def fleet_spec(est: Mapping[str, Any], settings: Mapping[str, Any]) -> tuple[Any
     note = ""
     if not (math.isfinite(round_h) and round_h > 0):
         round_h, note = 0.5, " (no outer step in this scenario: 30-minute rounds assumed)"
+    site_rows = est.get("sites") or []
+    sites = len(site_rows) if site_rows else max(1, int(est["num_nodes"]))
+    if site_rows:
+        note += f" (the scenario's {F.plural(len(site_rows), 'site')} with nodes as first listed, taken as equal shares)"
     spec = ResilienceSpec(
         chips=fleet,
         chip_mtbf_h=float(settings["res_chip_mtbf_h"]),
         chips_per_node=cpn,
         chips_per_island=island,
-        sites=max(1, int(est["num_nodes"])),
+        sites=sites,
         restart_time_h=float(settings["res_restart_h"]),
         round_time_h=round_h,
     )
@@ -104,7 +110,7 @@ def resilience(est: Mapping[str, Any], settings: Mapping[str, Any], points: int 
     rows = [{"algorithm": k, f"goodput at {fleet:,} chips": f"{v:.4f}"} for k, v in here.items()]
     caption = (
         f"Fleet like this scenario: {fleet:,} chips, {cpn} per node, islands of {island} chips, "
-        f"{spec.sites:,} sites, rounds of {F.duration(spec.round_time_h * 3600)}{note}. "
+        f"{F.plural(spec.sites, 'site')}, rounds of {F.duration(spec.round_time_h * 3600)}{note}. "
         "Failures only (communication is in the estimate)."
     )
     loss_in = site_loss_inputs(est, settings)
@@ -113,7 +119,8 @@ def resilience(est: Mapping[str, Any], settings: Mapping[str, Any], points: int 
     budget_days = float(loss_scenario.deadline_h) / 24.0
     down = loss_in["down_for_h"]
     loss_caption = (
-        f"{loss_in['lose_sites']} of {spec.sites:,} sites go dark after {F.sig(loss_in['lose_at_h'] / 24)} days, "
+        f"{loss_in['lose_sites']} of {F.plural(spec.sites, 'site')} "
+        f"{'goes' if loss_in['lose_sites'] == 1 else 'go'} dark after {F.sig(loss_in['lose_at_h'] / 24)} days, "
         + ("for ever" if down is None else f"for {F.days(down / 24)}")
         + f", in a planned run of {F.days(loss_in['run_h'] / 24)} (sites are equal shares, so which ones does "
         "not matter). Each algorithm's target is its own no-loss work over the planned run: the rows compare "

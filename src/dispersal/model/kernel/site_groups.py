@@ -242,7 +242,7 @@ def decoupled(
     sync = PacedSync(
         float(t[k]), float(up[k]), float(down[k]), float(lat[k]), float(np.asarray(u_b).ravel()[0]),
         float(np.asarray(d_b).ravel()[0]),
-        f"the quorum's round trip ({k_q} of {int(n_total)} learners; the last of them at {names[owner[k]]}); "
+        f"quorum's round trip ({k_q} of {int(n_total)} learners; the last of them at {names[owner[k]]}); "
         "learners at their own site speeds",
     )  # fmt: skip
     return x, sync

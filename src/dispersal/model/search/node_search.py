@@ -157,7 +157,12 @@ def min_nodes_for(space: CandidateSpace, target: float) -> Arr:
 
 
 def exact(
-    space: CandidateSpace, target: float, metric: Metric, upper: dict[int, int], best_cost: float = math.inf
+    space: CandidateSpace,
+    target: float,
+    metric: Metric,
+    upper: dict[int, int],
+    best_cost: float = math.inf,
+    only: list[int] | None = None,
 ) -> dict[int, int]:
     """The smallest N meeting the target for each hardware, over every integer N.
 
@@ -171,9 +176,12 @@ def exact(
     that meets the target at its end, find the first N that does (`bisection.first_in_pieces`; all
     candidates advance together on NumPy arrays, one kernel call per step). Node counts whose cost
     exceeds the paper-bisection answer are never needed, nor node counts at or above the smallest
-    one already found for the candidate's hardware.
+    one already found for the candidate's hardware. `only`: search these hardware indices alone
+    (the others are left out of the answer).
     """
     idx, lo_all, hi_all = exact_search_window(space, upper, best_cost=best_cost, target=target)
+    if only is not None:
+        idx = idx[np.isin(space.combo_hw[idx], np.asarray(only, dtype=np.int64))]
     if idx.size == 0:
         return {}
     hw_of = space.combo_hw[idx]

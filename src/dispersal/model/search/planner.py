@@ -205,7 +205,7 @@ def plan(
             found = _bisect(space, target_flop, met)
             searched = [(space, found)]
             if srch is Search.EXACT:
-                searched = [(space, _exact(space, target_flop, met, found))]
+                searched = [(space, _exact_at_cap(space, target_flop, met, found))]
                 if obj is Objective.COST:
                     searched += _exact_smaller_nodes(
                         searched[0], target_flop, met, regime_name, grid, group_sizes
@@ -254,6 +254,20 @@ def compare_searches(
         ),
         "exact": _make_plan(exact, target_flop, regime_name, m, met, Objective.COST, Search.EXACT, memo),
     }
+
+
+def _exact_at_cap(space: CandidateSpace, target: float, met: Metric, found: dict[int, int]) -> dict[int, int]:
+    """The exact search in the regime-cap space, given the paper bisection's answers `found`.
+
+    With an answer, its cost bounds the walk. Without one there is no cost ceiling and the walk
+    would cover every candidate's whole window (most of `dispersal counter`'s time, where the
+    countermeasures make targets unreachable), so the node types are screened first (`_screen`,
+    as for node sizes below the cap) and only those within SCREEN_MARGIN of the target are walked.
+    """
+    if found:
+        return _exact(space, target, met, found)
+    keep = _screen(space, target, met)
+    return _exact(space, target, met, {}, only=keep) if keep else {}
 
 
 #: Node types (accelerator, precision, size) per candidate space in the exact search's walk over
