@@ -170,3 +170,36 @@ def test_cli_fields_lists_every_field_and_refuses_unknown_names() -> None:
     r = CliRunner().invoke(app, ["estimate", "--set", "chip_memory_bytes=-1GB"])
     assert r.exit_code == 2
     assert "chip_memory_bytes: must be a finite number > 0 B" in r.output
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 10**7),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["ring", "relay", "fp8", "bf16", "h100_sxm", "gh200", "diloco", "int8", "nope", ""]),
+)
+
+
+def _outcome(make: Any) -> Any:
+    try:
+        return make()
+    except InputError as exc:
+        return ("error", str(exc))
+
+
+@given(
+    changes=st.dictionaries(st.sampled_from([f.name for f in SCENARIO_FIELDS]), _VALUES, max_size=3),
+    base=st.sampled_from(["paper_threat_model", "intellect1", "gpt4_level_gh200"]),
+)
+def test_replace_checks_what_a_new_scenario_checks(changes: dict[str, Any], base: str) -> None:
+    """`Scenario.replace` checks only the changed fields and the cross-field rules (the others were
+    checked already): the same scenario, or the same first error, as building it from scratch."""
+    from dispersal.model.inputs.presets import load_scenario
+
+    s = load_scenario(base)
+    fast = _outcome(lambda: s.replace(**changes))
+    full = _outcome(lambda: dataclasses.replace(s, **changes))
+    assert fast == full
+    if isinstance(fast, Scenario):
+        assert fast.to_dict() == full.to_dict() and type(fast.hardware) is type(full.hardware)

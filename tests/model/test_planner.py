@@ -402,7 +402,7 @@ def test_exact_search_equals_the_lockstep_piece_walk(
     [
         (10e6, 3e24, 548, 13),  # the bisection finds nothing, the exact search 13 node types
         (100e6, 3e24, 180, 1),
-        (10e6, 1e25, 180, 0),  # unreachable: the screen skips the whole walk
+        (1e9, 1e26, 180, 0),  # unreachable: the screen skips the whole walk
     ],
 )
 def test_screened_walk_without_a_bisection_answer_equals_the_full_walk(

@@ -158,15 +158,17 @@ class ScenarioField:
             if not isinstance(value, str):
                 raise InputError(name, f"must be text, got {value!r}")
             return value
-        # Integers are counts of things named by the field itself: no unit in the message.
-        bounds = sp.bound_text(unit="") if self.kind == "int" else sp.bound_text()
         if self.kind == "int":
             ok = isinstance(value, int) and not isinstance(value, bool)
             if not ok or not sp.in_bounds(float(value)):
+                # Integers are counts of things named by the field itself: no unit in the message.
+                bounds = sp.bound_text(unit="")
                 raise InputError(name, f"must be an integer{' ' + bounds if bounds else ''}, got {value!r}")
             return value
         ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
         if not ok or not sp.in_bounds(float(value)):
+            # The message is built only here: a scenario checks ~55 fields every time it is made.
+            bounds = sp.bound_text()
             raise InputError(name, f"must be a finite number{' ' + bounds if bounds else ''}, got {value!r}")
         return value
 
