@@ -11,6 +11,7 @@ import sys
 import tarfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,3 +36,15 @@ def run_child(src: Path, args: list[str]) -> tuple[str, float, float]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return r.stdout, cpu, wall
+
+
+def same_answer(old: Any, new: Any, added: set[str]) -> bool:
+    """Whether every value the old tree printed is printed unchanged by the new one. Keys only the
+    new tree prints (scenario fields added since the baseline, e.g. `merge_rule`) are not answers
+    the old tree gave; they are collected in `added` and reported, not compared."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        added.update(set(new) - set(old))
+        return set(old) <= set(new) and all(same_answer(old[k], new[k], added) for k in old)
+    if isinstance(old, list) and isinstance(new, list):
+        return len(old) == len(new) and all(same_answer(a, b, added) for a, b in zip(old, new, strict=True))
+    return bool(old == new)
