@@ -374,8 +374,9 @@ def _lockstep_exact(
         ("default", 100e6, 1e23, (), 100_000),
         ("default", 1e9, 1e24, (), 100_000),
         # H changes with almost every N here (the all-gather download grows with N): short pieces.
-        ("default", 10e6, 1e24, ("rtx_4090", "mi300x"), 100_000),
-        ("default", 100e6, 1e25, ("h100_sxm", "a100_80gb"), 2_000),
+        # The two dearest cases (1-2 s each) run in the full suite only, keeping the fast tier fast.
+        pytest.param("default", 10e6, 1e24, ("rtx_4090", "mi300x"), 100_000, marks=pytest.mark.slow),
+        pytest.param("default", 100e6, 1e25, ("h100_sxm", "a100_80gb"), 2_000, marks=pytest.mark.slow),
     ],
 )
 def test_exact_search_equals_the_lockstep_piece_walk(
