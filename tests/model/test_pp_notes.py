@@ -60,9 +60,10 @@ def test_resilience_of_a_site_table_scenario_counts_its_sites_not_its_nodes() ->
 
     est = estimate(load_scenario("intellect1_schedule"), mode="default").to_dict()
     assert est["num_nodes"] == 4 and [row["name"] for row in est["sites"]] == ["us"]
-    spec, note = fleet_spec(est, DEFAULTS)
-    assert spec.sites == 1 and "1 site with nodes" in note
+    spec, _ = fleet_spec(est, DEFAULTS)
+    assert spec.sites == 1
     out = resilience(est, DEFAULTS, points=5)
+    assert "1 site (the scenario's sites with nodes as first listed" in out["caption"], out["caption"]
     assert "1 of 1 site goes dark" in out["site_loss_caption"]
     # Without site tables a node is a site, as before.
     plain = estimate(load_scenario("intellect1"), mode="default").to_dict()

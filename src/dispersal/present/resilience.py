@@ -49,8 +49,6 @@ def fleet_spec(est: Mapping[str, Any], settings: Mapping[str, Any]) -> tuple[Any
         round_h, note = 0.5, " (no outer step in this scenario: 30-minute rounds assumed)"
     site_rows = est.get("sites") or []
     sites = len(site_rows) if site_rows else max(1, int(est["num_nodes"]))
-    if site_rows:
-        note += f" (the scenario's {F.plural(len(site_rows), 'site')} with nodes as first listed, taken as equal shares)"
     spec = ResilienceSpec(
         chips=fleet,
         chip_mtbf_h=float(settings["res_chip_mtbf_h"]),
@@ -61,6 +59,15 @@ def fleet_spec(est: Mapping[str, Any], settings: Mapping[str, Any]) -> tuple[Any
         round_time_h=round_h,
     )
     return spec, note
+
+
+def _site_note(est: Mapping[str, Any]) -> str:
+    """What the sites are, for a scenario with ``[[site]]`` tables ("" otherwise)."""
+    return (
+        " (the scenario's sites with nodes as first listed, taken as equal shares)"
+        if est.get("sites")
+        else ""
+    )
 
 
 def site_loss_inputs(est: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -110,7 +117,7 @@ def resilience(est: Mapping[str, Any], settings: Mapping[str, Any], points: int 
     rows = [{"algorithm": k, f"goodput at {fleet:,} chips": f"{v:.4f}"} for k, v in here.items()]
     caption = (
         f"Fleet like this scenario: {fleet:,} chips, {cpn} per node, islands of {island} chips, "
-        f"{F.plural(spec.sites, 'site')}, rounds of {F.duration(spec.round_time_h * 3600)}{note}. "
+        f"{F.plural(spec.sites, 'site')}{_site_note(est)}, rounds of {F.duration(spec.round_time_h * 3600)}{note}. "
         "Failures only (communication is in the estimate)."
     )
     loss_in = site_loss_inputs(est, settings)
