@@ -407,37 +407,15 @@ def fleet_search(
         f"must be in (0, max_overtraining], got {min_overtraining}",
     )
     require(max_tokens > 0, "max_tokens", f"must be > 0 tokens, got {max_tokens}")
-    found = _search(
-        fleet,
-        m,
-        met,
-        params,
-        grid,
-        h_grid,
-        algorithms,
-        codec_names,
-        min_overtraining,
-        max_overtraining,
-        max_tokens,
+    how = _How(
+        m, met, params, grid, h_grid, algorithms, codec_names, min_overtraining, max_overtraining, max_tokens
     )
+    found = _search(fleet, how)
     gains: dict[str, float] = {}
     bind = ""
     best = found.best
     if binding and best is not None:
-        gains, bind = _binding(
-            fleet,
-            best,
-            m,
-            met,
-            params,
-            grid,
-            h_grid,
-            algorithms,
-            codec_names,
-            min_overtraining,
-            max_overtraining,
-            max_tokens,
-        )
+        gains, bind = _binding(fleet, best, how)
     return FleetAnswer(
         fleet=fleet,
         mode=m.value,
@@ -455,6 +433,21 @@ def fleet_search(
     )
 
 
+class _How(NamedTuple):
+    """What one fleet search searches and how (`fleet_search`'s checked arguments)."""
+
+    m: Mode
+    met: FleetMetric
+    p: ModelParams
+    grid: Arr
+    h_grid: Sequence[int]
+    algorithms: Sequence[str] | None
+    codec_names: Sequence[str] | None
+    min_ot: float
+    max_ot: float
+    max_tokens: float
+
+
 class _Found(NamedTuple):
     best: FleetOption | None
     per_algorithm: tuple[FleetOption, ...]
@@ -463,21 +456,10 @@ class _Found(NamedTuple):
     skipped: tuple[str, ...]
 
 
-def _search(
-    fleet: Scenario,
-    m: Mode,
-    met: FleetMetric,
-    p: ModelParams,
-    grid: Arr,
-    h_grid: Sequence[int],
-    algorithms: Sequence[str] | None,
-    codec_names: Sequence[str] | None,
-    min_ot: float,
-    max_ot: float,
-    max_tokens: float,
-) -> _Found:
+def _search(fleet: Scenario, how: _How) -> _Found:
     """The best option, the best per algorithm label, the configurations evaluated, the reasons if
     none is valid, and the algorithms not searched (with why)."""
+    m, met, p, grid, h_grid, algorithms, codec_names, min_ot, max_ot, max_tokens = how
     variants, skipped = _variants(fleet, m, p, algorithms, codec_names, grid)
     if not variants:
         return _Found(
@@ -592,33 +574,20 @@ def _option(
     )
 
 
-def _binding(
-    fleet: Scenario,
-    best: FleetOption,
-    m: Mode,
-    met: FleetMetric,
-    p: ModelParams,
-    grid: Arr,
-    h_grid: Sequence[int],
-    algorithms: Sequence[str] | None,
-    codec_names: Sequence[str] | None,
-    min_ot: float,
-    max_ot: float,
-    max_tokens: float,
-) -> tuple[dict[str, float], str]:
+def _binding(fleet: Scenario, best: FleetOption, how: _How) -> tuple[dict[str, float], str]:
     """Gain of the best metric when days, WAN bandwidth (both directions, every site's) or nodes
     (every site's) double (`fleet_sites.doubled`)."""
     # Gains are ratios of C_quality for every metric: a loss ratio of 1.01 can be a large change.
     now = best.c_quality_flop
     gains: dict[str, float] = {}
     for name, s in doubled(fleet).items():
-        b = _search(s, m, met, p, grid, h_grid, algorithms, codec_names, min_ot, max_ot, max_tokens).best
+        b = _search(s, how).best
         gains[name] = 1.0 if b is None or not now > 0 else b.c_quality_flop / now
     top = max(gains, key=lambda k: gains[k])
     if gains[top] < 1 + BINDING_MIN_GAIN:
         if best.stopped_early:
             return gains, (
-                f"the overtraining window (max {max_ot:g} x the compute-optimal tokens/param): the run stops at day "
+                f"the overtraining window (max {how.max_ot:g} x the compute-optimal tokens/param): the run stops at day "
                 f"{best.run_time_s / units.SECONDS_PER_DAY:.4g}; the model-size grid binds"
             )
         return gains, "none of days, bandwidth or nodes (each doubled gains < 1%): the model-size grid binds"
