@@ -21,7 +21,7 @@ from dispersal.model.inputs.errors import InputError  # noqa: E402
 from dispersal.testbed.codecs import make_codec  # noqa: E402
 from dispersal.testbed.config import TestbedConfig  # noqa: E402
 from dispersal.testbed.decoupled import PREFIX, SyncClient, SyncServer, encode, mix  # noqa: E402
-from dispersal.testbed.outer import MeanRule, OuterStep, make_rule  # noqa: E402
+from dispersal.testbed.outer import OuterStep, make_rule  # noqa: E402
 from dispersal.testbed.syncer import PENDING_PER_LEARNER, Syncer, update_context  # noqa: E402
 from dispersal.testbed.wire import H_CRC, H_INDEX, H_LOSS, HEADER_LEN, seal_frame  # noqa: E402
 
@@ -170,16 +170,7 @@ def test_mix_is_streaming_diloco_merge() -> None:
 def test_server_and_client_on_loopback() -> None:
     """One push over a real socket: the reply carries the merged global state (quorum 1), a pull
     with the newest version gets nothing, and a message with a bad tag closes the connection."""
-    syncer = Syncer(
-        torch.zeros(N),
-        OuterStep(MeanRule(), FakeOuter()),
-        secret=SECRET,
-        codec=make_codec("none"),
-        workers=3,
-        quorum=1,
-        deadline_s=5.0,
-        max_staleness=2,
-    )
+    syncer, _ = make(quorum=1)
     merges: list[dict[str, Any]] = []
     logged: list[dict[str, object]] = []
     server = SyncServer(
@@ -238,16 +229,7 @@ def test_config_fields() -> None:
 
 def test_server_bounds_its_connections() -> None:
     """A second connection beyond max_connections is closed unanswered; the first still works."""
-    syncer = Syncer(
-        torch.zeros(N),
-        OuterStep(MeanRule(), FakeOuter()),
-        secret=SECRET,
-        codec=make_codec("none"),
-        workers=3,
-        quorum=1,
-        deadline_s=5.0,
-        max_staleness=2,
-    )
+    syncer, _ = make(quorum=1)
     logged: list[dict[str, object]] = []
     server = SyncServer(
         syncer,
