@@ -9,21 +9,27 @@ from __future__ import annotations
 
 import pytest
 
-_FAST: dict[str, float] = {}
-_SLOW: dict[str, float] = {}
+
+class _TierTimes:
+    """Summed phase durations (s) per test, by tier; one line at the end of the run."""
+
+    def __init__(self) -> None:
+        self.fast: dict[str, float] = {}
+        self.slow: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        tier = self.slow if "slow" in report.keywords else self.fast
+        tier[report.nodeid] = tier.get(report.nodeid, 0.0) + float(report.duration)
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        if not self.fast and not self.slow:
+            return
+        terminalreporter.write_line(
+            f"tiers: fast (not slow) {len(self.fast)} tests in {sum(self.fast.values()):.1f} s of test time; "
+            f"slow {len(self.slow)} tests in {sum(self.slow.values()):.1f} s"
+        )
 
 
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Add this phase's duration (s) to its test's total, by tier."""
-    tier = _SLOW if "slow" in report.keywords else _FAST
-    tier[report.nodeid] = tier.get(report.nodeid, 0.0) + float(report.duration)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    """One line per tier: tests run and their summed time (s)."""
-    if not _FAST and not _SLOW:
-        return
-    terminalreporter.write_line(
-        f"tiers: fast (not slow) {len(_FAST)} tests in {sum(_FAST.values()):.1f} s of test time; "
-        f"slow {len(_SLOW)} tests in {sum(_SLOW.values()):.1f} s"
-    )
+def pytest_configure(config: pytest.Config) -> None:
+    """Register this run's tier timer (its state lives with the run, not in the module)."""
+    config.pluginmanager.register(_TierTimes(), "dispersal-tier-times")

@@ -72,3 +72,24 @@ def test_each_algorithm_alone_equals_it_in_a_mix() -> None:
         rows = mixed["algorithm_resolved"] == code
         alone = kernel.evaluate({k: v[rows] for k, v in x.items()}, DEFAULT_PARAMS)
         _same(alone, {k: v[rows] for k, v in mixed.items()})
+
+
+@pytest.mark.parametrize("mode", ["paper", "default"])
+def test_scalar_inputs_give_outputs_of_the_common_shape(mode: str) -> None:
+    """The planner passes inputs equal on every node type as 0-d arrays (`CandidateSpace.inputs`):
+    every output still has the common shape (`Inputs.g` broadcasts each input it reads) and equals
+    the call with every input broadcast."""
+    x = _configs(mode, 40, 3)
+    scalar = {k: (np.asarray(v[0]) if np.all(v == v[0]) else v) for k, v in x.items()}
+    scalar["num_nodes"] = x["num_nodes"]
+    assert sum(np.ndim(v) == 0 for v in scalar.values()) > 50
+    got = kernel.evaluate(scalar, DEFAULT_PARAMS)
+    want = kernel.evaluate(x, DEFAULT_PARAMS)
+    for k, v in got.items():
+        assert v.shape == (40,), k
+        np.testing.assert_array_equal(v, want[k], err_msg=k)
+    # Only the node count varies: outputs that do not depend on it come back full-shaped too.
+    one = {k: np.asarray(v[0]) for k, v in x.items()}
+    one["num_nodes"] = x["num_nodes"]
+    for k, v in kernel.evaluate(one, DEFAULT_PARAMS).items():
+        assert v.shape == (40,), k

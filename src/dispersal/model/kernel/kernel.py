@@ -469,13 +469,7 @@ def _evaluate(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:
         "offload_time_s": c.T_ofl,
         **(timeline(c, pick, cyc, n_cycles) if _needs(want, TIMELINE_OUTPUTS) else {}),
     }
-    out = r if want is None else {k: r[k] for k in OUTPUTS if k in want}
-    # Every output has the common shape, also one that depends on 0-d inputs only (a copy, so a
-    # caller may write into it).
-    for k, v in out.items():
-        if np.shape(v) != inp.shape:
-            out[k] = np.array(np.broadcast_to(v, inp.shape), dtype=np.float64)
-    return out
+    return r if want is None else {k: r[k] for k in OUTPUTS if k in want}
 
 
 def _needs(want: frozenset[str] | None, stage: tuple[str, ...]) -> bool:

@@ -435,8 +435,8 @@ class CandidateSpace:
             self.base_scenarios = [s.replace(**dict(c.scenario_overrides)) for s in self.base_scenarios]
         rows = [kernel_inputs(s, mode, p) for s in self.base_scenarios]
         self.hw_inputs = {k: np.asarray([float(r[k]) for r in rows]) for k in rows[0]}
-        # Inputs equal on every node type go to the kernel as 0-d arrays (it broadcasts them and
-        # returns outputs of the common shape): most of them are links, budget and fitted constants,
+        # Inputs equal on every node type go to the kernel as 0-d arrays (`Inputs.g` broadcasts them;
+        # tests/model/test_kernel_chunks.py): most of them are links, budget and fitted constants,
         # and gathering each per candidate was about a sixth of a probe call's time.
         self._hw_const = {k: np.asarray(v[0]) for k, v in self.hw_inputs.items() if np.all(v == v[0])}
         self._hw_vary = {k: v for k, v in self.hw_inputs.items() if k not in self._hw_const}
