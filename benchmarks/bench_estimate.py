@@ -13,8 +13,8 @@ import numpy as np
 
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Scenario, as_arrays, kernel_inputs
-from dispersal.model.kernel.estimate import estimate
 from dispersal.model.kernel.kernel import evaluate
+from dispersal.model.run.estimate import estimate
 
 
 def bench_scalar(seconds: float = 3.0) -> tuple[float, int]:

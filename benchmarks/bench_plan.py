@@ -24,8 +24,8 @@ import numpy as np
 
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Scenario, as_arrays, kernel_inputs
-from dispersal.model.kernel.estimate import estimate
 from dispersal.model.kernel.kernel import evaluate
+from dispersal.model.run.estimate import estimate
 from dispersal.model.search.planner import PAPER_PARAM_GRID_B, compare_searches, plan
 
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from dispersal.model.inputs.scenario import Algorithm, Precision, Scenario
-from dispersal.model.kernel.estimate import estimate
+from dispersal.model.run.estimate import estimate
 from dispersal.model.search.solve import solve
 
 CASE = Scenario(

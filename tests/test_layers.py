@@ -1,4 +1,4 @@
-"""The model's layers import only downward: inputs <- kernel <- search <- analyses / checks."""
+"""The model's layers import only downward: inputs <- kernel <- sites <- run <- search <- analyses / checks."""
 
 from __future__ import annotations
 
@@ -12,9 +12,11 @@ MODEL_DIR = Path(dispersal.model.__file__).parent
 ALLOWED = {
     "inputs": set(),
     "kernel": {"inputs"},
-    "search": {"inputs", "kernel"},
-    "analyses": {"inputs", "kernel", "search"},
-    "checks": {"inputs", "kernel", "search", "analyses"},
+    "sites": {"inputs", "kernel"},
+    "run": {"inputs", "kernel", "sites"},
+    "search": {"inputs", "kernel", "sites", "run"},
+    "analyses": {"inputs", "kernel", "sites", "run", "search"},
+    "checks": {"inputs", "kernel", "sites", "run", "search", "analyses"},
 }
 
 

@@ -257,7 +257,7 @@ def test_countermeasures_and_uncertainty_views() -> None:
 def test_custom_hardware_fields_reach_the_model() -> None:
     """Custom per-chip FLOP/s, memory, price and power override the catalogue and round-trip the UI."""
     from dispersal.app import logic
-    from dispersal.model.kernel.estimate import estimate
+    from dispersal.model.run.estimate import estimate
 
     ui = logic.default_ui()
     ui.update(

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from dispersal.cli import app
-from dispersal.model.kernel.estimate import Estimate
+from dispersal.model.run.estimate import Estimate
 
 runner = CliRunner()
 

@@ -23,8 +23,8 @@ from dispersal.model.inputs.scenario import (
 )
 from dispersal.model.kernel import algorithms, topology
 from dispersal.model.kernel.algorithms import ALGORITHMS, Branch
-from dispersal.model.kernel.estimate import estimate
 from dispersal.model.kernel.kernel import INPUTS, OUTPUTS, evaluate
+from dispersal.model.run.estimate import estimate
 
 ALGO_DIR = Path(algorithms.__file__).parent
 

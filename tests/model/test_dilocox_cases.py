@@ -8,7 +8,7 @@ import pytest
 
 from dispersal.model.checks.validation import case_scenario, load_cases, miss_reason, run_cases
 from dispersal.model.inputs.presets import load_scenario
-from dispersal.model.kernel.estimate import estimate
+from dispersal.model.run.estimate import estimate
 
 
 def test_speedup_is_the_ratio_of_tokens_per_second_to_the_allreduce_baseline() -> None:

@@ -16,7 +16,7 @@ from dispersal.model.inputs.catalog import accelerator
 from dispersal.model.inputs.errors import InputError
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Algorithm, Precision, Scenario
-from dispersal.model.kernel.estimate import Estimate, estimate
+from dispersal.model.run.estimate import Estimate, estimate
 from dispersal.model.search.fleet import FleetMetric, fleet_search
 
 DAY = units.SECONDS_PER_DAY

@@ -80,7 +80,7 @@ def test_a_site_scenario_file_is_paced_and_says_so(tmp_path: Any) -> None:
     assert r.exit_code == 0, r.output
     text = " ".join(r.stdout.split())
     assert "4 nodes in 2 sites" in text and "Sites paced (as estimate does): sync by the" in text
-    assert "hierarchical is not paced" not in text  # paced over the regions since kernel/site_groups.py
+    assert "hierarchical is not paced" not in text  # paced over the regions since sites/groups.py
     d = _json(args[1:])
     assert set(d["gains"]) == {"days", "bandwidth", "nodes"} and all(
         g >= 1 - 1e-9 for g in d["gains"].values()

@@ -16,11 +16,11 @@ from hypothesis import strategies as st
 from dispersal.model.inputs import units
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Algorithm, Mode, Precision, Scenario
-from dispersal.model.kernel.estimate import Estimate, estimate
-from dispersal.model.kernel.sites import scenario_inputs
+from dispersal.model.run.estimate import Estimate, estimate
 from dispersal.model.search.candidates import PAPER_PARAM_GRID_B
 from dispersal.model.search.fleet import fleet_search
 from dispersal.model.search.fleet_sites import ROW_KEYS, paced_table
+from dispersal.model.sites.reduce import scenario_inputs
 
 DAY = units.SECONDS_PER_DAY
 #: 16 nodes of 8 H100 (BF16) on 100 Mbps, 100 ms, 90 days, no rule.
@@ -137,7 +137,7 @@ def test_site_pipelines_without_sites_of_several_nodes_are_skipped_with_the_reas
     searched = {o.algorithm for o in ans.per_algorithm}
     assert "site_pp_diloco" not in searched
     why = " | ".join(ans.skipped)
-    # Hierarchical and PP-group DiLoCo are paced over sites (kernel/site_groups.py): no longer skipped.
+    # Hierarchical and PP-group DiLoCo are paced over sites (sites/groups.py): no longer skipped.
     assert "hierarchical" not in why and "pp_diloco is" not in why
     assert "site_pp_diloco: nodes_per_site is 1" in why
     assert ans.to_dict()["skipped"] == list(ans.skipped)

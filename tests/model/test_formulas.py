@@ -19,8 +19,8 @@ from dispersal.model.inputs.timelimit import TREATY, UNREGULATED, max_run_length
 from dispersal.model.inputs.units import SECONDS_PER_DAY, SECONDS_PER_YEAR
 from dispersal.model.kernel import chinchilla
 from dispersal.model.kernel.efficiency import eta_act, eta_comp, eta_h, straggler_factor
-from dispersal.model.kernel.estimate import Estimate, estimate
 from dispersal.model.kernel.kernel import evaluate
+from dispersal.model.run.estimate import Estimate, estimate
 
 EXACT = 1e-9
 PUB = 1e-3

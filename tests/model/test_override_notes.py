@@ -12,7 +12,7 @@ import pytest
 from dispersal.model.inputs.overrides import override_notes
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Algorithm, Scenario
-from dispersal.model.kernel.estimate import estimate
+from dispersal.model.run.estimate import estimate
 
 OFF = DEFAULT_PARAMS.replace(corrections="none")
 

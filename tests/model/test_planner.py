@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from dispersal.model.inputs.catalog import accelerator, regime
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Mode, max_chips_under
-from dispersal.model.kernel.estimate import estimate
+from dispersal.model.run.estimate import estimate
 from dispersal.model.search import node_search, planner, why_not
 from dispersal.model.search.bisection import (
     Arr,

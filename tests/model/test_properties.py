@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from dispersal.model.inputs import units
 from dispersal.model.inputs.catalog import accelerator
 from dispersal.model.inputs.scenario import Algorithm, Precision, Scenario
-from dispersal.model.kernel.estimate import Estimate, estimate
 from dispersal.model.kernel.quality import QualityParams
+from dispersal.model.run.estimate import Estimate, estimate
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

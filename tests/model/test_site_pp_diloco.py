@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from dispersal.model.inputs.codes import ALGO_AUTO, ALGO_PP_DILOCO, ALGO_SITE_PP, Straggler
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Algorithm, Precision, Scenario, as_arrays, kernel_inputs
-from dispersal.model.kernel.estimate import estimate
 from dispersal.model.kernel.kernel import evaluate
+from dispersal.model.run.estimate import estimate
 
 P, B, MMB = 1e9, 1e5, 4
 

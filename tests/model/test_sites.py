@@ -1,4 +1,4 @@
-"""Heterogeneous sites (`inputs.sites`, `kernel.sites`) and churn (`kernel.churn`)."""
+"""Heterogeneous sites (`inputs.sites`, `sites.reduce`) and churn (`sites.churn`)."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from dispersal.model.inputs.errors import InputError
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.presets import load_scenario
 from dispersal.model.inputs.scenario import Mode, Scenario, as_arrays
-from dispersal.model.kernel.churn import churn_summary, join_time_s
-from dispersal.model.kernel.estimate import Estimate, estimate
 from dispersal.model.kernel.kernel import evaluate
-from dispersal.model.kernel.sites import node_links, paced_sync, scenario_inputs
+from dispersal.model.run.estimate import Estimate, estimate
 from dispersal.model.search.site_mix import plan_site_mix, scaled
+from dispersal.model.sites.churn import churn_summary, join_time_s
+from dispersal.model.sites.reduce import node_links, paced_sync, scenario_inputs
 
 #: Three one-node sites: (up bit/s, down bit/s, latency s).
 TINY = {"a": (100e6, 200e6, 0.01), "b": (50e6, 400e6, 0.03), "c": (300e6, 100e6, 0.02)}

@@ -1,5 +1,5 @@
 """Heterogeneous sites under hierarchical, PP-group and Decoupled DiLoCo and Streaming fragments
-(`kernel.site_groups`): hand-computed paced figures, the identical-site reduction, monotonicity."""
+(`sites.groups`): hand-computed paced figures, the identical-site reduction, monotonicity."""
 
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Mode, Scenario, as_arrays
-from dispersal.model.kernel.estimate import estimate
 from dispersal.model.kernel.kernel import evaluate
-from dispersal.model.kernel.sites import scenario_inputs
+from dispersal.model.run.estimate import estimate
+from dispersal.model.sites.reduce import scenario_inputs
 
 #: Four one-node sites in two regions: (up bit/s, down bit/s, latency s, region).
 FOUR = {

@@ -17,7 +17,7 @@ from dispersal.model.inputs.errors import InputError
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import FIBRE_S_PER_M, Algorithm, Precision, Scenario, kernel_inputs
 from dispersal.model.kernel.efficiency import straggler_factor
-from dispersal.model.kernel.estimate import estimate
+from dispersal.model.run.estimate import estimate
 from dispersal.model.search.planner import Constraints, centralized_baseline, plan
 from dispersal.model.search.solve import Solution, premium_constraints, solve
 

@@ -12,9 +12,9 @@ from dispersal.model.inputs.codes import Trust
 from dispersal.model.inputs.errors import InputError
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Scenario, kernel_inputs
-from dispersal.model.kernel.estimate import estimate
 from dispersal.model.kernel.kernel import evaluate
 from dispersal.model.kernel.trust import FORWARD_FLOP_PER_PARAM_TOKEN, PASSES_PER_SCORE
+from dispersal.model.run.estimate import estimate
 from dispersal.model.search.candidates import Constraints
 from dispersal.model.search.planner import plan
 

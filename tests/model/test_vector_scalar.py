@@ -13,8 +13,8 @@ from dispersal.model.inputs.catalog import accelerators
 from dispersal.model.inputs.codes import Straggler
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Algorithm, Precision, Scenario, kernel_inputs
-from dispersal.model.kernel.estimate import Estimate, estimate
 from dispersal.model.kernel.kernel import evaluate
+from dispersal.model.run.estimate import Estimate, estimate
 
 ALGORITHMS = ("auto", "ddp", "diloco", "streaming", "hierarchical", "pp_diloco", "decoupled")
 

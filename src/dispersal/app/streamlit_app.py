@@ -23,7 +23,7 @@ import streamlit as st
 
 from dispersal.app import logic, views
 from dispersal.model.inputs.scenario import Scenario
-from dispersal.model.kernel.estimate import estimate
+from dispersal.model.run.estimate import estimate
 from dispersal.present import answer, export, figures, provenance, questions
 from dispersal.present import formats as F
 from dispersal.present import rows as present_rows

@@ -87,7 +87,7 @@ def plan_estimate(p: Mapping[str, Any]) -> dict[str, Any] | None:
     if not p.get("feasible") or not p.get("scenario"):
         return None
     from dispersal.model.inputs.scenario import Scenario
-    from dispersal.model.kernel.estimate import estimate
+    from dispersal.model.run.estimate import estimate
 
     return estimate(Scenario.from_dict(dict(p["scenario"])), mode=p["mode"]).to_dict()
 

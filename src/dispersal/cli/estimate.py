@@ -26,7 +26,7 @@ from dispersal.cli._scenario import (
     parse_sets,
     scenario_flags,
 )
-from dispersal.model.kernel.estimate import estimate
+from dispersal.model.run.estimate import estimate
 
 # Re-exported: other commands and tests import these from here.
 __all__ = ["ModeOpt", "build_scenario", "check_mode", "estimate_cmd", "parse_sets", "register"]

@@ -45,7 +45,7 @@ from dispersal.cli._scenario import (
 from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
 from dispersal.model.inputs.scenario import Mode, Scenario, latency_from_distance
-from dispersal.model.kernel.estimate import Estimate, estimate
+from dispersal.model.run.estimate import Estimate, estimate
 from dispersal.model.search.planner import Constraints, plan
 
 #: Sweepable inputs and how each value is parsed.

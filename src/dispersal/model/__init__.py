@@ -16,7 +16,7 @@ from dispersal.model.inputs.scenario import (
     latency_from_distance,
 )
 from dispersal.model.inputs.timelimit import max_run_length_s
-from dispersal.model.kernel.estimate import Cost, Efficiency, Estimate, TimeBreakdown, Traffic, estimate
+from dispersal.model.run.estimate import Cost, Efficiency, Estimate, TimeBreakdown, Traffic, estimate
 from dispersal.model.search.planner import Constraints, Plan, PlanOption, plan
 from dispersal.model.search.solve import Solution, solve
 

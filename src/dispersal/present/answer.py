@@ -207,7 +207,7 @@ def plan_card(d: Mapping[str, Any], *, links: str = "one") -> AnswerCard:
     est = None
     if d.get("feasible") and d.get("scenario"):
         from dispersal.model.inputs.scenario import Scenario
-        from dispersal.model.kernel.estimate import estimate
+        from dispersal.model.run.estimate import estimate
 
         est = estimate(Scenario.from_dict(dict(d["scenario"])), mode=d["mode"]).to_dict()
     return answer_card(d, links=links, estimate=est, samples=d if "feasible_fraction" in d else None)

@@ -16,7 +16,7 @@ from typing import Any
 
 from dispersal import __version__
 from dispersal.model.inputs.scenario import Mode, Scenario
-from dispersal.model.kernel.estimate import estimate
+from dispersal.model.run.estimate import estimate
 from dispersal.present import export, figures, provenance, rows
 from dispersal.present import formats as F
 from dispersal.present.answer import plan_card

@@ -39,7 +39,7 @@ from dispersal.model.inputs import units
 from dispersal.model.inputs.catalog import accelerator
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.scenario import Scenario
-from dispersal.model.kernel.estimate import estimate
+from dispersal.model.run.estimate import estimate
 
 CHANNELS: tuple[str, ...] = ("whistleblower", "chip_registry", "traffic", "inspections", "power", "finance")
 

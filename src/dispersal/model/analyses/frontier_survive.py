@@ -29,7 +29,7 @@ from typing import Any
 from dispersal.model.analyses import resilience
 from dispersal.model.analyses.frontier import power_per_site_kw
 from dispersal.model.inputs.errors import InputError, require
-from dispersal.model.kernel.estimate import estimate
+from dispersal.model.run.estimate import estimate
 from dispersal.model.search.plan_result import PlanOption
 
 #: When the sites go dark, as a fraction of the run. Assumption: a third of the way in (as the

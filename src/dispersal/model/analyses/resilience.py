@@ -45,7 +45,7 @@ import numpy as np
 
 from dispersal.model.inputs.decoupled import DecoupledRun
 from dispersal.model.inputs.errors import InputError
-from dispersal.model.kernel.estimate import Estimate
+from dispersal.model.run.estimate import Estimate
 
 ALGORITHMS: tuple[str, ...] = ("ddp", "ddp_elastic", "diloco", "decoupled")
 

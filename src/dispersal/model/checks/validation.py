@@ -37,7 +37,7 @@ from dispersal.model.inputs.errors import InputError
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.inputs.scenario import Mode, Scenario
 from dispersal.model.kernel import flops, quality
-from dispersal.model.kernel.estimate import Estimate, estimate
+from dispersal.model.run.estimate import Estimate, estimate
 from dispersal.model.search.solve import solve
 
 #: Metrics a case may report, and how to read each from an Estimate (speedup: tokens/s

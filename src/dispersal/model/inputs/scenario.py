@@ -358,7 +358,7 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
     Paper mode keeps Rahman 2026's settings (module docstring); default mode resolves the grounded
     time model: codec wire bits and aggregation, where the outer state lives, offload, HBM
     headroom, host DRAM, shared links, fragments and overlap, MFU per accelerator and precision.
-    A scenario with ``[[site]]`` tables goes through `dispersal.model.kernel.sites.scenario_inputs`
+    A scenario with ``[[site]]`` tables goes through `dispersal.model.sites.reduce.scenario_inputs`
     (the identical-node inputs with its paced figures).
     """
     mode = Mode(mode)
@@ -501,7 +501,7 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
 
 def _refuse_sites(s: Scenario) -> None:
     """Refuse a scenario with ``[[site]]`` tables: its identical-node figures would silently ignore the
-    sites' links and hardware; a command that reads sites calls `kernel.sites.scenario_inputs`."""
+    sites' links and hardware; a command that reads sites calls `sites.reduce.scenario_inputs`."""
     if s.sites:
         raise InputError(
             "site",

@@ -4,7 +4,7 @@ A scenario may list its sites instead of N identical nodes: each site is a group
 (hardware, chips per node, node count) with its own WAN link per direction and latency; a field a
 site leaves out is the scenario's own. ``[[churn]]`` events add or remove nodes of a site at a given
 hour of the run (INTELLECT-1's 4-14 nodes). Parsing and validation only: the paced figures are
-`dispersal.model.kernel.sites`'s. Every bad value is one InputError naming its path, e.g.
+`dispersal.model.sites.reduce`'s. Every bad value is one InputError naming its path, e.g.
 ``site[2].bandwidth_down_bits_per_s: must be a finite number > 0 bit/s, got -5``.
 """
 

@@ -1,2 +1,3 @@
-"""Kernel layer: the vectorised evaluation of configurations (time, memory, quality, cost, traffic) and
-its scalar wrapper `estimate`. Depends on `inputs` only."""
+"""Kernel layer: the vectorised evaluation of configurations (time, memory, quality, cost, traffic).
+Depends on `inputs` only; the per-site pre-pass (`sites`) and the scalar wrapper `estimate` (`run`)
+stand above it."""

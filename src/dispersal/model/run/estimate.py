@@ -20,9 +20,9 @@ from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.inputs.scenario import Mode, Scenario, as_arrays
 from dispersal.model.kernel import quality
 from dispersal.model.kernel.algorithms import ALGORITHMS
-from dispersal.model.kernel.churn import ChurnSummary, churn_summary
 from dispersal.model.kernel.kernel import evaluate
-from dispersal.model.kernel.sites import scenario_inputs, site_rows
+from dispersal.model.sites.churn import ChurnSummary, churn_summary
+from dispersal.model.sites.reduce import scenario_inputs, site_rows
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -108,7 +108,7 @@ class Traffic:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SiteRow:
-    """One ``[[site]]`` of a heterogeneous run (`kernel.sites`): its node is the site's busiest (all
+    """One ``[[site]]`` of a heterogeneous run (`sites.reduce`): its node is the site's busiest (all
     its nodes are the same)."""
 
     name: str

@@ -18,7 +18,7 @@ regime. The search runs over what an operator of that fleet still chooses:
 
 Every configuration is one row of one `kernel.evaluate` call (two: the second re-evaluates the
 rows stopped early). A fleet with ``[[site]]`` tables is evaluated on the sites' paced identical-node
-equivalent (`kernel.sites.scenario_inputs`, per model size: `fleet_sites`), as `estimate` does; an
+equivalent (`sites.reduce.scenario_inputs`, per model size: `fleet_sites`), as `estimate` does; an
 algorithm the site pacing refuses is listed in `FleetAnswer.skipped` with the reason. The best is the highest C_quality (or C_local, or the lowest loss) among
 valid rows: feasible under the kernel, overtraining ratio in [min_overtraining, max_overtraining],
 PP-group DiLoCo with >= 2 groups. The binding constraint is the one of days, WAN bandwidth and
@@ -43,9 +43,8 @@ from dispersal.model.inputs.codes import ALGO_DDP, ALGO_PP_DILOCO, ALGO_SITE_PP,
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.inputs.scenario import Algorithm, Mode, Scenario, kernel_inputs
-from dispersal.model.kernel.estimate import estimate
 from dispersal.model.kernel.kernel import evaluate
-from dispersal.model.kernel.sites import scenario_inputs
+from dispersal.model.run.estimate import estimate
 from dispersal.model.search.candidates import PAPER_GROUP_SIZES, PAPER_PARAM_GRID_B
 from dispersal.model.search.fleet_sites import (
     describe,
@@ -55,6 +54,7 @@ from dispersal.model.search.fleet_sites import (
     pacing,
     sites_fit,
 )
+from dispersal.model.sites.reduce import scenario_inputs
 
 Arr = npt.NDArray[np.float64]
 IntArr = npt.NDArray[np.int64]

@@ -1,5 +1,5 @@
 """The fleet question for scenarios with ``[[site]]`` tables (issue 24 item 7 on issue 22's mixed
-sites): each configuration is evaluated through `kernel.sites.scenario_inputs`, the identical-node
+sites): each configuration is evaluated through `sites.reduce.scenario_inputs`, the identical-node
 equivalent paced by the slowest edge / busiest downlink and the slowest site, exactly as
 `estimate` evaluates that scenario.
 
@@ -28,7 +28,7 @@ from dispersal.model.inputs.params import ModelParams
 from dispersal.model.inputs.scenario import Mode, Scenario, as_arrays, kernel_inputs
 from dispersal.model.inputs.sites import site_scenario
 from dispersal.model.kernel.kernel import evaluate
-from dispersal.model.kernel.sites import scenario_inputs
+from dispersal.model.sites.reduce import scenario_inputs
 
 Arr = npt.NDArray[np.float64]
 BoolArr = npt.NDArray[np.bool_]

@@ -10,7 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from dispersal.model.inputs.scenario import Scenario
-from dispersal.model.kernel.estimate import estimate
+from dispersal.model.run.estimate import estimate
 
 
 class Metric(StrEnum):

@@ -4,7 +4,7 @@ compute target.
 The planner (`planner.plan`) sizes fleets of one node type. With ``[[site]]`` tables the operator
 gives the node types, their links and their proportions (the mix: each site's node count); this
 search finds the smallest whole multiple k of the mix (every site's nodes x k) whose run reaches the
-target within the scenario's time budget, with the sites' paced figures (`kernel.sites`). Cost is
+target within the scenario's time budget, with the sites' paced figures (`sites.reduce`). Cost is
 linear in the node count, so the smallest k is the cheapest plan of that mix.
 
 The model size: the file's when it sets `params`; otherwise, at each k, the best size of the
@@ -29,10 +29,10 @@ import numpy as np
 from dispersal.model.inputs.errors import InputError
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.inputs.scenario import Mode, Scenario
-from dispersal.model.kernel.estimate import Estimate, estimate
 from dispersal.model.kernel.kernel import evaluate
-from dispersal.model.kernel.sites import scenario_inputs
+from dispersal.model.run.estimate import Estimate, estimate
 from dispersal.model.search.candidates import PAPER_PARAM_GRID_B, Constraints
+from dispersal.model.sites.reduce import scenario_inputs
 
 #: Model sizes tried when the file leaves `params` open: every other size of the planner's grid.
 PARAM_GRID: tuple[float, ...] = tuple(b * 1e9 for b in PAPER_PARAM_GRID_B[::2])

@@ -37,7 +37,6 @@ from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.inputs.scenario import Mode, Scenario
 from dispersal.model.kernel.kernel import evaluate
-from dispersal.model.kernel.sites import scenario_inputs
 from dispersal.model.search.planner import Constraints, Plan, centralized_baseline, plan
 from dispersal.model.search.solve_space import (
     _DERIVED,
@@ -53,6 +52,7 @@ from dispersal.model.search.solve_space import (
     resolve_output,
     resolve_variable,
 )
+from dispersal.model.sites.reduce import scenario_inputs
 
 Arr = npt.NDArray[np.float64]
 

@@ -1,7 +1,7 @@
 """Churn: nodes joining and leaving sites on a schedule (``[[churn]]``), INTELLECT-1 style.
 
 The run is cut into segments between changes of the node counts; each segment runs at the paced
-rate of its sites (`kernel.sites`), evaluated by the kernel. A leaving node stops at its hour. A
+rate of its sites (`sites.reduce`), evaluated by the kernel. A leaving node stops at its hour. A
 joining node first downloads the training state at its site's downlink (plus one latency) and
 computes only after that: the join transfer is time the node is paid for but does not train
 ("time lost to joins"); the others go on (PRIME's live checkpoint recovery lets a node join while
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from dispersal.model.inputs.params import ModelParams
-from dispersal.model.kernel.sites import paced_inputs
+from dispersal.model.sites.reduce import paced_inputs
 
 if TYPE_CHECKING:
     from dispersal.model.inputs.scenario import Mode, Scenario

@@ -1,7 +1,7 @@
 """Heterogeneous sites under the grouped algorithms: hierarchical, PP-group and Decoupled DiLoCo,
 and each Streaming DiLoCo fragment paced on its own edge.
 
-`kernel.sites` reduces the sites to the identical-node inputs whose whole-model sync over all nodes
+`sites.reduce` reduces the sites to the identical-node inputs whose whole-model sync over all nodes
 has the paced time. The algorithms below sync other payloads among other node sets; each gets the
 reduced inputs (and, where one figure is not a link, an optional kernel input) that make the kernel's
 own formula give the paced figure. M nodes in ring order (sites as listed, a site's nodes next to
@@ -67,7 +67,7 @@ from dispersal.model.inputs.params import ModelParams
 from dispersal.model.kernel import topology
 from dispersal.model.kernel.context import Arr
 from dispersal.model.kernel.efficiency import straggler_factor
-from dispersal.model.kernel.site_links import PacedSync, paced_sync
+from dispersal.model.sites.links import PacedSync, paced_sync
 
 if TYPE_CHECKING:
     from dispersal.model.inputs.scenario import Scenario

@@ -1,4 +1,4 @@
-"""Sync over a list of nodes with their own links, paced by the topology (`kernel.sites`).
+"""Sync over a list of nodes with their own links, paced by the topology (`sites.reduce`).
 
 Each topology function of `topology` evaluated per edge (ring, in ring order, the last node back to
 the first) or per node (relay family): a ring all-reduce moves in 2 (M - 1) lock-step hops, each as

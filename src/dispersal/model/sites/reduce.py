@@ -14,7 +14,7 @@ paced figures, which the kernel then evaluates unchanged:
   The reduced links (up, down, latency) are those of the pacing edge / nodes, so the kernel's
   formula gives exactly the paced time for the whole-model payload; a Streaming fragment's payload,
   hierarchical DiLoCo's regional groups, PP-group DiLoCo's pipelines and Decoupled DiLoCo's
-  learners are paced by `kernel.site_groups`;
+  learners are paced by `sites.groups`;
 - **compute**: synchronous inner steps wait for the slowest site (its step time, with its own
   per-site batch share); tokens per step are the sum over nodes of each node's batch;
 - **cost and power**: per-site chips x price / TDP summed; the regime's per-node caps by the
@@ -36,8 +36,8 @@ import numpy as np
 from dispersal.model.inputs.codes import AGG_RING, ALGO_DDP, ALGO_DECOUPLED
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.inputs.sites import site_scenario
-from dispersal.model.kernel.site_groups import pace_algorithm
-from dispersal.model.kernel.site_links import PacedSync, node_links, paced_sync
+from dispersal.model.sites.groups import pace_algorithm
+from dispersal.model.sites.links import PacedSync, node_links, paced_sync
 
 __all__ = [
     "SITE_OUTPUTS",
@@ -128,7 +128,7 @@ def paced_inputs(
     )
     if not ddp:
         # Hierarchical / PP-group / Decoupled DiLoCo and Streaming fragments: their own node sets
-        # and payloads (`kernel.site_groups`).
+        # and payloads (`sites.groups`).
         x, sync = pace_algorithm(s, params, rows, counts, node_links(s, counts), x, sync)
     return x, sync, p_idx
 
