@@ -1,4 +1,5 @@
-"""The model's layers import only downward: inputs <- kernel <- sites <- run <- search <- analyses / checks."""
+"""The model's layers import only downward: inputs <- kernel <- sites <- run <- search <- analyses /
+checks."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from dispersal.model.inputs.scenario import Algorithm, Mode, Precision, Scenario
 from dispersal.model.run.estimate import Estimate, estimate
 from dispersal.model.search.candidates import PAPER_PARAM_GRID_B
 from dispersal.model.search.fleet import fleet_search
-from dispersal.model.search.fleet_sites import ROW_KEYS, paced_table
+from dispersal.model.search.fleet_paced import ROW_KEYS, paced_table
 from dispersal.model.sites.reduce import scenario_inputs
 
 DAY = units.SECONDS_PER_DAY
@@ -192,7 +192,7 @@ def test_more_site_bandwidth_or_days_never_gives_less(
 
 @pytest.mark.slow
 def test_paced_inputs_by_bisection_equal_the_paced_inputs_of_every_size() -> None:
-    """`fleet_sites.paced_table` against `scenario_inputs` at each of the 72 sizes, on two sites whose
+    """`fleet_paced.paced_table` against `scenario_inputs` at each of the 72 sizes, on two sites whose
     pacing changes with the size (a near site on 50 Mbps, a far one on A100s with 2 s latency): DDP
     with a sparse codec changes its pacing site between the two smallest sizes."""
     near = {"name": "near", "nodes": 2, "bandwidth_up_bits_per_s": 50e6, "bandwidth_down_bits_per_s": 50e6}

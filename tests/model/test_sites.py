@@ -17,7 +17,7 @@ from dispersal.model.inputs.presets import load_scenario
 from dispersal.model.inputs.scenario import Mode, Scenario, as_arrays
 from dispersal.model.kernel.kernel import evaluate
 from dispersal.model.run.estimate import Estimate, estimate
-from dispersal.model.search.site_mix import plan_site_mix, scaled
+from dispersal.model.search.plan_sites import plan_site_mix, scaled
 from dispersal.model.sites.churn import churn_summary, join_time_s
 from dispersal.model.sites.reduce import node_links, paced_sync, scenario_inputs
 
@@ -289,7 +289,7 @@ def test_a_mix_that_cannot_reach_reports_its_best_multiple_not_the_last_tried() 
     """`plan --sites` past the best multiple: more copies of a fixed-size model reach less (the
     replica penalty), so the answer names the best multiple tried and stops doubling there."""
     from dispersal.model.inputs.presets import load_scenario
-    from dispersal.model.search.site_mix import plan_site_mix, scaled
+    from dispersal.model.search.plan_sites import plan_site_mix, scaled
 
     s = load_scenario("intellect1_schedule")
     r = plan_site_mix(s, 1e25)

@@ -20,7 +20,8 @@ from torch import Tensor  # noqa: E402
 from dispersal.model.inputs.errors import InputError  # noqa: E402
 from dispersal.testbed.codecs import make_codec  # noqa: E402
 from dispersal.testbed.config import TestbedConfig  # noqa: E402
-from dispersal.testbed.decoupled import PREFIX, SyncClient, SyncServer, encode, mix  # noqa: E402
+from dispersal.testbed.decoupled_wire import PREFIX, SyncClient, SyncServer, encode  # noqa: E402
+from dispersal.testbed.learner import mix  # noqa: E402
 from dispersal.testbed.outer import OuterStep, make_rule  # noqa: E402
 from dispersal.testbed.syncer import PENDING_PER_LEARNER, Syncer, update_context  # noqa: E402
 from dispersal.testbed.wire import H_CRC, H_INDEX, H_LOSS, HEADER_LEN, seal_frame  # noqa: E402

@@ -428,9 +428,9 @@ def _searched(c: Any, m: Any) -> dict[str, list[Any]]:
 def _plan_sites(
     path: str, targets: list[float], m: Any, metric: str | None, max_nodes: int, json_: bool
 ) -> None:
-    """``plan --sites``: the smallest multiple of the file's site mix per target (search.site_mix)."""
+    """``plan --sites``: the smallest multiple of the file's site mix per target (search.plan_sites)."""
     from dispersal.cli._scenario import build_scenario
-    from dispersal.model.search.site_mix import METRICS, plan_site_mix
+    from dispersal.model.search.plan_sites import METRICS, plan_site_mix
 
     if metric is not None and metric not in METRICS:
         raise InputError("metric", f"must be one of {', '.join(METRICS)}, got {metric!r}")

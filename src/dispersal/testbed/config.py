@@ -132,7 +132,7 @@ class TestbedConfig:
 
     algorithm: str = "diloco"
     """ddp (all-reduce every step), diloco (H local steps, outer Nesterov), streaming, or decoupled
-    (asynchronous learners and a syncer, decoupled.py)."""
+    (asynchronous learners and a syncer: learner.py, syncer.py, decoupled_wire.py)."""
     workers: int = 4
     steps: int = 200
     """Inner optimizer steps per worker (equal total tokens across algorithms)."""
@@ -157,7 +157,7 @@ class TestbedConfig:
     """Streaming DiLoCo: tau, inner steps the communication overlaps before the merge."""
     mixing_alpha: float = 0.5
     """Streaming DiLoCo: merged = alpha * local + (1 - alpha) * global; decoupled: the same mix when a
-    learner picks up a newer global state at the end of a round (decoupled.py)."""
+    learner picks up a newer global state at the end of a round (learner.mix)."""
     merge: str = "mean"
     """Decoupled: the syncer's merge rule, mean or norm_preserving (MERGES)."""
     quorum: int = 0

@@ -1,6 +1,6 @@
 """``--algorithm decoupled``'s supervisor-side pieces (supervisor.run_decoupled runs them): the syncer
-as a thread of the supervisor, one learner process per worker id, the fault plan's kills and rejoins as
-for the other algorithms.
+as a thread of the supervisor, its metrics and validation loss (`Metrics`, `Evaluator`), one learner
+process per worker id, the fault plan's kills and rejoins as for the other algorithms.
 
 The syncer starts from the same initial weights as every learner (seed ``cfg.seed``), merges with
 ``cfg.merge`` on a quorum (``cfg.effective_quorum``) or a deadline (``cfg.sync_deadline_s``) and
@@ -140,3 +140,28 @@ def summary(
     }
     atomic_write_text(out / "summary.json", dumps_json(summary) + "\n")
     return summary
+
+
+class Evaluator:
+    """Mean validation loss of a flat weight vector on the same fixed batches as
+    worker.Worker.evaluate (model and data built once)."""
+
+    def __init__(self, cfg: Any, out: Path) -> None:
+        from dispersal.testbed.data import open_datasets
+        from dispersal.testbed.gpt import GPT, GPTConfig
+
+        self.cfg = cfg
+        self.model = GPT(GPTConfig(**cfg.gpt_kwargs()), precision=cfg.precision)
+        self.val = open_datasets(cfg, out / "data", "cpu")[1]
+
+    def __call__(self, theta: torch.Tensor) -> float:
+        from dispersal.testbed.outer import set_flat_params
+
+        set_flat_params(self.model, theta)
+        with torch.no_grad():
+            losses = [
+                float(self.model(*self.val.batch(12345, 0, i))[1].item())
+                for i in range(self.cfg.eval_batches)
+            ]
+        mean = sum(losses) / len(losses)
+        return mean if math.isfinite(mean) else math.inf

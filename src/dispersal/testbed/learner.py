@@ -8,7 +8,7 @@ Read top to bottom, one round at a time::
         update = start_r - local                  # this round's pseudo-gradient (DiLoCo Alg. 1)
         push(frame(update), base = the global version start_r was mixed from)
         the syncer replies at once (it never waits for other learners) with the newest global state;
-        if it is newer: local = alpha local + (1 - alpha) global   (decoupled.mix, Streaming DiLoCo's
+        if it is newer: local = alpha local + (1 - alpha) global   (mix below, Streaming DiLoCo's
         merge), start_{r+1} = local
 
 So an update is exactly the displacement of one round's H inner steps, whichever global state the
@@ -33,7 +33,7 @@ import torch
 
 from dispersal.testbed.codecs import CRC_BYTES
 from dispersal.testbed.config import TestbedConfig
-from dispersal.testbed.decoupled import SyncClient, mix
+from dispersal.testbed.decoupled_wire import SyncClient
 from dispersal.testbed.events import log_event
 from dispersal.testbed.link import sync_rng
 from dispersal.testbed.outer import flat_params, set_flat_params
@@ -54,6 +54,13 @@ from dispersal.testbed.wire import (
     seal_frame,
 )
 from dispersal.testbed.worker import Worker
+
+
+def mix(local: torch.Tensor, global_flat: torch.Tensor, alpha: float) -> torch.Tensor:
+    """A learner picks up a newer global state at the end of a round: ``alpha local + (1 - alpha)
+    global``, Streaming DiLoCo's merge (Douillard et al. 2025, arXiv 2501.18512, sec. 2.3), on which
+    Decoupled DiLoCo builds (arXiv 2604.21428). alpha = 0 adopts the global state outright."""
+    return alpha * local + (1.0 - alpha) * global_flat
 
 
 class Learner(Worker):

@@ -329,13 +329,13 @@ def supervise(
 def run_decoupled(
     cfg: TestbedConfig, out: Path, *, on_progress: Callable[[int, int], None] | None = None
 ) -> dict[str, Any]:
-    """``--algorithm decoupled``: the syncer (decoupled.SyncServer) as a thread here, one learner process
-    per worker id (learner.py), the same fault hand-shakes and rejoins as the other algorithms.
+    """``--algorithm decoupled``: the syncer (decoupled_wire.SyncServer) as a thread here, one learner
+    process per worker id (learner.py), the same fault hand-shakes and rejoins as the other algorithms.
     Returns summary.json's dict (run_local's contract)."""
     import torch
 
-    from dispersal.testbed.decoupled import Evaluator, SyncServer
-    from dispersal.testbed.decoupled_run import Metrics, make_syncer, summary
+    from dispersal.testbed.decoupled_run import Evaluator, Metrics, make_syncer, summary
+    from dispersal.testbed.decoupled_wire import SyncServer
 
     torch.set_num_threads(1)  # the syncer shares the cores with the learners
     cfg_path = _start(cfg, out, resume=False)

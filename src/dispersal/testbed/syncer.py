@@ -62,7 +62,7 @@ class Pending:
 class Syncer:
     """The global state and the merge policy. ``offer`` a frame, ``merge`` when due, read ``snapshot``.
 
-    Not thread-safe: the server (decoupled.py) calls it under one lock."""
+    Not thread-safe: the server (decoupled_wire.py) calls it under one lock."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""Check that a refactor changed no output: the CLI of a baseline git ref and of the working tree, byte for byte.
+"""Check that a refactor changed no output: a baseline git ref's CLI and the working tree's, byte for byte.
 
     python -m dispersal.tools.same_output --baseline 4837990          # quick set (see below)
     python -m dispersal.tools.same_output --baseline main --full      # the CLI's default frontier draws

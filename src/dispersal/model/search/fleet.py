@@ -18,7 +18,7 @@ regime. The search runs over what an operator of that fleet still chooses:
 
 Every configuration is one row of one `kernel.evaluate` call (two: the second re-evaluates the
 rows stopped early). A fleet with ``[[site]]`` tables is evaluated on the sites' paced identical-node
-equivalent (`sites.reduce.scenario_inputs`, per model size: `fleet_sites`), as `estimate` does; an
+equivalent (`sites.reduce.scenario_inputs`, per model size: `fleet_paced`), as `estimate` does; an
 algorithm the site pacing refuses is listed in `FleetAnswer.skipped` with the reason. The best is the highest C_quality (or C_local, or the lowest loss) among
 valid rows: feasible under the kernel, overtraining ratio in [min_overtraining, max_overtraining],
 PP-group DiLoCo with >= 2 groups. The binding constraint is the one of days, WAN bandwidth and
@@ -46,7 +46,7 @@ from dispersal.model.inputs.scenario import Algorithm, Mode, Scenario, kernel_in
 from dispersal.model.kernel.kernel import evaluate
 from dispersal.model.run.estimate import estimate
 from dispersal.model.search.candidates import PAPER_GROUP_SIZES, PAPER_PARAM_GRID_B
-from dispersal.model.search.fleet_sites import (
+from dispersal.model.search.fleet_paced import (
     describe,
     doubled,
     group_by_keys,
@@ -250,7 +250,7 @@ def _variants(
     grid: Arr,
 ) -> tuple[list[_Variant], list[str]]:
     """The (algorithm, group size, codec) choices the fleet can run, each resolved to kernel inputs
-    (with ``[[site]]`` tables: paced per model size, `fleet_sites.paced_table`), and why an
+    (with ``[[site]]`` tables: paced per model size, `fleet_paced.paced_table`), and why an
     algorithm is not searched (mode, nodes_per_site, or the site pacing refuses it).
 
     A combination the scenario rejects (a ring all-reduce of a sparse codec) is left out."""
@@ -576,7 +576,7 @@ def _option(
 
 def _binding(fleet: Scenario, best: FleetOption, how: _How) -> tuple[dict[str, float], str]:
     """Gain of the best metric when days, WAN bandwidth (both directions, every site's) or nodes
-    (every site's) double (`fleet_sites.doubled`)."""
+    (every site's) double (`fleet_paced.doubled`)."""
     # Gains are ratios of C_quality for every metric: a loss ratio of 1.01 can be a large change.
     now = best.c_quality_flop
     gains: dict[str, float] = {}

@@ -1,5 +1,5 @@
-"""Decoupled DiLoCo on real sockets: the syncer's server (a thread of the supervisor) and a learner's
-client, one authenticated request / reply at a time on 127.0.0.1.
+"""Decoupled DiLoCo's wire on real sockets: the syncer's server (a thread of the supervisor) and a
+learner's client, one authenticated request / reply at a time on 127.0.0.1.
 
 A message is ``prefix (magic, metadata length, body length) + JSON metadata + body + HMAC-SHA256 tag``
 over (metadata, body) under the run secret with the context ``decoupled``. Both sides refuse, before
@@ -21,7 +21,6 @@ the update, merges at once if that completes a quorum, and replies with the newe
 from __future__ import annotations
 
 import json
-import math
 import queue
 import socket
 import socketserver
@@ -29,7 +28,6 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -282,35 +280,3 @@ class SyncClient:
 
     def close(self) -> None:
         self.sock.close()
-
-
-def mix(local: torch.Tensor, global_flat: torch.Tensor, alpha: float) -> torch.Tensor:
-    """A learner picks up a newer global state at the end of a round: ``alpha local + (1 - alpha)
-    global``, Streaming DiLoCo's merge (Douillard et al. 2025, arXiv 2501.18512, sec. 2.3), on which
-    Decoupled DiLoCo builds (arXiv 2604.21428). alpha = 0 adopts the global state outright."""
-    return alpha * local + (1.0 - alpha) * global_flat
-
-
-class Evaluator:
-    """Mean validation loss of a flat weight vector on the same fixed batches as
-    worker.Worker.evaluate (model and data built once)."""
-
-    def __init__(self, cfg: Any, out: Path) -> None:
-        from dispersal.testbed.data import open_datasets
-        from dispersal.testbed.gpt import GPT, GPTConfig
-
-        self.cfg = cfg
-        self.model = GPT(GPTConfig(**cfg.gpt_kwargs()), precision=cfg.precision)
-        self.val = open_datasets(cfg, out / "data", "cpu")[1]
-
-    def __call__(self, theta: torch.Tensor) -> float:
-        from dispersal.testbed.outer import set_flat_params
-
-        set_flat_params(self.model, theta)
-        with torch.no_grad():
-            losses = [
-                float(self.model(*self.val.batch(12345, 0, i))[1].item())
-                for i in range(self.cfg.eval_batches)
-            ]
-        mean = sum(losses) / len(losses)
-        return mean if math.isfinite(mean) else math.inf

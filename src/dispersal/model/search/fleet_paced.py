@@ -1,7 +1,7 @@
-"""The fleet question for scenarios with ``[[site]]`` tables (issue 24 item 7 on issue 22's mixed
-sites): each configuration is evaluated through `sites.reduce.scenario_inputs`, the identical-node
-equivalent paced by the slowest edge / busiest downlink and the slowest site, exactly as
-`estimate` evaluates that scenario.
+"""The fleet's paced half (`fleet` calls it): the fleet question for scenarios with ``[[site]]`` tables
+(issue 24 item 7 on issue 22's mixed sites): each configuration is evaluated through
+`sites.reduce.scenario_inputs`, the identical-node equivalent paced by the slowest edge / busiest
+downlink and the slowest site, exactly as `estimate` evaluates that scenario.
 
 The paced inputs depend on the model size P only through what paces the run (the pacing site, the
 pacing edge or node for a payload of P x wire bits); between two sizes with the same paced inputs
