@@ -569,6 +569,16 @@ class Extrapolation:
         return out
 
 
+EVIDENCE_REPLICAS_MAX = 16.0
+"""The most replicas of any published DiLoCo-vs-DP point the model is fitted on (MuLoCo, Therien et
+al. 2025, K = 16); a plan's replicas beyond it are an extrapolation of the critical-batch tail."""
+
+
+def replicas_beyond_evidence(replicas: float) -> int:
+    """max(0, M - EVIDENCE_REPLICAS_MAX), replicas (rounded)."""
+    return max(0, round(replicas - EVIDENCE_REPLICAS_MAX))
+
+
 FIT_RANGES: dict[str, tuple[float, float]] = {
     "replicas": (1.0, 8.0),  # Charles et al. 2025 Table 4 (M = 1-8); Streaming DiLoCo Table 6 (M = 2, 4)
     "inner_steps": (30.0, 100.0),  # Table 4 (H = 30); Streaming DiLoCo Tables 5-6 (H = 30, 100)
