@@ -363,7 +363,9 @@ def junction_replicas(amplitude: npt.ArrayLike, p: npt.ArrayLike, q: QualityLike
     fx = _fixed(QualityParams() if q is None else q)
     a, pp = _arr(amplitude), _arr(p)
     ln_mj = np.log(fx.loss_compute_slope / a) / pp
-    return np.asarray(np.exp(np.clip(ln_mj, 0.0, np.log(fx.fit_replicas_max))), dtype=np.float64)
+    mx = fx.fit_replicas_max
+    # M_x itself (not exp(ln M_x)) where the curve never reaches elasticity 1: the fit stays exact
+    return np.asarray(np.where(ln_mj >= np.log(mx), mx, np.exp(np.maximum(ln_mj, 0.0))), dtype=np.float64)
 
 
 def log_loss_ratio(
