@@ -80,6 +80,12 @@ def _q_bw(q: list[Any]) -> str:
     return "/".join("inf" if isinstance(v, str) else _bw(v).replace(" ", "") for v in q)
 
 
+def _beyond(row: dict[str, Any]) -> str:
+    """' (k replicas beyond evidence)' where the plan's replicas exceed the published points."""
+    k = row.get("replicas_beyond_evidence")
+    return f" ({k:,} replicas beyond evidence)" if k else ""
+
+
 def _word(binds: str) -> str:
     """The binding constraint's word (the part of a `binds` string before its colon)."""
     return binds.split(":")[0]
@@ -89,6 +95,29 @@ def _band_text(band: dict[str, Any] | None) -> str:
     if band is None:
         return "not drawn"
     return f"{band['p_reach']:.0%} ({_q_bw(band['least_bandwidth_bits_per_s_p10_p50_p90'])})"
+
+
+def _premium_q(band: dict[str, Any] | None) -> str:
+    """P10/P50/P90 of the premium at the reach bandwidth ('inf' = cannot reach there)."""
+    if band is None:
+        return "not drawn"
+    q = band["premium_at_reach_bandwidth_p10_p50_p90"]
+    return "/".join("inf" if isinstance(v, str) else f"{v:.2g}" for v in q)
+
+
+def _stops_lines(d: dict[str, Any]) -> list[str]:
+    """'Where it stops' per premium, as a range with the share of draws behind each target."""
+    out = []
+    for w in d.get("where_it_stops", []):
+        x = w["premium"]
+        shares = ", ".join(
+            f"{s['target_flop']:.0e} within {x:g}x: {s['share']:.0%} of draws" for s in w["share_of_draws"]
+        )
+        p90, p50, p10 = ("-" if v is None else f"{v:.0e}" for v in w["largest_target_p90_p50_p10"])
+        out.append(
+            f"where it stops within {x:g}x: largest target reached by 90% / 50% / 10% of draws {p90} / {p50} / {p10} ({shares})"
+        )
+    return out
 
 
 def render(f: Any) -> Any:
@@ -113,12 +142,15 @@ def render(f: Any) -> Any:
         title=f"Where dispersal stops ({d['mode']} mode, {metric}, regime {d['regime']}{cap}); "
         f"one building: {building}; P(reach) at {_bw(d['reach_bandwidth_bits_per_s'])}: {reach}",
         caption="P(reach within x): Monte Carlo, with P10/P50/P90 of the least bandwidth (inf = cannot reach); "
+        "premium P10/50/90: the cheapest plan's premium at the reach bandwidth over the draws; "
+        "replicas beyond evidence: the plan's replicas past the published M = 16; "
         "(word): what binds that limit; --json has every detail",
     )
     cols = (
         "target",
         "premium",
         "P(reach) (least bw)",
+        "premium P10/50/90",
         "least bw/site",
         "sites x node",
         "kW/site",
@@ -143,8 +175,9 @@ def render(f: Any) -> Any:
             f"{lim['target_flop']:.0e}",
             f"{lim['premium']:g}x",
             _band_text(lim["band"]),
+            _premium_q(lim["band"]),
             _bw(lim["least_bandwidth_bits_per_s"]) if ok else "-",
-            f"{lim['sites']:,} x {lim['hardware']}" if ok else "-",
+            f"{lim['sites']:,} x {lim['hardware']}{_beyond(lim)}" if ok else "-",
             f"{lim['power_per_site_kw']:.1f}" if ok else "-",
             f"{lim['most_sites']:,} ({_word(lim['most_sites_binds'])})" if lim["most_sites"] else "-",
             f"{lim['least_power_per_site_kw']:.1f} ({_word(lim['least_power_binds'])})"
@@ -165,7 +198,7 @@ def render(f: Any) -> Any:
                 f"{r['sites']:,}",
                 "any cost" if r["premium"] is None else f"{r['premium']:g}x",
                 f"{r['largest_target_flop']:.3g}" if r["largest_target_flop"] else "-",
-                f"{r['hardware']} x {r['sites_used']:,}" if r["hardware"] else "-",
+                f"{r['hardware']} x {r['sites_used']:,}{_beyond(r)}" if r["hardware"] else "-",
                 key(r["binds"]),
             )
         parts.append(a)
@@ -187,7 +220,8 @@ def render(f: Any) -> Any:
                 f"{pr:.2f}x" if pr is not None else "over the largest",
             )
         parts.append(q)
-    lines = [f"[{i}] {r}" for i, r in enumerate(notes, 1)]
+    lines = _stops_lines(d)
+    lines += [f"[{i}] {r}" for i, r in enumerate(notes, 1)]
     distance = sorted(
         {lim["distance_binds"] for lim in d["limits"] if lim["least_bandwidth_bits_per_s"] is not None}
     )
@@ -197,10 +231,60 @@ def render(f: Any) -> Any:
     return Group(*parts)
 
 
+def _run_sensitivity(
+    target: list[str] | None,
+    premium: list[str] | None,
+    sites: list[str] | None,
+    bandwidth: list[str] | None,
+    regime: str,
+    seed: int,
+    json_out: bool,
+) -> None:
+    """`frontier --sensitivity`: the Sobol' indices table (or JSON)."""
+    from rich.table import Table
+
+    from dispersal.cli._render import console
+    from dispersal.model.analyses.frontier import BANDWIDTH_GRID_BITS_PER_S
+    from dispersal.model.analyses.frontier import sensitivity as sens
+
+    s = sens.sensitivity(
+        target_flop=_targets(target, (1e25,))[0],
+        premium=max(_premiums(premium, (5.0,))),
+        sites=_sites(sites, sens.DEFAULT_SITES),
+        bandwidth_grid_bits_per_s=_bandwidths(bandwidth, BANDWIDTH_GRID_BITS_PER_S),
+        regime_name=regime,
+        seed=seed,
+    )
+    d = s.to_dict()
+    if json_out:
+        print_json(d)
+        return
+
+    def f(v: float | None, ci: float | None) -> str:
+        return "-" if v is None else f"{v:.2f} +-{ci:.2f}" if ci is not None else f"{v:.2f}"
+
+    t = Table(
+        title=f"Sobol' indices (SALib; first-order S1 / total ST, +- 95% half-width) of log10 of each answer; "
+        f"N = {d['base_samples']} (Saltelli), {d['evaluations']} draws; "
+        f"{d['cannot_reach_share']:.0%} of draws cannot reach {d['target_flop']:.0e} at the reach rate",
+        caption="grouped inputs: each group is drawn jointly from the frontier's Monte Carlo (docs/frontier.md)",
+    )
+    t.add_column("group")
+    for o in d["outputs"]:
+        t.add_column(f"{o['output']} S1 / ST", overflow="fold")
+    for i, g in enumerate(s.groups):
+        row = [g]
+        for o in d["outputs"]:
+            x = o["groups"][i]
+            row.append(f"{f(x['S1'], x['S1_ci95'])} / {f(x['ST'], x['ST_ci95'])}")
+        t.add_row(*row)
+    console().print(t)
+
+
 #: Which flags each form of `frontier` reads (the grid form is neither --year nor --compare); a flag
 #: given to a form that does not read it is an error, not silently ignored.
 _FLAGS_OF = {
-    "grid": {"sites", "bandwidth", "max-site-kw", "samples", "seed", "plot"},
+    "grid": {"sites", "bandwidth", "max-site-kw", "samples", "seed", "plot", "sensitivity"},
     "year": {"until", "published-h", "plot"},
     "compare": {"wan", "lose-sites"},
 }
@@ -269,6 +353,14 @@ def register(app: typer.Typer) -> None:
             str | None, typer.Option(help="--compare: per-site WAN of the N-site plan (1Gbps).")
         ] = None,
         lose_sites: Annotated[int, typer.Option(help="--compare: sites lost (for ever).")] = 1,
+        sensitivity: Annotated[
+            bool,
+            typer.Option(
+                "--sensitivity",
+                help="Sobol' indices (SALib) of the headline answers over the drawn parameters "
+                "(the first --target, default 1e25; the largest --premium; --sites, default 100 and 1,000).",
+            ),
+        ] = False,
     ) -> None:
         """The limits of dispersal per target and premium over one datacenter: least bandwidth per site,
         most sites, least power per site, shortest run, longest distance and the largest target at N
@@ -287,6 +379,7 @@ def register(app: typer.Typer) -> None:
                 "samples": samples != DEFAULT_SAMPLES,
                 "seed": seed != 0,
                 "plot": plot is not None,
+                "sensitivity": sensitivity,
             },
         )
         if year or compare:  # cli/frontier_time.py (issue 23 items 3-5)
@@ -327,6 +420,9 @@ def register(app: typer.Typer) -> None:
 
         number_in(samples, "samples", 0, MAX_FRONTIER_SAMPLES)
         number_in(seed, "seed", 0, MAX_SEED)
+        if sensitivity:
+            _run_sensitivity(target, premium, sites, bandwidth, regime, seed, json_out)
+            return
         kwargs: dict[str, Any] = {
             "targets_flop": _targets(target, DEFAULT_TARGETS_FLOP),
             "premiums": _premiums(premium, DEFAULT_PREMIUMS),

@@ -410,8 +410,10 @@ def _evaluate(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:
         c.streaming,
         c.fragments,
         pick("merge_rule"),
+        # the tail's per-replica batch: tokens per inner step of one replica
+        replica_batch_tokens=B * pick("workers") * spare / np.maximum(replicas, 1.0),
+        quality_factor=tr.quality_factor,
     )
-    q["c_quality_flop"] = q["c_quality_flop"] * tr.quality_factor
     C_local = q["c_local_flop"]
 
     node_fp16 = g("node_fp16_flop_per_s")

@@ -45,6 +45,8 @@ Arr = npt.NDArray[np.float64]
 
 FIT_FILE = "quality_fit.toml"
 POINTS_FILE = "quality_points.toml"
+TAIL_FILE = "quality_tail.toml"
+TESTBED_TAIL_FILE = "testbed_tail_fit.toml"
 
 
 class QualityMapping(StrEnum):
@@ -94,6 +96,10 @@ class QualityLike(Protocol):
     def muon_offset(self) -> npt.ArrayLike: ...
     @property
     def muon_penalty_ratio(self) -> npt.ArrayLike: ...
+    @property
+    def tail_tokens_exponent(self) -> npt.ArrayLike: ...
+    @property
+    def tail_batch_exponent(self) -> npt.ArrayLike: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,6 +157,27 @@ class QualityParams:
     muon_penalty_ratio: float = 0.24410586461075331
     """rho, dimensionless: the replica-penalty amplitude of Muon inner steps over AdamW's (MuLoCo K = 16
     vs K = 1, each against its own optimizer). Fitted; < 1 = Muon's pseudo-gradients average better."""
+    tail_tokens_exponent: float = 0.47
+    """a_D, dimensionless: the critical replica count grows as (D / D_ref)^a_D with the tokens D the run
+    trains (issues 31-32, docs/quality.md). Default: the data-parallel critical batch grows ~ D^0.47 with
+    data at fixed model size (Zhang et al. 2024, arXiv 2410.21676, sec. 4: 'CBS scales primarily with
+    data size'; Bergsma et al. 2025, arXiv 2505.13738, 'Power Lines', B_crit ~ D^0.46). Range [0, 0.5]
+    (`quality_tail.toml`): 0 is Merrill et al. 2025 (arXiv 2505.23971: the critical batch plateaus
+    after early training) and Charles et al. 2025 sec. 5.2 (DiLoCo's penalty 'essentially unchanged' up
+    to 16x overtraining at M <= 4). Not fitted: no published DiLoCo point varies tokens beyond M_x."""
+    tail_batch_exponent: float = 1.0
+    """a_b, dimensionless: K scales as (b / b_ref)^-a_b with the per-replica batch b (tokens per inner
+    step of one replica). Default 1: the averaged pseudo-gradient is a batch M b, so K = B_crit / b
+    (McCandlish et al. 2018, arXiv 1812.06162, sec. 2.2). Range [0.5, 1] (`quality_tail.toml`; 0.5 is
+    an assumption: the inner steps' own progress makes DiLoCo less batch-sensitive than DP, Charles et
+    al. 2025 sec. 5 on batch size)."""
+    tail_reference_tokens_per_param: float = 20.0
+    """D_ref / P, tokens per parameter of the runs the tail was fitted on: Charles et al. 2025 and MuLoCo
+    train at the Chinchilla budget D = 20 N (Charles et al. 2025 sec. 3 / Table 7's D = 20 N)."""
+    tail_reference_batch_tokens: float = 131072.0
+    """b_ref, tokens per inner step of one replica in the fitted sources. Assumption: the sources tune
+    global batches of order 2^19-2^21 tokens split over M = 2-16 replicas (Charles et al. 2025 sec. 3;
+    MuLoCo sec. 4), i.e. ~2^17 per replica; it equals the project's default local batch."""
     merge_rule: str = "mean"
     """How the outer step merges the M pseudo-gradients: 'mean' (DiLoCo) or 'norm_preserving'
     (Decoupled DiLoCo, arXiv 2604.21428: average direction, keep the mean norm)."""
@@ -176,7 +203,9 @@ FITTED_FIELDS = ("u0", "u1", "b0", "kb", "p", "q", "delta")
 """Stage 1 of the fit (M <= 8: Charles et al. Table 4, Streaming DiLoCo Tables 5-6)."""
 TAIL_FIELDS = ("tail_scale", "tail_size_exponent", "muon_offset", "muon_penalty_ratio")
 """Stage 2 (M = 16 and the inner optimizer: MuLoCo), fitted with stage 1 held at its values."""
-SAMPLED_FIELDS = FITTED_FIELDS + TAIL_FIELDS
+RANGE_FIELDS = ("tail_tokens_exponent", "tail_batch_exponent")
+"""Not fitted: sourced ranges (`quality_tail.toml`) that the Monte Carlo draws uniformly."""
+SAMPLED_FIELDS = FITTED_FIELDS + TAIL_FIELDS + RANGE_FIELDS
 """Every field the Monte Carlo draws (`QualitySamples` carries each as an array)."""
 
 
@@ -220,6 +249,8 @@ class QualitySamples:
     tail_size_exponent: Arr
     muon_offset: Arr
     muon_penalty_ratio: Arr
+    tail_tokens_exponent: Arr
+    tail_batch_exponent: Arr
     base: QualityParams
 
     def at(self, i: int) -> QualityParams:
@@ -287,23 +318,54 @@ def critical_replicas(
     params: npt.ArrayLike,
     inner_optimizer: npt.ArrayLike = 0,
     q: QualityLike | None = None,
+    *,
+    tokens: npt.ArrayLike | None = None,
+    replica_batch_tokens: npt.ArrayLike | None = None,
 ) -> Arr:
-    """K, replicas: the critical replica count of the tail, K = lambda M_x / e (P / P0)^kappa, with
-    e = a(P, H, opt) M_x^p / s the fitted curve's elasticity |d ln g / d ln M| at M_x.
+    """K, replicas: the critical replica count of the tail,
+
+        K = K_0 (D / D_ref)^a_D (b / b_ref)^-a_b,   K_0 = lambda M_x / e (P / P0)^kappa,
+
+    with e = a(P, H, opt) M_x^p / s the fitted curve's elasticity |d ln g / d ln M| at M_x, D the
+    tokens trained, D_ref = `tail_reference_tokens_per_param` P, b the per-replica batch (tokens per
+    inner step) and b_ref = `tail_reference_batch_tokens`; `tokens` / `replica_batch_tokens` None
+    is the fitted sources' own D_ref / b_ref (factor 1).
 
     McCandlish et al. 2018 (arXiv 1812.06162, sec. 2.2): a run of fixed steps at batch B reaches the
     progress DP reaches with compute B_noise / (B + B_noise) of it; with the M replicas' averaged
-    pseudo-gradient as a batch M times one replica's, K = B_noise / (one replica's batch) and beyond
-    M_x g(M) = g(M_x) (M_x + K) / (M + K): the useful compute M g(M) rises with every replica and
-    saturates at g(M_x) (M_x + K) site equivalents. K grows with P (~ P^(kb + kappa): the critical
-    batch grows as the loss falls) and falls with H and with the replica penalty."""
+    pseudo-gradient as a batch M b, K = B_crit / b (hence a_b = 1 by default) and beyond the junction
+    g(M) = g(M_j) (M_j + K) / (M + K): the useful compute M g(M) rises with every replica and
+    saturates at g(M_j) (M_j + K) site equivalents. The critical batch grows with the tokens trained
+    (Zhang et al. 2024, arXiv 2410.21676: ~ D^0.47, hardly with P at fixed D); K_0 grows with P
+    (~ P^(kb + kappa)) and falls with H and with the replica penalty."""
     qq = QualityParams() if q is None else q
     fx = _fixed(qq)
     amp = penalty_amplitude(inner_steps, params, inner_optimizer, qq)
     mx = fx.fit_replicas_max
     k = _arr(qq.tail_scale) * fx.loss_compute_slope * mx ** (1.0 - _arr(qq.p)) / amp  # lambda M_x / e
     k = k * (_arr(params) / fx.pivot_params) ** _arr(qq.tail_size_exponent)
+    if tokens is not None:
+        d_ref = fx.tail_reference_tokens_per_param * _arr(params)
+        k = k * (_arr(tokens) / d_ref) ** _arr(qq.tail_tokens_exponent)
+    if replica_batch_tokens is not None:
+        k = k * (_arr(replica_batch_tokens) / fx.tail_reference_batch_tokens) ** -_arr(qq.tail_batch_exponent)
     return np.asarray(k, dtype=np.float64)
+
+
+def junction_replicas(amplitude: npt.ArrayLike, p: npt.ArrayLike, q: QualityLike | None = None) -> Arr:
+    """M_j, replicas: M_j = clip((s / a)^(1 / p), 1, M_x), where the fitted Box-Cox curve's
+    elasticity a M^p / s reaches 1 (a = `penalty_amplitude`); M_x if it never does below M_x.
+    Past elasticity 1 the fitted form would make M g(M), the useful compute in site equivalents,
+    fall with more replicas; a replica that adds tokens cannot remove useful ones (the critical-batch
+    physics, McCandlish et al. 2018: useful compute saturates), so from M_j to M_x the elasticity is
+    held at 1. At every fitted point M_j = M_x (the largest elasticity there is 0.74: 35M, M = 8,
+    H = 30), so the fit is unchanged."""
+    fx = _fixed(QualityParams() if q is None else q)
+    a, pp = _arr(amplitude), _arr(p)
+    ln_mj = np.log(fx.loss_compute_slope / a) / pp
+    mx = fx.fit_replicas_max
+    # M_x itself (not exp(ln M_x)) where the curve never reaches elasticity 1: the fit stays exact
+    return np.asarray(np.where(ln_mj >= np.log(mx), mx, np.exp(np.maximum(ln_mj, 0.0))), dtype=np.float64)
 
 
 def log_loss_ratio(
@@ -313,15 +375,24 @@ def log_loss_ratio(
     fragments: npt.ArrayLike = 1.0,
     q: QualityLike | None = None,
     inner_optimizer: npt.ArrayLike = 0,
+    *,
+    tokens: npt.ArrayLike | None = None,
+    replica_batch_tokens: npt.ArrayLike | None = None,
 ) -> Arr:
     """ln r = ln(L_DiLoCo / L_DP) predicted for M replicas, H inner steps, P parameters, F streaming
-    fragments (1 = whole-model sync) and the inner optimizer (0 AdamW, 1 Muon; DP uses the same one).
-    M >= 1, H >= 1, P > 0, F >= 1; M = 1 is DiLoCo with one replica (Lookahead-like), not plain DP.
+    fragments (1 = whole-model sync), the inner optimizer (0 AdamW, 1 Muon; DP uses the same one),
+    D tokens trained and b tokens per inner step of one replica (None: the fitted sources' own; both
+    enter the tail only). M >= 1, H >= 1, P > 0, F >= 1; M = 1 is DiLoCo with one replica.
 
-        ln r = u(P) + u_mu [Muon] + a(P, H, opt) S(min(M, M_x)) + delta [F > 1]
+        ln r = u(P) + u_mu [Muon] + a(P, H, opt) S(min(M, M_j)) + s ln(clip(M, M_j, M_x) / M_j)
+             + delta [F > 1]
              + s ln((max(M, M_x) + K) / (M_x + K))           critical-batch tail (`critical_replicas`)
              + s omega ln(max(M, M_x) / M_x) [mean merge, outer lr not retuned]
-    """
+
+    i.e. d ln r / d ln M = min(a M^p, s) up to M_x: the curve's elasticity |d ln g / d ln M| never
+    exceeds 1 (M_j, `junction_replicas`: where it would; M_x at every fitted point). So M g(M) is
+    non-decreasing in M (elasticity <= 1 up to M_x, M / (M + K) < 1 beyond) and ln r non-decreasing
+    in the amplitude a (hence g non-increasing in H)."""
     qq = QualityParams() if q is None else q
     fx = _fixed(qq)
     _check_params(fx)
@@ -332,6 +403,9 @@ def log_loss_ratio(
     bad = ~(np.isfinite(n) & (n > 0))
     if np.any(bad):
         raise InputError("params", f"must be finite and > 0 parameters, got {float(n[bad].flat[0]):g}")
+    for name, v in (("tokens", tokens), ("local_batch_tokens", replica_batch_tokens)):
+        if v is not None and np.any(~(np.isfinite(_arr(v)) & (_arr(v) > 0))):
+            raise InputError(name, "must be finite and > 0 tokens")
     opt = np.asarray(inner_optimizer)
     if opt.size and not np.all(np.isin(opt, list(INNER_OPTIMIZER_CODES.values()))):
         raise InputError("inner_optimizer", "codes must be 0 (adamw) or 1 (muon)")
@@ -340,11 +414,14 @@ def log_loss_ratio(
     p, mx, s = _arr(qq.p), fx.fit_replicas_max, fx.loss_compute_slope
     amp = penalty_amplitude(h, n, opt, qq)
     is_mu = opt == INNER_OPTIMIZER_CODES[InnerOptimizer.MUON]
-    s_in = (np.minimum(m, mx) ** p - 1.0) / p
-    k = critical_replicas(h, n, opt, qq)
+    mj = junction_replicas(amp, p, qq)
+    s_in = (np.minimum(m, mj) ** p - 1.0) / p
+    # between M_j and M_x the elasticity is held at 1 (M g(M) flat), never above it
+    flat = s * np.log(np.clip(m, mj, mx) / mj)
+    k = critical_replicas(h, n, opt, qq, tokens=tokens, replica_batch_tokens=replica_batch_tokens)
     tail = s * np.log((np.maximum(m, mx) + k) / (mx + k))
     out = _arr(qq.u0) + _arr(qq.u1) * xc + np.where(is_mu, _arr(qq.muon_offset), 0.0) + amp * s_in
-    out = out + _arr(qq.delta) * (f > 1.0) + tail
+    out = out + flat + _arr(qq.delta) * (f > 1.0) + tail
     if fx.merge_rule == "mean" and not fx.outer_lr_retuned:
         out = out + s * fx.orthogonal_norm_exponent * np.log(np.maximum(m, mx) / mx)
     return np.asarray(out, dtype=np.float64)
@@ -357,9 +434,21 @@ def loss_ratio(
     fragments: npt.ArrayLike = 1.0,
     q: QualityLike | None = None,
     inner_optimizer: npt.ArrayLike = 0,
+    *,
+    tokens: npt.ArrayLike | None = None,
+    replica_batch_tokens: npt.ArrayLike | None = None,
 ) -> Arr:
     """r = L_DiLoCo / L_DP (the quantity the published tables print); see `log_loss_ratio`."""
-    lr = log_loss_ratio(replicas, inner_steps, params, fragments, q, inner_optimizer)
+    lr = log_loss_ratio(
+        replicas,
+        inner_steps,
+        params,
+        fragments,
+        q,
+        inner_optimizer,
+        tokens=tokens,
+        replica_batch_tokens=replica_batch_tokens,
+    )
     return np.asarray(np.exp(lr), dtype=np.float64)
 
 
@@ -370,15 +459,28 @@ def compute_fraction(
     fragments: npt.ArrayLike = 1.0,
     q: QualityLike | None = None,
     inner_optimizer: npt.ArrayLike = 0,
+    *,
+    tokens: npt.ArrayLike | None = None,
+    replica_batch_tokens: npt.ArrayLike | None = None,
 ) -> Arr:
     """g in (0, g_max]: DP-equivalent compute / DiLoCo compute, g = min(g_max, r^(-1/s)).
 
-    Non-increasing in M (M >= 1) and in H (H >= inner_steps_floor) for b0 > 0, q >= 0, p > 0; beyond
-    M_x, M g(M) rises and saturates at g(M_x) K (`critical_replicas`) for the retuned or
-    norm-preserving merge."""
+    Non-increasing in M (M >= 1) and in H (H >= inner_steps_floor) for b0 > 0, q >= 0, p > 0; M g(M)
+    is non-decreasing in M and saturates at g(M_j) (M_j + K) (`critical_replicas`) for the retuned
+    or norm-preserving merge; g rises with `tokens` and falls with `replica_batch_tokens`."""
     qq = QualityParams() if q is None else q
     s = _fixed(qq).loss_compute_slope
-    g = np.exp(-log_loss_ratio(replicas, inner_steps, params, fragments, qq, inner_optimizer) / s)
+    lr = log_loss_ratio(
+        replicas,
+        inner_steps,
+        params,
+        fragments,
+        qq,
+        inner_optimizer,
+        tokens=tokens,
+        replica_batch_tokens=replica_batch_tokens,
+    )
+    g = np.exp(-lr / s)
     # floor at the smallest normal float so g stays > 0 where exp underflows (ln r > ~34)
     return np.asarray(np.clip(g, np.finfo(np.float64).tiny, _fixed(qq).g_max), dtype=np.float64)
 
@@ -420,18 +522,24 @@ def efficiency(
     tokens_per_param: npt.ArrayLike,
     q: QualityLike | None = None,
     inner_optimizer: npt.ArrayLike = 0,
+    *,
+    tokens: npt.ArrayLike | None = None,
+    replica_batch_tokens: npt.ArrayLike | None = None,
 ) -> Arr:
     """The quality efficiency factor, selected per element by `mapping` (MAPPING_CODES: 0 compute,
     1 loss; an array lets the Monte Carlo sample the mapping). Replaces eta_H x eta_rep (g carries
-    the H effect); `inner_optimizer` 0 AdamW, 1 Muon. `loss_nats` is the run's Chinchilla loss L(N, D), used only by the loss mapping."""
+    the H effect); `inner_optimizer` 0 AdamW, 1 Muon; `tokens` and `replica_batch_tokens` feed the
+    tail (`critical_replicas`). `loss_nats` is the run's Chinchilla loss before the replica penalty,
+    used only by the loss mapping."""
     code = np.asarray(mapping)
     if code.size and not np.all(np.isin(code, list(MAPPING_CODES.values()))):
         raise InputError("quality_mapping", "codes must be 0 (compute) or 1 (loss)")
-    g = compute_fraction(replicas, inner_steps, params, fragments, q, inner_optimizer)
+    kw = {"tokens": tokens, "replica_batch_tokens": replica_batch_tokens}
+    g = compute_fraction(replicas, inner_steps, params, fragments, q, inner_optimizer, **kw)
     is_loss = code == MAPPING_CODES[QualityMapping.LOSS]
     if not np.any(is_loss):  # the Chinchilla inversions are the costly part; skip them when unused
         return np.asarray(np.broadcast_to(g, np.broadcast_shapes(g.shape, code.shape)), dtype=np.float64)
-    r = loss_ratio(replicas, inner_steps, params, fragments, q, inner_optimizer)
+    r = loss_ratio(replicas, inner_steps, params, fragments, q, inner_optimizer, **kw)
     ls = loss_space_fraction(loss_nats, r, e, a, b, alpha, beta, tokens_per_param)
     return np.asarray(np.where(is_loss, ls, g), dtype=np.float64)
 
@@ -461,6 +569,16 @@ class Extrapolation:
                 lo, hi = self.ranges[name]
                 out.append(f"{name} outside the published quality fit's range [{lo:g}, {hi:g}]")
         return out
+
+
+EVIDENCE_REPLICAS_MAX = 16.0
+"""The most replicas of any published DiLoCo-vs-DP point the model is fitted on (MuLoCo, Therien et
+al. 2025, K = 16); a plan's replicas beyond it are an extrapolation of the critical-batch tail."""
+
+
+def replicas_beyond_evidence(replicas: float) -> int:
+    """max(0, M - EVIDENCE_REPLICAS_MAX), replicas (rounded)."""
+    return max(0, round(replicas - EVIDENCE_REPLICAS_MAX))
 
 
 FIT_RANGES: dict[str, tuple[float, float]] = {
@@ -518,6 +636,26 @@ def tail_covariance() -> tuple[tuple[str, ...], Arr, Arr]:
     return tuple(str(n) for n in fit["names"]), _arr(fit["values"]), _arr(fit["covariance"])
 
 
+@cache
+def tail_exponent_ranges() -> dict[str, tuple[float, float, str]]:
+    """{field: (low, high, label)} the Monte Carlo draws each `RANGE_FIELDS` exponent from: the
+    literature range of `quality_tail.toml`, widened to the envelope with the testbed's measured
+    interval [ci_low, ci_high] (`testbed_tail_fit.toml`, issue 32) where that file exists."""
+    data = resources.files("dispersal.data")
+    lit = tomllib.loads(data.joinpath(TAIL_FILE).read_text(encoding="utf-8"))
+    tb_path = data.joinpath(TESTBED_TAIL_FILE)
+    tb = tomllib.loads(tb_path.read_text(encoding="utf-8")) if tb_path.is_file() else {}
+    out: dict[str, tuple[float, float, str]] = {}
+    for name in RANGE_FIELDS:
+        lo, hi = (float(v) for v in lit[name]["range"])
+        label = "literature"
+        if name in tb:
+            lo, hi = min(lo, float(tb[name]["ci_low"])), max(hi, float(tb[name]["ci_high"]))
+            label = "literature + testbed (measured at small scale)"
+        out[name] = (lo, hi, label)
+    return out
+
+
 def sample_quality_params(
     rng: np.random.Generator,
     n: int,
@@ -527,7 +665,7 @@ def sample_quality_params(
     and, independently, stage 2 N(theta_2, Sigma_2) (`quality_fit.toml`; Sigma = s^2 (J^T W J)^-1, s^2
     the reduced chi-square). Draws are truncated to the model's valid region (b0 > 0, p >= 0.05,
     q >= 0, muon_penalty_ratio > 0; tail_scale is drawn as ln(tail_scale)) so g stays monotone in M
-    and H."""
+    and H. The tail's exponents (`RANGE_FIELDS`) are drawn uniformly on `tail_exponent_ranges`."""
     if n < 1:
         raise InputError("samples", f"must be >= 1, got {n}")
     cols: dict[str, Arr] = {}
@@ -539,6 +677,8 @@ def sample_quality_params(
     cols["q"] = np.maximum(cols["q"], 0.0)
     cols["tail_scale"] = np.exp(cols.pop("ln_tail_scale"))  # stage 2 is fitted in ln(tail_scale)
     cols["muon_penalty_ratio"] = np.maximum(cols["muon_penalty_ratio"], 1e-3)
+    for name, (lo, hi, _) in tail_exponent_ranges().items():  # sourced ranges, drawn uniformly
+        cols[name] = rng.uniform(lo, hi, size=n)
     return QualitySamples(
         base=base or QualityParams(),
         **{f: np.asarray(cols[f], dtype=np.float64) for f in SAMPLED_FIELDS},

@@ -27,11 +27,23 @@ def quality_stage(
     streaming: BoolArr,
     fragments: Arr,
     merge: Arr | None = None,
+    *,
+    replica_batch_tokens: Arr | None = None,
+    quality_factor: Arr | float = 1.0,
 ) -> dict[str, Arr]:
-    """eta = eta_H eta_comp eta_act eta_rep; C_local = C_thr eta; C_quality = C_local chi with
-    chi = min(1, C'(L) / C_thr), C' the compute-optimal compute at the run's loss (Besiroglu et al.
-    2024 fit). `merge`: each configuration's outer merge (`inputs.decoupled.MERGE_RULE_CODES`; -1 or
-    None: the quality parameters' rule). Returns the kernel outputs of this stage by name."""
+    """eta = eta_H eta_comp eta_act eta_rep; C_local = C_thr eta.
+
+    Default (fitted) modes, one law of useful tokens (docs/quality.md): every efficiency factor
+    discounts the tokens once, D_eff = eta q_trust D, the run's loss is L = L(P_a, D_eff) (Besiroglu
+    et al. 2024 fit) and C_quality = C'(L) = min(C_local q_trust, C'(L)), C' the compute-optimal
+    compute at that loss; chi = C_quality / (C_local q_trust). Lower loss <=> more C_quality.
+    Paper mode (the paper's loss multiplier, Rahman 2026): L = L(P_a, D), chi = min(1, C'(L L_rep) /
+    C_thr), C_quality = C_local chi q_trust, unchanged.
+
+    `merge`: each configuration's outer merge (`inputs.decoupled.MERGE_RULE_CODES`; -1 or None: the
+    quality parameters' rule); `replica_batch_tokens`: tokens per inner step of one replica (the
+    tail's b; None: the fitted sources' own); `quality_factor`: the trust stage's q_trust. Returns
+    the kernel outputs of this stage by name."""
     g, k, shape, p = inp.g, inp.k, inp.shape, inp.p
     P, Pa = g("params"), g("active_params")
     # Quality mapping: < 0 the paper's (eta_H x a replica loss multiplier on the whole Chinchilla
@@ -39,6 +51,7 @@ def quality_stage(
     # carries the H effect, so eta_H is 1); 1 its conservative loss-space bound.
     qmap = g("quality_mapping")
     legacy_q = qmap < 0
+    q_tr = np.asarray(quality_factor, dtype=np.float64)
     e_h = np.where(distributed & legacy_q, eta_h(P, h_pen, p), 1.0)
     e_c = np.where(
         distributed, eta_comp(g("compression_ratio"), g("error_feedback"), g("compression_quality"), p), 1.0
@@ -62,46 +75,67 @@ def quality_stage(
     all_live = bool(live.all())
     # Where the live results go: everywhere (any shape) or the gathered elements.
     at: BoolArr | tuple[()] = () if all_live else live
-    if live.any():
 
-        def lv(a: npt.NDArray[Any]) -> Arr:
-            # A scalar broadcasts as it is; every configuration live (a sweep without a window): no gather.
-            if a.ndim == 0 or all_live:
-                return a
-            return np.broadcast_to(a, shape)[live]
+    def lv(a: npt.NDArray[Any]) -> Arr:
+        # A scalar broadcasts as it is; every configuration live (a sweep without a window): no gather.
+        if a.ndim == 0 or all_live:
+            return a
+        return np.broadcast_to(a, shape)[live]
 
+    leg = lv(np.asarray(legacy_q)) > 0
+    if live.any() and leg.any():
+        # Paper mode: the loss at the raw tokens, the replica multiplier on the whole loss.
         Ll = chinchilla.loss(lv(Pa), lv(D), lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe))
         L[at] = Ll
         C_opt[at] = chinchilla.optimal_compute_for_loss(
             Ll, lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe), lv(kopt)
         )
-        leg = lv(legacy_q) > 0
-        if leg.any():
-            beta0 = lv(k("replica_beta_coeff")) * lv(P) ** -lv(k("replica_beta_exponent"))
-            beta_rep = beta0 * np.log(np.maximum(lv(h_pen), 1.0)) / np.log(lv(k("replica_reference_h")))
-            Lrep = np.where((lv(distributed) > 0) & leg, np.maximum(lv(replicas), 1.0) ** beta_rep, 1.0)
-            # Undefined (NaN) for a configuration with the fitted mapping whatever else is in the call.
-            L_rep[at] = np.where(leg, Lrep, np.nan)
-            C_opt_rep[at] = chinchilla.optimal_compute_for_loss(
-                Ll * Lrep, lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe), lv(kopt)
-            )
+        beta0 = lv(k("replica_beta_coeff")) * lv(P) ** -lv(k("replica_beta_exponent"))
+        beta_rep = beta0 * np.log(np.maximum(lv(h_pen), 1.0)) / np.log(lv(k("replica_reference_h")))
+        Lrep = np.where((lv(distributed) > 0) & leg, np.maximum(lv(replicas), 1.0) ** beta_rep, 1.0)
+        # Undefined (NaN) for a configuration with the fitted mapping whatever else is in the call.
+        L_rep[at] = np.where(leg, Lrep, np.nan)
+        C_opt_rep[at] = chinchilla.optimal_compute_for_loss(
+            Ll * Lrep, lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe), lv(kopt)
+        )
     gmask = live & distributed & ~legacy_q
     if gmask.any():
-        _fitted_penalty(inp, gmask, qmap, replicas, h_pen, streaming, fragments, L, q_eff, L_rep)
+        # The loss mapping's bound reads the loss before the replica penalty (other factors applied).
+        L_pre = chinchilla.loss(Pa, D * e_c * e_a * q_tr, ce, ca, cb, cal, cbe)
+        tail = _Tail(D, replica_batch_tokens)
+        _fitted_penalty(inp, gmask, qmap, replicas, h_pen, streaming, fragments, L_pre, q_eff, L_rep, tail)
         if merge is not None:
-            _merge_penalty(inp, gmask, merge, qmap, replicas, h_pen, streaming, fragments, L, q_eff, L_rep)
+            _merge_penalty(
+                inp, gmask, merge, qmap, replicas, h_pen, streaming, fragments, L_pre, q_eff, L_rep, tail
+            )
     e_r = np.where(distributed, np.where(legacy_q, np.minimum(1.0, C_opt_rep / C_opt), q_eff), 1.0)
     e_r = np.where(live, e_r, np.nan)
-    chi = np.minimum(1.0, C_opt / C_thr)
     # A run that trains no tokens (no throughput: e.g. fewer nodes than pipeline stages) has no
     # replica penalty to speak of, no quality compute and an undefined (infinite) loss; report that
     # rather than NaN.
     untrained = ~(D > 0)
     e_r = np.where(untrained, 1.0, e_r)
-    chi = np.where(untrained, 0.0, chi)
-    L = np.where(untrained, np.inf, L)
     eta = e_h * e_c * e_a * e_r
     C_local = C_thr * eta
+    chi = np.minimum(1.0, C_opt / C_thr)
+    fitted = live & ~legacy_q
+    if fitted.any():
+        # One law of useful tokens: the loss at D_eff = eta q_trust D, and C_quality the
+        # compute-optimal compute at that loss (never above the useful compute C_local q_trust).
+        fl = lv(fitted)
+        d_eff = lv(np.broadcast_to(D * eta * q_tr, shape))
+        Ln = chinchilla.loss(lv(Pa), d_eff, lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe))
+        Cn = chinchilla.optimal_compute_for_loss(Ln, lv(ce), lv(ca), lv(cb), lv(cal), lv(cbe), lv(kopt))
+        useful = lv(np.broadcast_to(C_local * q_tr, shape))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            chi_n = np.minimum(1.0, Cn / useful)
+        L[at] = np.where(fl, Ln, lv(np.broadcast_to(L, shape)))
+        chi = np.array(np.broadcast_to(chi, shape))
+        chi[at] = np.where(fl, chi_n, lv(chi))
+    chi = np.where(untrained, 0.0, chi)
+    L = np.where(untrained, np.inf, L)
+    # Paper mode keeps its product order (C_local chi) q_trust, byte for byte.
+    c_quality = np.where(legacy_q, C_local * chi * q_tr, C_local * q_tr * chi)
     return {
         "eta_h": e_h,
         "eta_comp": e_c,
@@ -112,9 +146,17 @@ def quality_stage(
         "loss": L,
         "loss_replica_multiplier": L_rep,
         "c_local_flop": C_local,
-        "c_quality_flop": C_local * chi,
+        "c_quality_flop": c_quality,
         "overtraining_ratio": ot,
     }
+
+
+@dataclasses.dataclass(frozen=True)
+class _Tail:
+    """The tail's run inputs (`quality.critical_replicas`): tokens D and the per-replica batch b."""
+
+    tokens: Arr
+    replica_batch_tokens: Arr | None
 
 
 def _fitted_penalty(
@@ -128,10 +170,12 @@ def _fitted_penalty(
     L: Arr,
     q_eff: Arr,
     L_rep: Arr,
+    tail: _Tail,
     qp_override: quality.QualityLike | None = None,
 ) -> None:
-    """Fill q_eff and L_rep where `gmask`: the fitted quality multiplier (`kernel.quality`), with the
-    quality parameters `qp_override` instead of the call's where given."""
+    """Fill q_eff and L_rep where `gmask`: the fitted quality multiplier (`kernel.quality`) with the
+    tail's tokens and per-replica batch, with the quality parameters `qp_override` instead of the
+    call's where given. `L` is the loss before the replica penalty (read by the loss mapping)."""
     g, k, shape = inp.g, inp.k, inp.shape
 
     def gl(a: Arr) -> Arr:
@@ -150,13 +194,17 @@ def _fitted_penalty(
         else np.zeros_like(m_q, dtype=np.int64)
     )
     P = g("params")
+    kw = {
+        "tokens": gl(tail.tokens),
+        "replica_batch_tokens": None if tail.replica_batch_tokens is None else gl(tail.replica_batch_tokens),
+    }
     q_eff[gmask] = quality.efficiency(
         np.maximum(gl(qmap), 0.0).astype(np.int64),
         m_q,
         h_q,
         gl(P),
         frag_q,
-        L[gmask],
+        gl(L),
         gl(k("chinchilla_e")),
         gl(k("chinchilla_a")),
         gl(k("chinchilla_b")),
@@ -165,8 +213,9 @@ def _fitted_penalty(
         gl(k("tokens_per_param_optimal")),
         qp,
         opt_q,
+        **kw,
     )
-    L_rep[gmask] = quality.loss_ratio(m_q, h_q, gl(P), frag_q, qp, opt_q)
+    L_rep[gmask] = quality.loss_ratio(m_q, h_q, gl(P), frag_q, qp, opt_q, **kw)
 
 
 def _merge_penalty(
@@ -181,6 +230,7 @@ def _merge_penalty(
     L: Arr,
     q_eff: Arr,
     L_rep: Arr,
+    tail: _Tail,
 ) -> None:
     """Where a configuration's merge (decoupled's `merge_rule`) differs from the quality parameters'
     own, redo `_fitted_penalty` there with that rule. The rule matters only when the outer learning
@@ -198,4 +248,4 @@ def _merge_penalty(
         other: quality.QualityLike = (
             dataclasses.replace(qp, base=swapped) if isinstance(qp, quality.QualitySamples) else swapped
         )
-        _fitted_penalty(inp, here, qmap, replicas, h_pen, streaming, fragments, L, q_eff, L_rep, other)
+        _fitted_penalty(inp, here, qmap, replicas, h_pen, streaming, fragments, L, q_eff, L_rep, tail, other)

@@ -124,11 +124,19 @@ def frontier(
         c0 = base.best.cost_usd if base.best is not None else None
         base_cost[t] = c0
         budgets = tuple(x * c0 for x in prem) if c0 is not None else ()
-        tab = search_target(eng, t, lay.conds, budgets)
+        # searched up to at least the draws' fixed premium (bands.SHORTLIST_PREMIUM), so the draws'
+        # shortlist never depends on the premiums asked; the cells read only their own budgets
+        extra = (_bands.SHORTLIST_PREMIUM * c0,) if c0 is not None and samples else ()
+        tab = search_target(eng, t, lay.conds, budgets + extra)
         tables[t] = tab
         cm = tab.cost_min.min(axis=1) if tab.combos.size else np.full(len(lay.conds), np.inf)
         costs[t] = tuple(float(cm[k]) if math.isfinite(cm[k]) else None for k in lay.bw)
-        order = np.argsort(np.argsort(prem))  # budgets are sorted ascending in the table
+        # each premium's column in the table (its budgets are sorted ascending, the draws' one added)
+        order = (
+            np.searchsorted(np.asarray(tab.budgets_usd), np.asarray(budgets) * (1 - 1e-12))
+            if budgets
+            else np.zeros(len(prem), dtype=np.int64)
+        )
         most_bw[t] = tuple(
             tuple(int(tab.most_sites[k, order[j]]) if budgets else 0 for j in range(len(prem)))
             for k in lay.bw

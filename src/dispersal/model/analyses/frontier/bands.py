@@ -43,6 +43,11 @@ DRAW_GRID_POINTS = 16
 #: of percent): a numerical margin, the validity rule trims it.
 DRAW_WINDOW_FACTOR = 2.0
 _CHUNK = 300_000
+#: The draws' shortlist and the building's node types are read within this premium of the nominal
+#: building, whatever premiums are asked (the frontier's table is searched up to at least it), so
+#: P(reach) and every band are properties of the scenario, not of the --premium list (issue 34).
+#: The default list's largest premium: a numerical setting, not fitted.
+SHORTLIST_PREMIUM = 5.0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -95,6 +100,15 @@ class Draws:
         self.c = c.replace(mfu=float(nom["mfu"])) if ("mfu" in nom and not relative_mfu) else c
         self.arrays = _arrays(spec, samples, seed, nom, self.c, m, relative_mfu)
         self.samples = samples
+
+    def with_arrays(self, arrays: dict[str, Arr]) -> Draws:
+        """A copy drawing `arrays` instead (draw 0 nominal, then one row per draw): a design such as
+        the Sobol' sensitivity's (`frontier.sensitivity`)."""
+        out = object.__new__(Draws)
+        out.c = self.c
+        out.arrays = arrays
+        out.samples = int(next(iter(arrays.values())).size) - 1
+        return out
 
     def params_for(self, base: ModelParams, scale: float) -> ModelParams:
         """ModelParams with the straggler coefficients scaled (a draw's straggler scale)."""
@@ -220,15 +234,17 @@ def _least_group(
     np.minimum.at(out, (dd[has], kk[has]), cost)
 
 
-def shortlist(tab: TargetTable, conds: Sequence[int], combo_hw: IntArr) -> IntArr:
+def shortlist(
+    tab: TargetTable, conds: Sequence[int], combo_hw: IntArr, max_cost_usd: float = math.inf
+) -> IntArr:
     """Candidates of the nominal search entering the draws: at each of `conds`, the
     SHORTLIST_PER_CONDITION cheapest (at least SHORTLIST_TOTAL / conditions) and the cheapest
-    candidate of as many node types (a draw often changes which node type wins). When none reaches
-    within the largest budget: the closest by the screen."""
+    candidate of as many node types (a draw often changes which node type wins), among those
+    costing at most `max_cost_usd`. When none does: the closest by the screen."""
     picked: set[int] = set()
     per = max(SHORTLIST_PER_CONDITION, -(-SHORTLIST_TOTAL // max(len(conds), 1)))
     for k in conds:
-        row = tab.cost_min[k]
+        row = np.where(tab.cost_min[k] <= max_cost_usd * (1 + 1e-12), tab.cost_min[k], np.inf)
         order = np.argsort(row, kind="stable")
         picked.update(int(tab.combos[i]) for i in order[:per] if np.isfinite(row[i]))
         seen: set[int] = set()

@@ -13,6 +13,7 @@ from dispersal.model.analyses.frontier.result import (
 )
 from dispersal.model.analyses.frontier.table import Engine, TargetTable
 from dispersal.model.inputs import units
+from dispersal.model.kernel import quality
 
 
 def _fmt_bw(b: float) -> str:
@@ -154,6 +155,7 @@ def _limit(
         shortest_run_binds=sr_why,
         longest_distance_m=dist,
         distance_binds=dist_why,
+        replicas_beyond_evidence=quality.replicas_beyond_evidence(pk.replicas),
     )
 
 

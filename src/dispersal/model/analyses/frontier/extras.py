@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 import dispersal.model.analyses.frontier.bands as _bands
 from dispersal.model.analyses.frontier.result import (
@@ -21,6 +22,7 @@ from dispersal.model.analyses.frontier.result import (
 from dispersal.model.analyses.frontier.table import Condition, Engine, TargetTable, _geomgrid, search_target
 from dispersal.model.inputs import units
 from dispersal.model.inputs.scenario import Mode
+from dispersal.model.kernel import quality
 from dispersal.model.search import planner
 from dispersal.model.search.candidates import Constraints
 
@@ -68,7 +70,7 @@ def _at_sites(
         g = _geomgrid(lo[sel], np.minimum(hi[sel], float(n)), AT_SITES_POINTS)
         cc = np.repeat(allc[sel], AT_SITES_POINTS)
         nn = g.reshape(-1)
-        r = eng.run(cc, nn, np.zeros(cc.size, dtype=np.int64), lay.conds)
+        r = eng.run(cc, nn, np.zeros(cc.size, dtype=np.int64), lay.conds, ("replicas",))
         valid = r["valid"] > 0
         met = np.where(valid, r["metric"], -np.inf)
         best_any = float(met.max()) if met.size else -math.inf
@@ -115,6 +117,7 @@ def _at_sites(
                         cost_usd=float(r["cost_usd"][i]),
                         binds=why,
                         bandwidth_bits_per_s=top_bw,
+                        replicas_beyond_evidence=quality.replicas_beyond_evidence(float(r["replicas"][i])),
                     ),
                 )
             )
@@ -199,15 +202,53 @@ def _p_reach(
     rate and one building's cost under the same draw."""
     dr = _bands.Draws(m, c, samples, seed)
     draws = np.arange(1, samples + 1, dtype=np.int64)
-    conds = tuple(lay.conds[k] for k in lay.bw)  # ascending grid
-    sl = _bands.shortlist(tab, lay.bw, eng.space.combo_hw)
-    costs = _bands.least_costs(eng, dr, t, sl, conds, draws)
+    costs, c0 = draw_costs(eng, t, tab, lay, building, c, m, dr, draws)
     ri = _reach_index(grid)
     p_any = float(np.mean(np.isfinite(costs[:, ri])))
-    if building is None:
+    if c0 is None:
         return _bands.TargetBands(
             p_reach_at_reach_bandwidth=p_any, bands=tuple(_empty_band(len(grid)) for _ in prem)
         )
+    out = []
+    for x in prem:
+        within = np.isfinite(costs) & (costs <= (x * c0)[:, None] * (1 + 1e-12))
+        any_b = within.any(axis=1)
+        first = np.where(any_b, np.asarray(grid)[np.argmax(within, axis=1)], np.inf)
+        both = np.isfinite(costs[:, ri]) & np.isfinite(c0)
+        prem_r = np.full(c0.size, np.inf)
+        prem_r[both] = costs[both, ri] / c0[both]
+        out.append(
+            _bands.Band(
+                p_reach=float(any_b.mean()),
+                p_reach_by_bandwidth=tuple(float(v) for v in within.mean(axis=0)),
+                least_bandwidth_q=_bands.quantiles_inf(first),
+                premium_at_reach_bandwidth_q=_bands.quantiles_inf(prem_r),
+            )
+        )
+    return _bands.TargetBands(p_reach_at_reach_bandwidth=p_any, bands=tuple(out))
+
+
+def draw_costs(
+    eng: Engine,
+    t: float,
+    tab: TargetTable,
+    lay: _Layout,
+    building: planner.PlanOption | None,
+    c: Constraints,
+    m: Mode,
+    dr: _bands.Draws,
+    draws: npt.NDArray[np.int64],
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64] | None]:
+    """Per draw: the cheapest plan's cost at each grid rate (draws, grid ascending; inf: none), and
+    one building's cost under the same draw (None: no nominal building)."""
+    conds = tuple(lay.conds[k] for k in lay.bw)  # ascending grid
+    # The draws' candidates are read within a fixed premium of the nominal building, whatever the
+    # --premium list: P(reach) and the bands are properties of the scenario (issue 34).
+    cap = _bands.SHORTLIST_PREMIUM * building.cost_usd if building is not None else math.inf
+    sl = _bands.shortlist(tab, lay.bw, eng.space.combo_hw, max_cost_usd=cap)
+    costs = _bands.least_costs(eng, dr, t, sl, conds, draws)
+    if building is None:
+        return costs, None
     cb = c.replace(
         bandwidth_up_bits_per_s=planner.DATACENTER_BITS_PER_S,
         bandwidth_down_bits_per_s=planner.DATACENTER_BITS_PER_S,
@@ -227,25 +268,9 @@ def _p_reach(
     )
     # The building's accelerator at every node size (its cheapest nominal candidate per node type,
     # re-sized per draw): a building is not held to the nominal node count's granularity.
-    btab = search_target(beng, t, (bc,), (building.cost_usd * max(prem),))
+    btab = search_target(beng, t, (bc,), (building.cost_usd * _bands.SHORTLIST_PREMIUM,))
     c0 = _bands.least_costs(beng, dr, t, _bands.cheapest_per_node_type(beng, btab), (bc,), draws)[:, 0]
-    out = []
-    for x in prem:
-        within = np.isfinite(costs) & (costs <= (x * c0)[:, None] * (1 + 1e-12))
-        any_b = within.any(axis=1)
-        first = np.where(any_b, np.asarray(grid)[np.argmax(within, axis=1)], np.inf)
-        both = np.isfinite(costs[:, ri]) & np.isfinite(c0)
-        prem_r = np.full(c0.size, np.inf)
-        prem_r[both] = costs[both, ri] / c0[both]
-        out.append(
-            _bands.Band(
-                p_reach=float(any_b.mean()),
-                p_reach_by_bandwidth=tuple(float(v) for v in within.mean(axis=0)),
-                least_bandwidth_q=_bands.quantiles_inf(first),
-                premium_at_reach_bandwidth_q=_bands.quantiles_inf(prem_r),
-            )
-        )
-    return _bands.TargetBands(p_reach_at_reach_bandwidth=p_any, bands=tuple(out))
+    return costs, c0
 
 
 def _empty_band(n: int) -> _bands.Band:

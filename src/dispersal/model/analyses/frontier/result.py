@@ -90,6 +90,9 @@ class Limit:
     shortest_run_binds: str
     longest_distance_m: float | None
     distance_binds: str
+    replicas_beyond_evidence: int | None = None
+    """Replicas of the least-bandwidth plan beyond the published evidence (max(0, M - 16): DiLoCo
+    points reach M = 16, MuLoCo 2025; `quality.EVIDENCE_REPLICAS_MAX`); None without a plan."""
     band: _bands.Band | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -115,6 +118,8 @@ class AtSites:
     cost_usd: float | None
     binds: str
     bandwidth_bits_per_s: float = 0.0
+    replicas_beyond_evidence: int | None = None
+    """Replicas of that plan beyond the published evidence (max(0, M - 16)); None without a plan."""
     """The per-site rate searched at (the grid's top)."""
 
     def to_dict(self) -> dict[str, Any]:
@@ -172,6 +177,33 @@ class Frontier:
     """The per-site power cap searched under, kW (None: none)."""
     notes: tuple[str, ...] = field(default_factory=tuple)
 
+    def where_it_stops(self) -> list[dict[str, Any]]:
+        """Per premium x: the share of draws reaching each target within x (some grid bandwidth), and
+        "where it stops" as a range: the largest target reached by >= 90%, >= 50% and >= 10% of the
+        draws (None: no target that often; empty without draws)."""
+        out: list[dict[str, Any]] = []
+        for x in self.premiums:
+            share = {
+                lim.target_flop: lim.band.p_reach
+                for lim in self.limits
+                if lim.premium == x and lim.band is not None
+            }
+            if not share:
+                continue
+
+            def largest(q: float, share: dict[float, float] = share) -> float | None:
+                ok = [t for t, v in share.items() if v >= q - 1e-12]
+                return max(ok) if ok else None
+
+            out.append(
+                {
+                    "premium": x,
+                    "share_of_draws": [{"target_flop": t, "share": v} for t, v in sorted(share.items())],
+                    "largest_target_p90_p50_p10": [largest(0.9), largest(0.5), largest(0.1)],
+                }
+            )
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         """JSON (schema in docs/frontier.md): P(reach) first, then the limits per (target, premium)."""
         t = self.targets_flop
@@ -195,6 +227,7 @@ class Frontier:
             "cost_by_bandwidth_usd": per_target(self.cost_by_bandwidth_usd, "cost_usd"),
             "most_sites_by_bandwidth": per_target(self.most_sites_by_bandwidth, "sites"),
             "fewest_sites_by_bandwidth": per_target(self.fewest_sites_by_bandwidth, "sites"),
+            "where_it_stops": self.where_it_stops(),
             "limits": [lim.to_dict() for lim in self.limits],
             "at_sites": [a.to_dict() for a in self.at_sites],
             "quality_lines": [q.to_dict() for q in self.quality_lines],

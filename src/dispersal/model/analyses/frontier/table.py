@@ -55,7 +55,7 @@ CHUNK_POINTS = 400_000
 #: Outputs the overtraining window is read from (`CandidateSpace.node_window`).
 _WINDOW_OUTPUTS = ("pipeline_stages", "overtraining_ratio", "fits", "under_cap")
 #: Extra outputs read for a picked plan (the rest of the kernel's stages are skipped in the search).
-_PICK_OUTPUTS = ("run_time_s", "mean_up_bits_per_s")
+_PICK_OUTPUTS = ("run_time_s", "mean_up_bits_per_s", "replicas")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -82,6 +82,8 @@ class Pick:
     power_per_site_kw: float
     days: float
     mean_wan_mbps_per_site: float
+    replicas: int = 1
+    """DiLoCo replicas of the plan (the kernel's `replicas`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -262,6 +264,7 @@ class Engine:
             power_per_site_kw=float(self.power_kw[h]),
             days=float(r["run_time_s"][0]) / units.SECONDS_PER_DAY,
             mean_wan_mbps_per_site=float(r["mean_up_bits_per_s"][0]) / 1e6,
+            replicas=round(float(r["replicas"][0])),
         )
 
 
