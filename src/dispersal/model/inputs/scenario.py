@@ -495,6 +495,8 @@ def kernel_inputs(s: Scenario, mode: Mode | str, params: ModelParams = DEFAULT_P
         "quorum_fraction": s.quorum_fraction,
         "merge_rule": MERGE_RULE_CODES[s.merge_rule],
         "syncer_at_site": s.syncer == "site",
+        # Default mode with its quality model: the schedule that maximises C_quality (kernel.choose).
+        "schedule_rule": 1 if "quality" in on else 0,
     }
     return x
 

@@ -29,6 +29,7 @@ from dispersal.model.inputs.params import ModelParams
 from dispersal.model.inputs.units import H100E_FLOP_PER_S
 from dispersal.model.kernel import quality
 from dispersal.model.kernel.algorithms import ALGORITHMS, Branch
+from dispersal.model.kernel.choose import choose
 from dispersal.model.kernel.context import Arr, Common, Inputs, as_float
 from dispersal.model.kernel.cost import COST_OUTPUTS, cost
 from dispersal.model.kernel.efficiency import straggler_factor, uniform_code
@@ -130,6 +131,9 @@ INPUTS: dict[str, str] = {
     "optional",
     "fragment_sync_time_s": "[[site]] tables: one Streaming fragment's paced sync before the straggler "
     "factor, s; optional",
+    "schedule_rule": "0 the paper's schedule (the smallest H, and H_reg, that hides the sync), 1 default "
+    "mode's: the grid schedule that maximises C_quality (kernel.choose); optional, absent = 0",
+    "regional_rounds": "hierarchical: regional rounds per global sync H_reg; 0 = chosen by the rule; optional",
 }
 
 
@@ -371,6 +375,14 @@ def _same_value(a: npt.ArrayLike, b: npt.ArrayLike) -> bool:
 
 
 def _evaluate(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:
+    """One evaluation; where default mode's schedule rule applies (input ``schedule_rule``), the
+    schedule (H, H_reg) that maximises C_quality over a fixed grid (`kernel.choose`)."""
+    if inp.has("schedule_rule") and bool(np.any(inp.g("schedule_rule") > 0)):
+        return choose(inp, want, _evaluate_once)
+    return _evaluate_once(inp, want)
+
+
+def _evaluate_once(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:
     g = inp.g
     c, codes = _common(inp)
     pick = _Picker(c, codes)

@@ -6,15 +6,40 @@ from __future__ import annotations
 
 import numpy as np
 
-from dispersal.model.kernel.context import TINY, Arr, Common
+from dispersal.model.kernel.context import TINY, Arr, BoolArr, Common
+
+#: Default mode's fixed candidate set of inner steps H and of hierarchical regional rounds H_reg:
+#: round(sqrt(2)^k), k = 0..34, i.e. 1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 45, ..., 92,682, 131,072
+#: (assumption: a ratio of sqrt(2) between neighbours; it does not depend on any input, which is what
+#: makes the chosen schedule's C_quality monotone in every better input, `kernel.choose`).
+SCHEDULE_GRID: Arr = np.unique(np.round(np.sqrt(2.0) ** np.arange(35)))
+
+
+def chooses(c: Common) -> BoolArr:
+    """Where the schedule is default mode's C_quality-maximising choice over `SCHEDULE_GRID` (the
+    optional input ``schedule_rule`` > 0) rather than the paper's smallest H that hides the sync."""
+    if not c.inp.has("schedule_rule"):
+        return np.zeros(c.shape, dtype=bool)
+    return np.asarray(c.g("schedule_rule") > 0, dtype=bool)
+
+
+def snap_up(h: Arr, where: BoolArr) -> Arr:
+    """The smallest `SCHEDULE_GRID` value >= h where `where` (the grid's largest beyond it), else h: the
+    starting point of the choice, the grid's first schedule that hides what the paper's rule hides."""
+    if not where.any():
+        return h
+    i = np.minimum(np.searchsorted(SCHEDULE_GRID, h * (1.0 - 1e-12)), SCHEDULE_GRID.size - 1)
+    return np.where(where, SCHEDULE_GRID[i], h)
 
 
 def inner_steps(c: Common, t_frag: Arr, t_step: Arr, link_busy_per_step: Arr) -> Arr:
     """H_min: the smallest H whose steps hide the P fragment syncs (and leave the link room for the
     per-step traffic that shares it); at P = 1 with nothing sharing, ceil(T_sync / T_step). A
-    requested H (> 0) wins."""
+    requested H (> 0) wins. Under default mode's rule (`chooses`) H_min is rounded up to the grid:
+    `kernel.choose` starts its search there."""
     free = np.maximum(t_step - link_busy_per_step, TINY * t_step)
     auto = np.maximum(np.maximum(1.0, np.ceil(c.fragments * t_frag / free)), c.fragments)
+    auto = snap_up(auto, chooses(c))
     return np.where(c.h_req > 0, c.h_req, auto)
 
 

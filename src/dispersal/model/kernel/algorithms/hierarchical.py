@@ -9,7 +9,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from dispersal.model.inputs.codes import AGG_PAPER, ALGO_DILOCO, ALGO_HIERARCHICAL
-from dispersal.model.kernel import topology
+from dispersal.model.kernel import schedule, topology
 from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch
 from dispersal.model.kernel.context import TINY, Arr, BoolArr, Common
 from dispersal.model.kernel.efficiency import straggler_factor
@@ -41,7 +41,8 @@ def branch(c: Common) -> Branch:
     # On a shared link the leader's regional and global syncs take turns: give each half the
     # regional cycle (H_in covers twice the regional sync), then H_reg rounds hide one global sync.
     H_in_auto = np.maximum(1.0, np.ceil(np.where(shared & streaming, 2.0, 1.0) * T_reg / T_step))
-    H_in = np.where(c.h_req > 0, c.h_req, H_in_auto)
+    rule = schedule.chooses(c)
+    H_in = np.where(c.h_req > 0, c.h_req, schedule.snap_up(H_in_auto, rule))
     T_rc = np.where(streaming, np.maximum(H_in * T_step, T_reg), H_in * T_step + T_reg)
     f_Gh = straggler_factor(G_h, c.strag, p)
     T_glob, u_glob, d_glob = topology.sync(c, P, G_h, f_Gh, c.up, c.down, c.lat)
@@ -52,6 +53,11 @@ def branch(c: Common) -> Branch:
     H_reg = np.where(
         slack > TINY * T_rc, np.maximum(1.0, np.ceil(T_glob / np.maximum(slack, TINY * T_rc))), 1.0
     )
+    # Default mode: the rule's H_reg rounded up to the grid is where `kernel.choose` starts; a requested
+    # H_reg (the optional input ``regional_rounds`` > 0, which the choice sets) wins.
+    H_reg = schedule.snap_up(H_reg, rule)
+    if c.inp.has("regional_rounds"):
+        H_reg = np.where(c.g("regional_rounds") > 0, c.g("regional_rounds"), H_reg)
     cyc = np.where(
         streaming,
         np.maximum(H_reg * T_rc, T_glob + np.where(shared, H_reg * T_reg, 0.0)),

@@ -1,0 +1,143 @@
+"""Default mode's schedule choice: the inner steps H (and hierarchical DiLoCo's regional rounds H_reg)
+that maximise C_quality, searched over the fixed grid `schedule.SCHEDULE_GRID`.
+
+Why a fixed grid and a maximum, not the paper's "smallest H that hides the sync": that rule makes a
+better input give less. Faster compute raises H_min (the sync needs more steps to hide), and the H
+penalty can cost more than the extra tokens bring (30 nodes, 10B, MFU 0.2 -> 0.5: H 567 -> 1417, less
+C_quality); more bandwidth lowers H_min, and a blocking run then exposes its sync more often (fewer
+tokens); on a hierarchical run the regional rounds per global sync jump when the slack nears zero.
+
+Monotonicity (the argument; docs/model_corrections.md, "Schedules that better inputs never hurt"):
+for a *fixed* schedule s = (H, H_reg), J(x, s) = C_quality(x, s) is non-decreasing in every better
+input x (more bandwidth, lower latency, higher MFU, a faster accelerator): the per-step and sync
+times do not grow, so the outer step is no longer, the tokens D no fewer, and C_quality at fixed H,
+M and P is non-decreasing in D. The grid G does not depend on x, so for x' better than x,
+max_{s in G} J(x', s) >= J(x', s*(x)) >= J(x, s*(x)) = max_{s in G} J(x, s): the run could keep its
+old schedule. With requested tokens (``tokens`` > 0) a schedule that misses the time budget ranks
+below every one that meets it (and among such, the faster first); the same argument holds.
+
+How it is searched (cheaply): J along the grid is unimodal in practice (tokens rise with H and the
+penalty grows with H; `tests/model/test_better_inputs.py` checks the search against the whole grid),
+so a steepest-ascent walk from the grid point that hides the sync (the paper's H_min rounded up)
+finds the grid maximum after a few evaluations, each only over the configurations still moving.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dispersal.model.inputs.codes import ALGO_DILOCO, ALGO_HIERARCHICAL, ALGO_PP_DILOCO, ALGO_SITE_PP
+from dispersal.model.kernel import quality
+from dispersal.model.kernel.context import Arr, BoolArr, Inputs
+from dispersal.model.kernel.schedule import SCHEDULE_GRID
+
+#: What the search reads of every evaluation (beyond what the caller wants).
+NEEDED: frozenset[str] = frozenset(
+    {"c_quality_flop", "time_ok", "run_time_s", "inner_steps", "regional_rounds", "algorithm_resolved", "replicas"}
+)
+#: What the walk's trial evaluations compute (the score only).
+TRIAL: frozenset[str] = frozenset({"c_quality_flop", "time_ok", "run_time_s"})
+#: Algorithms whose H (and H_reg) the choice sets: those that run `schedule.diloco_steps` or the
+#: hierarchical pacing. Decoupled DiLoCo keeps its own rule (its learners never wait: H is the link's).
+CHOSEN_ALGORITHMS = (ALGO_DILOCO, ALGO_HIERARCHICAL, ALGO_PP_DILOCO, ALGO_SITE_PP)
+
+Evaluator = Callable[[Inputs, frozenset[str] | None], dict[str, Arr]]
+
+
+def score(r: Mapping[str, Arr]) -> Arr:
+    """The quantity the choice maximises: C_quality (FLOP) where the run meets its time budget, else
+    minus the run time over... (any negative: a schedule that misses the budget ranks below every one
+    that meets it, the faster first); NaN (a search's overtraining window) ranks last."""
+    q = np.where(r["time_ok"] > 0, r["c_quality_flop"], -r["run_time_s"])
+    return np.where(np.isnan(q), -np.inf, q)
+
+
+def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[str, Arr]:
+    """Evaluate with `once` (the kernel's single evaluation) and, where default mode's rule applies
+    (input ``schedule_rule`` > 0), replace each configuration's results by those of its best grid
+    schedule (module docstring). Returns the outputs `want` (None: all)."""
+    base = once(inp, None if want is None else want | NEEDED)
+    rule = inp.g("schedule_rule") > 0
+    code = base["algorithm_resolved"]
+    hier = code == ALGO_HIERARCHICAL
+    on = rule & np.isin(code, CHOSEN_ALGORITHMS) & (base["replicas"] > 1)
+    h_free = on & (inp.g("inner_steps") <= 0)
+    r_free = on & hier
+    if inp.has("regional_rounds"):
+        r_free &= inp.g("regional_rounds") <= 0
+    todo = h_free | r_free
+    if not todo.any():
+        return _only(base, want)
+    idx = np.flatnonzero(todo.ravel())
+    ih = np.searchsorted(SCHEDULE_GRID, base["inner_steps"].ravel()[idx])
+    ir = np.searchsorted(SCHEDULE_GRID, base["regional_rounds"].ravel()[idx])
+    ih0, ir0 = ih.copy(), ir.copy()
+    hf, rf = h_free.ravel()[idx], r_free.ravel()[idx]
+    h_fixed = np.broadcast_to(inp.g("inner_steps"), inp.shape).ravel()[idx]
+    best = score(base).ravel()[idx]
+    last = SCHEDULE_GRID.size - 1
+    # Steepest ascent; `came` remembers the step that led here (its reverse is known to be worse).
+    came_h, came_r = np.zeros(idx.size, np.int64), np.zeros(idx.size, np.int64)
+    moving = np.ones(idx.size, dtype=bool)
+    while moving.any():
+        step_best = best.copy()
+        nh, nr = ih.copy(), ir.copy()
+        for free, d_h, d_r in ((hf, -1, 0), (hf, 1, 0), (rf, 0, -1), (rf, 0, 1)):
+            came = came_h if d_h else came_r
+            d = d_h or d_r
+            pos = ih + d_h if d_h else ir + d_r
+            trial = moving & free & (pos >= 0) & (pos <= last) & (came != -d)
+            if not trial.any():
+                continue
+            sel = np.flatnonzero(trial)
+            r = once(_subset(inp, idx[sel], _sched(hf, h_fixed, ih + d_h, ir + d_r, sel)), TRIAL)
+            s = score(r)
+            up = s > step_best[sel]
+            win = sel[up]
+            step_best[win] = s[up]
+            nh[win], nr[win] = ih[win] + d_h, ir[win] + d_r
+        moved = (nh != ih) | (nr != ir)
+        came_h, came_r = np.where(moved, nh - ih, 0), np.where(moved, nr - ir, 0)
+        ih, ir, best, moving = nh, nr, step_best, moved
+    changed = np.flatnonzero((ih != ih0) | (ir != ir0))
+    out = _only(base, want)
+    if changed.size:
+        r = once(_subset(inp, idx[changed], _sched(hf, h_fixed, ih, ir, changed)), want)
+        for k, v in out.items():
+            v.ravel()[idx[changed]] = r[k]
+    return out
+
+
+def _sched(hf: BoolArr, h_fixed: Arr, ih: npt.NDArray[np.int64], ir: npt.NDArray[np.int64], sel: Any) -> dict[str, Arr]:
+    """The requested schedule of the selected configurations: a grid H where H is chosen (else the
+    requested one) and a grid H_reg (used by hierarchical runs only)."""
+    h = np.where(hf[sel], SCHEDULE_GRID[np.clip(ih[sel], 0, SCHEDULE_GRID.size - 1)], h_fixed[sel])
+    return {"inner_steps": h, "regional_rounds": SCHEDULE_GRID[np.clip(ir[sel], 0, SCHEDULE_GRID.size - 1)]}
+
+
+def _only(r: dict[str, Arr], want: frozenset[str] | None) -> dict[str, Arr]:
+    """The outputs `want` of `r` as writable arrays, in `r`'s order."""
+    return {k: np.array(v, dtype=np.float64) for k, v in r.items() if want is None or k in want}
+
+
+def _subset(inp: Inputs, flat: npt.NDArray[np.intp], sched: Mapping[str, Arr]) -> Inputs:
+    """The configurations at flat indices `flat` of `inp`'s shape as a 1-D evaluation, with `sched`
+    replacing inputs."""
+
+    def take(v: npt.ArrayLike) -> Any:
+        a = np.asarray(v)
+        return a if a.ndim == 0 else np.broadcast_to(a, inp.shape).reshape(-1)[flat]
+
+    x = {k: take(v) for k, v in inp.x.items()}
+    x.update(sched)
+    ov = {k: take(v) for k, v in inp.ov.items()}
+    q = inp.quality_params
+    if isinstance(q, quality.QualitySamples):
+        fields = {f.name: getattr(q, f.name) for f in dataclasses.fields(q)}
+        q = dataclasses.replace(q, **{k: take(v) for k, v in fields.items() if isinstance(v, np.ndarray)})
+    return Inputs(x, inp.p, ov, q, (flat.size,))
