@@ -46,6 +46,14 @@ def hosts() -> Iterator[Hosts]:
         yield h
 
 
+@pytest.fixture(scope="module")
+def one_host(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The reference: the same DiLoCo config on one host (run_local, loopback)."""
+    summary = run_local(_diloco(steps=40), tmp_path_factory.mktemp("one_host"))
+    assert summary["completed"] is True, summary
+    return summary
+
+
 def _env(tmp: Path) -> dict[str, str]:
     secret = tmp / "run.secret"
     if not secret.exists():
@@ -122,7 +130,7 @@ def _diloco(steps: int) -> TestbedConfig:
     )
 
 
-def test_three_hosts_diloco_matches_one_host(hosts: Hosts, tmp_path: Path) -> None:
+def test_three_hosts_diloco_matches_one_host(hosts: Hosts, one_host: dict[str, Any], tmp_path: Path) -> None:
     """DiLoCo over three namespace hosts, with the interface chosen by the workers themselves: it
     completes, every worker bound gloo to its host's eth0 address (not loopback), the final loss equals
     the one-host run's (deterministic; within 2 %), and each node's kernel-counted upload is at least
@@ -133,8 +141,8 @@ def test_three_hosts_diloco_matches_one_host(hosts: Hosts, tmp_path: Path) -> No
     wall_s = _finish(run, tmp_path)
     after = {i: hosts.counters(i) for i in (NODE0, NODE1)}
     assert run["nodes"][0].returncode == 0 and run["nodes"][1].returncode == 0, (
-        (tmp_path / "node0.log").read_text()[-3000:] + (tmp_path / "node1.log").read_text()[-3000:]
-    )
+        tmp_path / "node0.log"
+    ).read_text()[-3000:] + (tmp_path / "node1.log").read_text()[-3000:]
     summary = json.loads((tmp_path / "node0" / "summary.json").read_text())
     assert summary["completed"] is True, summary
     head_log = (tmp_path / "head.log").read_text()
@@ -146,8 +154,7 @@ def test_three_hosts_diloco_matches_one_host(hosts: Hosts, tmp_path: Path) -> No
         assert {(e["ifname"], e["address"]) for e in bound.values()} == {("eth0", hosts.address(host))}
         log = (tmp_path / f"node{rank}.log").read_text()
         assert f"gloo/nccl on eth0 ({hosts.address(host)}, route to the store)" in log
-    one = run_local(cfg, tmp_path / "one")
-    assert one["completed"] is True
+    one = one_host
     ratio = summary["final_val_loss"] / one["final_val_loss"]
     assert abs(ratio - 1) <= 0.02, (summary["final_val_loss"], one["final_val_loss"])
     assert summary["bytes_sent_per_worker"] == one["bytes_sent_per_worker"]  # same payloads, counted alike
@@ -167,10 +174,12 @@ def test_three_hosts_diloco_matches_one_host(hosts: Hosts, tmp_path: Path) -> No
     )
 
 
-def test_three_hosts_decoupled(hosts: Hosts, tmp_path: Path) -> None:
+def test_three_hosts_decoupled(hosts: Hosts, one_host: dict[str, Any], tmp_path: Path) -> None:
     """Decoupled DiLoCo over the same hosts: the syncer runs with the supervisor on the head host, the
-    learners under torchrun on the two nodes. It completes and trains about as well as the one-host
-    run of the same config (asynchronous: within 10 %)."""
+    learners under torchrun on the two nodes. It completes and, at equal tokens, trains about as well
+    as synchronous DiLoCo on one host (within 10 %: its learners run on their own clocks, so which
+    updates meet in a merge depends on timing and two runs differ; quorum 4 of 4 with outer momentum
+    0.5, the setting where docs/testbed.md measured decoupled = DiLoCo at equal tokens)."""
     cfg = TestbedConfig(
         algorithm="decoupled",
         workers=4,
@@ -181,20 +190,19 @@ def test_three_hosts_decoupled(hosts: Hosts, tmp_path: Path) -> None:
         eval_batches=2,
         run_timeout_s=200,
         outer_momentum=0.5,
+        quorum=4,
     )
     run = _launch(hosts, cfg, tmp_path, "dispersal.testbed.learner")
     wall_s = _finish(run, tmp_path)
     summary = json.loads((tmp_path / "head" / "summary.json").read_text())
     assert summary["completed"] is True, (summary, (tmp_path / "head.log").read_text()[-2000:])
     assert f"syncer listening on {hosts.address(HEAD)}:" in (tmp_path / "head.log").read_text()
-    one = run_local(cfg, tmp_path / "one")
-    assert one["completed"] is True
-    ratio = summary["final_val_loss"] / one["final_val_loss"]
-    assert abs(ratio - 1) <= 0.10, (summary["final_val_loss"], one["final_val_loss"])
+    ratio = summary["final_val_loss"] / one_host["final_val_loss"]
+    assert ratio <= 1.10, (summary["final_val_loss"], one_host["final_val_loss"])
     _report(
         "decoupled",
         final_val_loss_3hosts=summary["final_val_loss"],
-        final_val_loss_1host=one["final_val_loss"],
+        final_val_loss_1host_diloco=one_host["final_val_loss"],
         ratio=ratio,
         wall_s=round(wall_s, 1),
         versions=summary.get("versions"),
@@ -234,7 +242,9 @@ def test_link_cut_is_survived(hosts: Hosts, tmp_path: Path) -> None:
     _report(
         "link_cut",
         wall_s=round(wall_s, 1),
-        events_node0=[{k: e[k] for k in e if k not in ("state_crc", "global_crc", "local_crc")} for e in after],
+        events_node0=[
+            {k: e[k] for k in e if k not in ("state_crc", "global_crc", "local_crc")} for e in after
+        ],
         summary={k: summary[k] for k in summary if k != "config"},
         active_per_round=[r.get("active") for r in rows],
     )
