@@ -91,8 +91,10 @@ def _finish(run: dict[str, Any], tmp: Path, wait_nodes: tuple[int, ...] = (0, 1)
     deadline = run["t0"] + WAIT_S
     for i in wait_nodes:
         run["nodes"][i].wait(timeout=max(1.0, deadline - time.monotonic()))
-    # The supervisor ends on the run's ``finished`` key (or the syncer's last learner): give it a moment.
-    run["sup"].wait(timeout=max(1.0, min(60.0, deadline - time.monotonic())))
+    # The supervisor ends on the run's ``finished`` key (or the syncer's last learner): after the nodes,
+    # give it a moment; alone (a node lost), the whole run's time.
+    wait_s = deadline - time.monotonic() if not wait_nodes else min(60.0, deadline - time.monotonic())
+    run["sup"].wait(timeout=max(1.0, wait_s))
     wall_s = time.monotonic() - run["t0"]
     for p in [run["sup"], *run["nodes"]]:
         if p.poll() is None:
@@ -226,7 +228,9 @@ def test_link_cut_is_survived(hosts: Hosts, tmp_path: Path) -> None:
     hosts.link(NODE1, up=False)
     t_cut = time.time()
     try:
-        wall_s = _finish(run, tmp_path, wait_nodes=(0,))
+        # The run is over when the supervisor sees ``finished`` (summary.json written). Node 0's torchrun
+        # itself waits longer: its exit barrier waits for node 1's agent (torchrun's own, 300 s).
+        wall_s = _finish(run, tmp_path, wait_nodes=())
     finally:
         hosts.link(NODE1, up=True)
     summary = json.loads((tmp_path / "node0" / "summary.json").read_text())
@@ -239,6 +243,8 @@ def test_link_cut_is_survived(hosts: Hosts, tmp_path: Path) -> None:
     assert {e["worker"] for e in joined} == {"w0", "w1"}, after
     assert all(e["members"] == ["w0", "w1"] for e in joined), joined
     rows = [json.loads(ln) for ln in metrics.read_text().splitlines()]
+    assert rows[0]["active_workers"] == ["w0", "w1", "w2", "w3"]
+    assert rows[-1]["active_workers"] == ["w0", "w1"] and rows[-1]["round"] == cfg.rounds - 1
     _report(
         "link_cut",
         wall_s=round(wall_s, 1),
@@ -246,5 +252,20 @@ def test_link_cut_is_survived(hosts: Hosts, tmp_path: Path) -> None:
             {k: e[k] for k in e if k not in ("state_crc", "global_crc", "local_crc")} for e in after
         ],
         summary={k: summary[k] for k in summary if k != "config"},
-        active_per_round=[r.get("active") for r in rows],
+        active_per_round=[(r["round"], len(r["active_workers"])) for r in rows],
     )
+
+
+def test_no_route_to_the_store_is_one_line(hosts: Hosts, tmp_path: Path) -> None:
+    """A worker on a host with no route to the store (203.0.113.1, TEST-NET-3, is not on the bridge)
+    stops at once with one line that says what to check and what to set, exit 2, no traceback."""
+    cfg_path = tmp_path / "config.json"
+    cfg_path.write_text(json.dumps(_diloco(steps=10).to_dict()))
+    cmd = [sys.executable, "-m", "dispersal.testbed.worker", "--config", str(cfg_path), "--worker", "w0"]
+    cmd += ["--store", "203.0.113.1:29600", "--out", str(tmp_path / "out")]
+    p = hosts.popen(NODE0, cmd, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = p.communicate(timeout=120)
+    lines = err.decode().strip().splitlines()
+    assert p.returncode == 2, err.decode()
+    assert len(lines) == 1 and lines[0].startswith("error: store: no route to 203.0.113.1"), lines
+    assert "GLOO_SOCKET_IFNAME" in lines[0]
