@@ -264,7 +264,7 @@ def test_no_route_to_the_store_is_one_line(hosts: Hosts, tmp_path: Path) -> None
     cmd = [sys.executable, "-m", "dispersal.testbed.worker", "--config", str(cfg_path), "--worker", "w0"]
     cmd += ["--store", "203.0.113.1:29600", "--out", str(tmp_path / "out")]
     p = hosts.popen(NODE0, cmd, env=_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = p.communicate(timeout=120)
+    _, err = p.communicate(timeout=120)
     lines = err.decode().strip().splitlines()
     assert p.returncode == 2, err.decode()
     assert len(lines) == 1 and lines[0].startswith("error: store: no route to 203.0.113.1"), lines
