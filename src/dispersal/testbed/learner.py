@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import signal
 import sys
 import time
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> None:
     (the run secret from DISPERSAL_RUN_SECRET / DISPERSAL_RUN_SECRET_FILE, as worker.main)."""
     ap = argparse.ArgumentParser(prog="dispersal.testbed.learner")
     ap.add_argument("--config", required=True)
-    ap.add_argument("--worker", required=True)
+    ap.add_argument("--worker", default=None, help="learner id wN; default w$RANK (torchrun)")
     ap.add_argument("--store", required=True, help="HOST:PORT of the supervisor's TCPStore")
     ap.add_argument("--out", required=True)
     ap.add_argument("--incarnation", type=int, default=0, help="a label only (worker.main)")
@@ -247,7 +248,8 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     cfg = TestbedConfig.from_dict(json.loads(Path(args.config).read_text()))
     host, port = args.store.rsplit(":", 1)
-    learner = Learner(cfg, args.worker, host, int(port), Path(args.out), args.incarnation, secret)
+    wid = args.worker or f"w{os.environ.get('RANK', '0')}"
+    learner = Learner(cfg, wid, host, int(port), Path(args.out), args.incarnation, secret)
     learner.run(False, args.join_at_step)
 
 

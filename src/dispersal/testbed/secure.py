@@ -3,7 +3,7 @@
 * **Listeners bind loopback** unless the user names another address. torch's TCPStore master listens on
   every interface whatever host it is given, so :func:`listen_store` binds the socket itself and hands
   the file descriptor to TCPStore (``master_listen_fd``); the gloo / NCCL transports are pinned to the
-  loopback interface when the store is on loopback (:func:`pin_transport`).
+  interface that reaches the store, loopback when the store is on loopback (:func:`pin_transport`).
 * **The per-run secret** (32 random bytes) is made by the launcher (``run_local``) or read by the
   coordinator of a several-machines run, and reaches workers through the environment
   (``DISPERSAL_RUN_SECRET``, hex) or a file readable by its owner only (``DISPERSAL_RUN_SECRET_FILE``,
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
 import os
 import secrets
 import socket
@@ -113,14 +112,6 @@ def verify(
 
 
 # ---------------------------------------------------------------------- listeners
-def is_loopback(host: str) -> bool:
-    """True when ``host`` names (or resolves to) a loopback address."""
-    try:
-        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
-    except (OSError, ValueError):
-        return False
-
-
 def listen_store(host: str, port: int, timeout_s: float = 30.0) -> Any:
     """A TCPStore master that listens on ``host`` only (torch's own master binds every interface).
 
@@ -151,22 +142,15 @@ def listen_store(host: str, port: int, timeout_s: float = 30.0) -> Any:
     return store
 
 
-def loopback_interface() -> str:
-    """Name of the loopback network interface ("lo" on Linux, "lo0" on macOS)."""
-    for _, name in socket.if_nameindex():
-        if name.startswith("lo"):
-            return name
-    return "lo"
+def pin_transport(store_host: str) -> Any:
+    """Bind gloo and NCCL to the interface that reaches the store (iface.pin): loopback when the
+    run is on loopback, else the interface whose address routes to the store's host (left alone they
+    pick the address the hostname resolves to, loopback on many hosts, which peers cannot reach).
+    A user's own GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME wins. Returns the iface.Transport;
+    raises iface.TransportError (one line, says what to set) when there is no usable interface."""
+    from dispersal.testbed.iface import pin
 
-
-def pin_transport(store_host: str) -> None:
-    """When the run is on loopback, make gloo and NCCL listen there too (they otherwise pick the
-    address the hostname resolves to, which on many machines is an outside interface). A user's own
-    GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME wins."""
-    if is_loopback(store_host):
-        lo = loopback_interface()
-        os.environ.setdefault("GLOO_SOCKET_IFNAME", lo)
-        os.environ.setdefault("NCCL_SOCKET_IFNAME", lo)
+    return pin(store_host)
 
 
 # ---------------------------------------------------------------------- the signed store

@@ -214,6 +214,31 @@ class _Handshakes:
                 log_event(self.out, worker=w, event="continued")
 
 
+def _start_relay(
+    cfg: TestbedConfig,
+    out: Path,
+    store: SignedStore,
+    secret: bytes,
+    host: str,
+    coord: Coordinator,
+    fresh: bool,
+) -> Any:
+    """Real-link mode: the relay (netlink.py) as a thread here, listening on ``host``, its address
+    published in the store as ``relay``. None in virtual-clock mode."""
+    if cfg.link_mode != "real":
+        return None
+    from dispersal.testbed.gpt import param_count
+    from dispersal.testbed.netlink import start_relay
+
+    kw = cfg.gpt_kwargs()
+    numel = param_count(kw["n_layer"], kw["n_embd"], kw["block_size"], kw["vocab_size"])
+    relay = start_relay(
+        cfg, out, secret=secret, fresh=fresh, host=host, max_gen=lambda: coord.gen, max_numel=numel
+    )
+    store.set("relay", f"{relay.host}:{relay.port}")
+    return relay
+
+
 def run_local(
     cfg: TestbedConfig,
     out: Path,
@@ -236,17 +261,7 @@ def run_local(
     )
     port = store.raw.port
     coord = Coordinator(store, cfg.worker_ids, cfg.heartbeat_timeout_s)
-    relay = None
-    if cfg.link_mode == "real":
-        from dispersal.testbed.gpt import param_count
-        from dispersal.testbed.netlink import start_relay
-
-        kw = cfg.gpt_kwargs()
-        numel = param_count(kw["n_layer"], kw["n_embd"], kw["block_size"], kw["vocab_size"])
-        relay = start_relay(
-            cfg, out, secret=secret, fresh=not resume, max_gen=lambda: coord.gen, max_numel=numel
-        )
-        store.set("relay", f"{relay.host}:{relay.port}")
+    relay = _start_relay(cfg, out, store, secret, "127.0.0.1", coord, fresh=not resume)
     where = {"store": f"127.0.0.1:{port}", "relay": f"{relay.host}:{relay.port}" if relay else None}
     log_event(out, worker="supervisor", event="listening", **where)
     timed_out = supervise(
@@ -390,19 +405,96 @@ def _final_summary(out: Path, timed_out: bool) -> dict[str, Any]:
     return summary
 
 
-def serve(cfg: TestbedConfig, port: int, host: str = "127.0.0.1", secret: bytes | None = None) -> None:
+def serve(
+    cfg: TestbedConfig,
+    port: int,
+    host: str = "127.0.0.1",
+    secret: bytes | None = None,
+    out: Path | None = None,
+) -> None:
     """Coordinator only, for several machines: workers are started elsewhere (e.g. by torchrun).
 
-    ``host`` is the address the store listens on (loopback by default: name an outside address to
-    take workers from other machines). The run secret is required (``secret``, else
-    DISPERSAL_RUN_SECRET / DISPERSAL_RUN_SECRET_FILE): every worker must hold the same one."""
+    ``host`` is the address the store listens on (loopback by default: name this host's outside
+    address to take workers from other machines; ``0.0.0.0`` listens on every interface). The run
+    secret is required (``secret``, else DISPERSAL_RUN_SECRET / DISPERSAL_RUN_SECRET_FILE): every
+    worker must hold the same one. Decoupled DiLoCo's syncer and real-link mode's relay run here too,
+    on the same address, and keep their outputs (metrics and summary; relay.json) in ``out``. Prints
+    one line per listener, so the operator sees which address the workers must reach."""
     key = secret if secret is not None else load_secret()
-    store = SignedStore(listen_store(host, port), key)
+    where = out if out is not None else Path(".")
+    store = SignedStore(
+        listen_store(host, port),
+        key,
+        on_forged=lambda k: log_event(where, worker="supervisor", event="forged_store_value", key=k),
+    )
+    _say(f"store listening on {host}:{store.raw.port}")
+    if host in ("0.0.0.0", "::"):
+        _say("listening on every interface (--host names one address to narrow it)")
+    if cfg.algorithm == "decoupled":
+        assert out is not None  # main() checks it
+        _serve_decoupled(cfg, out, store, host, key)
+        return
     coord = Coordinator(store, cfg.worker_ids, cfg.heartbeat_timeout_s)
+    relay = None
+    if cfg.link_mode == "real":
+        assert out is not None  # main() checks it
+        out.mkdir(parents=True, exist_ok=True)
+        relay = _start_relay(cfg, out, store, key, host, coord, fresh=True)
+        _say(f"relay listening on {relay.host}:{relay.port}")
     deadline = time.monotonic() + cfg.run_timeout_s
     while time.monotonic() < deadline and not store.valid("finished"):
         coord.tick(expected_at_start=len(cfg.worker_ids))
         time.sleep(0.05)
+    if relay is not None:
+        relay.close(where / "relay.json")
+
+
+def _say(line: str) -> None:
+    print(f"supervisor: {line}", flush=True)
+
+
+def _serve_decoupled(cfg: TestbedConfig, out: Path, store: SignedStore, host: str, secret: bytes) -> None:
+    """serve() for ``--algorithm decoupled``: the syncer on ``host``; waits (bounded by run_timeout_s)
+    until every learner the fault plan does not kill for good has reported ``learner_done``, then
+    merges what is pending and writes OUT/summary.json (decoupled_run.summary, as run_decoupled)."""
+    import torch
+
+    from dispersal.testbed.decoupled import Evaluator, SyncServer
+    from dispersal.testbed.decoupled_run import Metrics, make_syncer, summary
+
+    torch.set_num_threads(1)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in ("metrics.jsonl", "summary.json"):
+        (out / name).unlink(missing_ok=True)
+    prepare_data(cfg, out / "data")  # the syncer's validation batches
+    syncer = make_syncer(cfg, secret)
+    evaluate = Evaluator(cfg, out)
+    server = SyncServer(
+        syncer,
+        secret=secret,
+        host=host,
+        io_timeout_s=cfg.collective_timeout_s,
+        on_merge=Metrics(cfg, out, syncer, evaluate),
+        max_connections=4 * cfg.workers,
+        log=lambda **f: log_event(out, worker="syncer", **f),
+    ).start()
+    store.set("syncer", f"{server.host}:{server.port}")
+    _say(f"syncer listening on {server.host}:{server.port}")
+    plan = FaultPlan.parse(cfg.faults)
+    gone = {f.worker for f in plan.of("kill")} - {f.worker for f in plan.of("rejoin")}
+    waiting = [f"learner_done/{w}" for w in cfg.worker_ids if w not in gone]
+    t0 = time.perf_counter()
+    deadline = time.monotonic() + cfg.run_timeout_s
+    timed_out = True
+    while time.monotonic() < deadline:
+        if all(store.valid(k) for k in waiting):
+            timed_out = False
+            break
+        time.sleep(0.1)
+    wall_s = time.perf_counter() - t0
+    server.merge_if_due(force=True)
+    server.close()
+    summary(cfg, out, syncer, store, timed_out, wall_s, evaluate(syncer.theta))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -418,13 +510,34 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default loopback; 0.0.0.0: all interfaces)"
     )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="folder for the syncer's (decoupled) or the relay's (--link-mode real) outputs on this host",
+    )
     args = ap.parse_args(argv)
     try:
         secret = load_secret()
     except SecretError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    serve(TestbedConfig.from_dict(json.loads(Path(args.config).read_text())), args.port, args.host, secret)
+    cfg = TestbedConfig.from_dict(json.loads(Path(args.config).read_text()))
+    if args.out is None and (cfg.algorithm == "decoupled" or cfg.link_mode == "real"):
+        print(
+            "error: --out: decoupled and link_mode 'real' keep the syncer's / relay's outputs here; "
+            "name a folder",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    try:
+        serve(cfg, args.port, args.host, secret, args.out)
+    except OSError as exc:  # the address is not this host's, or the port is taken
+        print(
+            f"error: --host/--port: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -43,6 +43,7 @@ from dispersal.testbed.events import log_event
 from dispersal.testbed.faults import FaultPlan
 from dispersal.testbed.gpt import GPT, GPTConfig, configure_adamw, lr_at
 from dispersal.testbed.groupstate import GroupState
+from dispersal.testbed.iface import TransportError
 from dispersal.testbed.link import link_for, relay_finish_s, sync_rng
 from dispersal.testbed.membership import Heartbeat, Membership, connect_store
 from dispersal.testbed.outer import (
@@ -87,13 +88,16 @@ class Worker(GroupState, RoundTools):
         self.cfg, self.wid, self.out, self.secret = cfg, worker, out, secret
         self.index = int(worker[1:])
         self.plan = FaultPlan.parse(cfg.faults)
-        pin_transport(host)
+        transport = pin_transport(host)  # before any process group: gloo reads it at creation
         self.store = connect_store(host, port, secret, out, worker)
         # Every process start takes the next incarnation from the store, so a process restarted with
         # an unchanged argv (torchrun --max-restarts, systemd, Kubernetes) is still a new one; the
         # ``incarnation`` argument is only a label for logs.
         self.incarnation = int(self.store.raw.add(f"incarnation/{worker}", 1)) - 1
         self.ms = Membership(self.store, worker, self.incarnation, out, cfg.run_timeout_s)
+        print(transport.line(worker, f"{host}:{port}"), file=sys.stderr, flush=True)
+        out.mkdir(parents=True, exist_ok=True)  # on a host of its own, --out may not exist yet
+        log_event(out, worker=worker, event="transport", ifname=transport.ifname, address=transport.address)
         self.heartbeat = Heartbeat(connect_store(host, port, secret, out, worker, 30.0), worker)
         torch.manual_seed(cfg.seed)  # same initial weights everywhere (rank 0 broadcasts them anyway)
         self.device = resolve_device(cfg.device, self.index)
@@ -502,7 +506,11 @@ def main(argv: list[str] | None = None) -> None:
     cfg = TestbedConfig.from_dict(json.loads(Path(args.config).read_text()))
     wid = args.worker or f"w{os.environ.get('RANK', '0')}"
     host, port = args.store.rsplit(":", 1)
-    w = Worker(cfg, wid, host, int(port), Path(args.out), args.incarnation, secret)
+    try:
+        w = Worker(cfg, wid, host, int(port), Path(args.out), args.incarnation, secret)
+    except TransportError as exc:  # no interface the peers could reach: say what to set, no retry loop
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     w.run(args.resume, args.join_at_step)
 
 

@@ -1,0 +1,67 @@
+"""Which interface gloo / NCCL bind to (iface.py): loopback runs, the route to the store, the user's
+own GLOO_SOCKET_IFNAME, and the one-line errors. The several-hosts path itself is test_multihost.py."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+
+import pytest
+
+from dispersal.testbed import iface
+from dispersal.testbed.iface import TransportError, choose
+
+
+def _outside() -> tuple[str, str] | None:
+    """An interface of this machine with a non-loopback IPv4 address, if any."""
+    for name, addrs in iface.interface_addresses().items():
+        for a in addrs:
+            ip = ipaddress.ip_address(a)
+            if ip.version == 4 and not ip.is_loopback and not ip.is_link_local:
+                return name, a
+    return None
+
+
+def test_loopback_store_pins_loopback() -> None:
+    t = choose("127.0.0.1", environ={})
+    assert t.ifname.startswith("lo") and t.address == "127.0.0.1" and t.source == "loopback run"
+    assert choose("localhost", environ={}).source == "loopback run"
+
+
+def test_outside_store_binds_the_interface_that_holds_the_route_source() -> None:
+    got = _outside()
+    if got is None:
+        pytest.skip("no non-loopback IPv4 interface on this machine")
+    name, addr = got
+    # The store on this host's own outside address: the route's source is that address (Linux picks
+    # the destination itself for a local address), and its interface is the one to bind, not lo.
+    t = choose(addr, environ={})
+    assert (t.ifname, t.address, t.source) == (name, addr, "route to the store")
+
+
+def test_users_own_variable_wins_and_is_checked() -> None:
+    assert choose("203.0.113.7", environ={"GLOO_SOCKET_IFNAME": "lo"}).ifname == "lo"
+    with pytest.raises(TransportError, match=r"^GLOO_SOCKET_IFNAME: no interface 'nosuch0' on this host"):
+        choose("127.0.0.1", environ={"GLOO_SOCKET_IFNAME": "nosuch0"})
+
+
+def test_a_route_through_loopback_is_an_error_that_says_what_to_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    # What gloo's own choice did on a stock Debian host: the host name at 127.0.1.1.
+    monkeypatch.setattr(iface, "route_source", lambda address: "127.0.1.1")
+    with pytest.raises(TransportError) as err:
+        choose("198.18.0.1", environ={})
+    msg = str(err.value)
+    assert "\n" not in msg and "loopback (127.0.1.1)" in msg and "set GLOO_SOCKET_IFNAME" in msg
+
+
+def test_an_unresolvable_store_is_one_line() -> None:
+    with pytest.raises(TransportError, match=r"^store: cannot resolve 'no-such-host\.invalid'"):
+        choose("no-such-host.invalid", environ={})
+
+
+def test_pin_exports_the_choice_and_keeps_the_users(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GLOO_SOCKET_IFNAME", "")  # recorded, so teardown restores the real state
+    monkeypatch.delenv("GLOO_SOCKET_IFNAME")
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "mine0")
+    t = iface.pin("127.0.0.1")
+    assert os.environ["GLOO_SOCKET_IFNAME"] == t.ifname and os.environ["NCCL_SOCKET_IFNAME"] == "mine0"
