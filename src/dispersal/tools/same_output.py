@@ -26,8 +26,8 @@ exit status and every written file are compared as bytes. The commands:
 Speed: the frontier's grid is most of the time (about 12-20 s CPU per run on a loaded 2-core
 machine, almost all of it independent of the Monte Carlo draws). By default the two grid runs use
 ``--samples 10`` (the P(reach) bands still run, on fewer draws); ``--full`` uses the CLI default
-(100). The quick set took 2 min 26 s CPU for both sides together (10 min 37 s wall at a load
-average of 17 on 2 shared cores); both sides run at once (``--jobs``, default 2).
+(100). The quick set took 3 min 10 s CPU for both sides together (16 min 46 s wall at a load
+average of about 25 on 2 shared cores); both sides run at once (``--jobs``, default 2).
 
 Exit status: 0 every output identical, 1 something differs (listed), 2 bad input (unknown ref,
 not inside a git checkout).
