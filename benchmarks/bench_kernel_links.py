@@ -3,10 +3,13 @@
 * ``virtual``: ``--link-mode virtual``: sync time from the formula ``8 V/up + 8 V/down + latency``.
 * ``real``: ``--link-mode real``: the relay on 127.0.0.1 shapes every byte in user space
   (token bucket over 1448-byte segments, netlink.py) and the workers measure each sync.
-* ``kernel``: three network namespaces on a bridge (netns.Hosts), every veth shaped by ``tc tbf``
-  at the rate; the supervisor with the relay on the head host (``--link-mode real``, link
-  ``instant``: the user-space shaper passes everything through) and one torchrun node per worker
+* ``kernel``: three network namespaces on a bridge (netns.Hosts), each worker host's veth shaped by
+  ``tc tbf`` at the rate both ways, the head host's link unshaped (the relay's own link is not the
+  bottleneck, as in ``real``); the supervisor with the relay on the head host (``--link-mode real``,
+  rate infinite: the user-space shaper passes everything through) and one torchrun node per worker
   host; the workers measure each sync exactly as in ``real``.
+* ``kernel_shared``: the same with the head host's link shaped at the rate too, so all M uploads
+  share the relay's downlink and all M downloads its uplink: formula ``2 M 8 V / rate``.
 
 M = 2 workers, model ``tiny`` (fp32 payload V = 482,308 B), H = 10, 60 steps (6 syncs per worker),
 no added latency (``tc netem`` is not available here, so the kernel links have none either).
@@ -40,7 +43,7 @@ WAIT_S = 300.0
 
 
 def _cfg(mode: str, rate_mbit: float) -> TestbedConfig:
-    rate = math.inf if mode == "kernel" else rate_mbit * 1e6  # kernel: the shaper passes all through
+    rate = math.inf if mode.startswith("kernel") else rate_mbit * 1e6  # kernel: the shaper passes all through
     return TestbedConfig(
         algorithm="diloco",
         workers=2,
@@ -65,7 +68,9 @@ def _syncs(outs: list[Path]) -> list[list[float]]:
     return walls
 
 
-def _kernel(cfg: TestbedConfig, rate_mbit: float, out: Path) -> tuple[dict[str, Any], list[list[float]]]:
+def _kernel(
+    cfg: TestbedConfig, rate_mbit: float, out: Path, head_shaped: bool
+) -> tuple[dict[str, Any], list[list[float]]]:
     """Supervisor (store + relay) on host 0, worker w{k} under torchrun node k on host k + 1."""
     out.mkdir(parents=True, exist_ok=True)
     cfg_path = out / "config.json"
@@ -74,6 +79,8 @@ def _kernel(cfg: TestbedConfig, rate_mbit: float, out: Path) -> tuple[dict[str, 
     env = {k: v for k, v in os.environ.items() if not k.endswith("_SOCKET_IFNAME")}
     env["DISPERSAL_RUN_SECRET_FILE"] = str(out / "run.secret")
     with Hosts(hosts=3, rate_bits_per_s=rate_mbit * 1e6) as h:
+        if not head_shaped:
+            h.shape(0, None)
         head = h.address(0)
         sup = [sys.executable, "-m", "dispersal.testbed.supervisor", "--config", str(cfg_path)]
         sup += ["--host", head, "--port", "29600", "--out", str(out / "head")]
@@ -119,6 +126,7 @@ def _row(
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rates", default="20,100", help="Mbit/s, comma-separated")
+    ap.add_argument("--modes", default="virtual,real,kernel,kernel_shared")
     ap.add_argument("--out", type=Path, default=Path("runs/bench_kernel_links"))
     args = ap.parse_args()
     why = unavailable()
@@ -127,12 +135,12 @@ def main() -> None:
         raise SystemExit(2)
     rows = []
     for rate in [float(r) for r in args.rates.split(",")]:
-        for mode in ("virtual", "real", "kernel"):
+        for mode in args.modes.split(","):
             out = args.out / f"{mode}_{rate:g}"
             cfg = _cfg(mode, rate)
             t0 = time.perf_counter()
-            if mode == "kernel":
-                summary, walls = _kernel(cfg, rate, out)
+            if mode.startswith("kernel"):
+                summary, walls = _kernel(cfg, rate, out, head_shaped=mode == "kernel_shared")
             else:
                 summary, walls = run_local(cfg, out), _syncs([out])
             rows.append(_row(mode, rate, summary, walls, time.perf_counter() - t0))
@@ -142,13 +150,13 @@ def main() -> None:
         f"# Link emulation vs kernel-shaped links ({dt.date.today():%B %Y}, {os.cpu_count()} CPUs)",
         "",
         "DiLoCo, M = 2, H = 10, tiny (V = 482,312 B per upload), 6 syncs per worker, no added latency.",
-        "formula = 8 V/up + 8 V/down (virtual mode's charge).",
+        "formula = 8 V/up + 8 V/down (virtual mode's charge); kernel_shared: 2 M 8 V / rate (M = 2).",
         "",
         "| rate | mode | sync s (mean) | first sync s | later syncs s | formula s | utilisation | final val loss |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        formula = 2 * 8 * v / (r["rate_mbit"] * 1e6)
+        formula = (4 if r["mode"] == "kernel_shared" else 2) * 8 * v / (r["rate_mbit"] * 1e6)
         lines.append(
             f"| {r['rate_mbit']:g} Mbit/s | {r['mode']} | {r['sync_s']:.4f} | {r['first_sync_s']:.4f} | "
             f"{r['later_sync_s']:.4f} | {formula:.4f} | {r['utilisation']:.3f} | {r['final_val_loss']:.4f} |"

@@ -4,7 +4,11 @@ own GLOO_SOCKET_IFNAME, and the one-line errors. The several-hosts path itself i
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -65,3 +69,24 @@ def test_pin_exports_the_choice_and_keeps_the_users(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("NCCL_SOCKET_IFNAME", "mine0")
     t = iface.pin("127.0.0.1")
     assert os.environ["GLOO_SOCKET_IFNAME"] == t.ifname and os.environ["NCCL_SOCKET_IFNAME"] == "mine0"
+
+
+@pytest.mark.slow
+@pytest.mark.torch
+def test_supervisor_refuses_an_address_it_cannot_listen_on_and_a_missing_out(tmp_path: Path) -> None:
+    """``--host`` that is not this machine's (198.51.100.7, TEST-NET-2) and a decoupled config without
+    ``--out`` (where the syncer keeps its outputs): one line each, exit 2, nothing listening."""
+    pytest.importorskip("torch")
+    from dispersal.testbed.config import TestbedConfig
+
+    env = dict(os.environ, DISPERSAL_RUN_SECRET="ab" * 32)
+    for algorithm, extra, want in (
+        ("diloco", ["--host", "198.51.100.7"], "error: --host/--port: cannot listen on 198.51.100.7:29600"),
+        ("decoupled", [], "error: --out: decoupled and link_mode 'real'"),
+    ):
+        cfg = tmp_path / f"{algorithm}.json"
+        cfg.write_text(json.dumps(TestbedConfig(algorithm=algorithm, workers=2).to_dict()))
+        cmd = [sys.executable, "-m", "dispersal.testbed.supervisor", "--config", str(cfg), *extra]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 2 and r.stderr.strip().splitlines() == [r.stderr.strip()], r.stderr
+        assert r.stderr.startswith(want), r.stderr

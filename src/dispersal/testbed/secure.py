@@ -33,6 +33,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from dispersal.testbed.iface import Transport, pin
+
 SECRET_ENV = "DISPERSAL_RUN_SECRET"
 SECRET_FILE_ENV = "DISPERSAL_RUN_SECRET_FILE"
 SECRET_BYTES = 32
@@ -142,14 +144,12 @@ def listen_store(host: str, port: int, timeout_s: float = 30.0) -> Any:
     return store
 
 
-def pin_transport(store_host: str) -> Any:
+def pin_transport(store_host: str) -> Transport:
     """Bind gloo and NCCL to the interface that reaches the store (iface.pin): loopback when the
     run is on loopback, else the interface whose address routes to the store's host (left alone they
     pick the address the hostname resolves to, loopback on many hosts, which peers cannot reach).
     A user's own GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME wins. Returns the iface.Transport;
     raises iface.TransportError (one line, says what to set) when there is no usable interface."""
-    from dispersal.testbed.iface import pin
-
     return pin(store_host)
 
 
