@@ -73,6 +73,10 @@ def test_bootstrap_interval_covers_the_truth_and_narrows_with_less_noise() -> No
         assert lo - 0.05 <= true <= hi + 0.05
         assert narrow[key][0] - 0.02 <= true <= narrow[key][1] + 0.02
         assert narrow[key][1] - narrow[key][0] < hi - lo
+    cells_ci = tf.bootstrap(
+        tf.synthetic_points(TRUTH, cells, (0, 1, 2), 0.05, rng_seed=4), 4, range(3), 30, by_cells=True
+    )
+    assert cells_ci["a_batch"][0] - 0.05 <= 0.9 <= cells_ci["a_batch"][1] + 0.05
 
 
 def test_held_back_parts_are_named_and_scored() -> None:

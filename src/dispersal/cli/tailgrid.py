@@ -64,7 +64,7 @@ def tail_grid_cmd(
         str | None, typer.Option(help="Write the fitted exponents here (testbed_tail_fit.toml).")
     ] = None,
     docs: Annotated[
-        str | None, typer.Option(help="Write testbed_tailgrid_*.png and tailgrid_tables.md here.")
+        str | None, typer.Option(help="Write testbed_tailgrid_g.png and testbed_tailgrid_split.png here.")
     ] = None,
     analyse_only: Annotated[
         bool, typer.Option("--analyse-only", help="Train nothing; analyse the results file.")
@@ -181,7 +181,11 @@ def _analyse(
     from dispersal.testbed.config import MODEL_PRESETS
     from dispersal.testbed.gpt import param_count
 
-    records = [r for r in rg.load_records(res_path) if r.get("model") == spec.model]
+    # Only this grid's preset and seeds (a file may hold more: e.g. analyse finished seeds while
+    # another still runs).
+    records = [
+        r for r in rg.load_records(res_path) if r.get("model") == spec.model and r["seed"] in spec.seeds
+    ]
     if not any(r["algorithm"] == "diloco" for r in records):
         raise InputError(
             "results",
@@ -207,9 +211,9 @@ def _analyse(
     if docs_dir is not None:
         docs_dir.mkdir(parents=True, exist_ok=True)
         written += rep.plot(s, docs_dir)
-        md = docs_dir / "tailgrid_tables.md"
-        atomic_write_text(md, rep.cells_md(s) + "\n\n" + tables + "\n")
-        written.append(md)
+    md = res_path.with_suffix(".tables.md")  # the tables beside the results (docs/testbed.md quotes them)
+    atomic_write_text(md, rep.cells_md(s) + "\n\n" + tables + "\n")
+    written.append(md)
     f = s["fit"]
     con.print(
         f"{len(records)} runs, {s['wall_s'] / 60:.1f} min of training summed over runs; this command {wall_s / 60:.1f} min"

@@ -161,7 +161,7 @@ def plan(spec: GridSpec) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 def estimate_s(c: dict[str, Any]) -> float:
     """Estimated seconds of one run on one thread (the module's cost model)."""
-    return RUN_S + c["steps"] * (STEP_S + SEQ_S[c["model"]] * c["replicas"] * c["batch"])
+    return float(RUN_S + c["steps"] * (STEP_S + SEQ_S[c["model"]] * c["replicas"] * c["batch"]))
 
 
 # ----------------------------------------------------------------------------- the results file

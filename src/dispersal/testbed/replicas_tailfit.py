@@ -25,6 +25,11 @@ import numpy as np
 
 from dispersal.testbed.replicas_sweep import BaselineLaw, mean_sd, quality_factor
 
+EXPONENT_BOUND = 3.0
+"""Largest |exponent| the fit may return (the literature's values are 0-1; see fit_tail)."""
+LN_K_BOUND = 12.0
+"""Largest |ln K_ref| the fit may return (K_ref in 6e-6 ... 1.6e5 replicas)."""
+
 Cell = tuple[int, int, int, int]
 """(tokens D, per-replica batch b, inner steps H, replicas M) of a DiLoCo cell."""
 
@@ -111,6 +116,14 @@ class TailFit:
     n_cells: int
     free: tuple[str, ...]
 
+    @property
+    def at_bound(self) -> tuple[str, ...]:
+        """The fitted parameters stuck at their bounds (not identified by the cells fitted)."""
+        out = [f for f in self.free if abs(getattr(self, f)) >= EXPONENT_BOUND - 1e-6]
+        if abs(math.log(self.k_ref)) >= LN_K_BOUND - 1e-6:
+            out.append("k_ref")
+        return tuple(out)
+
     def k(self, tokens: float, batch: float, inner_steps: float) -> float:
         """K(D, b, H), replicas."""
         return float(
@@ -165,11 +178,14 @@ def fit_tail(
 
     def model(theta: np.ndarray) -> np.ndarray:
         lnk = theta[0] + sum(theta[1 + i] * cols[f] for i, f in enumerate(free))
-        k = np.exp(np.clip(lnk, -30, 30))
+        k = np.exp(np.clip(lnk, -40, 40))
         return np.asarray(np.log((m_x + k) / (m + k)), dtype=float)
 
     x0 = np.array([math.log(max(m_x, 1.0) * 2), *([0.5] * len(free))])
-    sol = least_squares(lambda t: model(t) - y, x0, method="lm" if len(rows) > len(x0) else "trf")
+    # Bounds: an exponent at +-EXPONENT_BOUND (or ln K at its bound) marks a part of the grid that
+    # cannot identify it (K -> 0 makes every exponent a free direction), not a measurement.
+    lo = np.array([-LN_K_BOUND, *([-EXPONENT_BOUND] * len(free))])
+    sol = least_squares(lambda t: model(t) - y, x0, bounds=(lo, -lo), method="trf")
     theta = sol.x
     expo: dict[str, float] = dict.fromkeys(cols, 0.0)
     for i, f in enumerate(free):
@@ -177,7 +193,7 @@ def fit_tail(
     res = model(theta) - y
     return TailFit(
         m_x=m_x,
-        k_ref=float(math.exp(min(theta[0], 30.0))),
+        k_ref=float(math.exp(theta[0])),
         d_ref=d_ref,
         b_ref=b_ref,
         h_ref=h_ref,
@@ -189,20 +205,33 @@ def fit_tail(
 
 
 def bootstrap(
-    points: Sequence[TailPoint], m_x: int, seeds: Sequence[int], n_boot: int, rng_seed: int = 0
+    points: Sequence[TailPoint],
+    m_x: int,
+    seeds: Sequence[int],
+    n_boot: int,
+    rng_seed: int = 0,
+    *,
+    by_cells: bool = False,
 ) -> dict[str, tuple[float, float]]:
-    """2.5-97.5 % intervals of (a_tokens, a_batch, a_h, k_ref): seeds resampled with replacement,
-    the fit repeated at the same references. With 3 seeds there are only 10 distinct resamples:
-    the interval is coarse (says how far the seeds disagree, not a large-sample interval)."""
+    """2.5-97.5 % intervals of (a_tokens, a_batch, a_h, k_ref), the fit repeated at the same
+    references on resamples: of the seeds (default; with 3 seeds only 10 distinct resamples, so the
+    interval says how far the seeds disagree) or, ``by_cells``, of the cells (captures how far the
+    form misses the cells, which the seed spread does not)."""
     full = fit_tail(points, m_x)
     refs = (full.d_ref, full.b_ref, full.h_ref)
     rng = np.random.default_rng(rng_seed)
     draws: dict[str, list[float]] = {"a_tokens": [], "a_batch": [], "a_h": [], "k_ref": []}
     for _ in range(n_boot):
-        pick = [int(s) for s in rng.choice(list(seeds), size=len(seeds), replace=True)]
         try:
-            f = fit_tail(points, m_x, seeds=pick, refs=refs)
+            if by_cells:
+                idx = rng.integers(0, len(points), size=len(points))
+                f = fit_tail([points[int(i)] for i in idx], m_x, refs=refs)
+            else:
+                pick = [int(s) for s in rng.choice(list(seeds), size=len(seeds), replace=True)]
+                f = fit_tail(points, m_x, seeds=pick, refs=refs)
         except ValueError:
+            continue
+        if f.free != full.free:  # a resample missing cells (an unfinished seed) fits another model
             continue
         for k in draws:
             draws[k].append(getattr(f, k))

@@ -43,7 +43,8 @@ def summarize(records: Sequence[dict[str, Any]], *, m_x: int, m_fit_max: int, n_
         if r["algorithm"] == "diloco"
     }
     for (s, c), (gv, inside) in g.items():
-        cells.setdefault(c, []).append((gv, inside, loss[(s, c)] if loss[(s, c)] is not None else math.inf))
+        lv = loss[(s, c)]
+        cells.setdefault(c, []).append((gv, inside, float(lv) if lv is not None else math.inf))
     table = []
     for c, vs in sorted(cells.items()):
         g_mu, g_sd = mean_sd([v[0] for v in vs])
@@ -68,7 +69,10 @@ def summarize(records: Sequence[dict[str, Any]], *, m_x: int, m_fit_max: int, n_
         b_min=min(r["batch"] for r in dil),
     )
     fit = tf.fit_tail(points, m_x)
-    ci = tf.bootstrap(points, m_x, seeds, n_boot) if n_boot else {}
+    ci_seeds = tf.bootstrap(points, m_x, seeds, n_boot) if n_boot else {}
+    ci_cells = tf.bootstrap(points, m_x, seeds, n_boot, by_cells=True) if n_boot else {}
+    # The interval written and shown is the envelope of both resamplings (seeds and cells).
+    ci = {k: (min(ci_seeds[k][0], ci_cells[k][0]), max(ci_seeds[k][1], ci_cells[k][1])) for k in ci_seeds}
     holdouts = tf.holdout_fits(points, m_x, split)
     held = [row for _, _, rows in holdouts for row in rows]
     return {
@@ -77,6 +81,8 @@ def summarize(records: Sequence[dict[str, Any]], *, m_x: int, m_fit_max: int, n_
         "table": table,
         "fit": fit,
         "ci": ci,
+        "ci_seeds": ci_seeds,
+        "ci_cells": ci_cells,
         "split": split,
         "holdouts": holdouts,
         "held": held,
@@ -129,7 +135,8 @@ def split_rows(records: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _ci(s: dict[str, Any], key: str) -> tuple[float, float]:
-    return s["ci"].get(key, (math.nan, math.nan))
+    lo, hi = s["ci"].get(key, (math.nan, math.nan))
+    return float(lo), float(hi)
 
 
 def tables_md(s: dict[str, Any]) -> str:
@@ -142,7 +149,7 @@ def tables_md(s: dict[str, Any]) -> str:
         f"D_ref = {f.d_ref:,.0f} tokens, b_ref = {f.b_ref:.3g} sequences ({f.b_ref * block:,.0f} tokens), "
         f"H_ref = {f.h_ref:.3g}.",
         "",
-        "| parameter | measured (testbed, all cells) | 95 % interval (bootstrap over seeds) | literature / model default |",
+        "| parameter | measured (testbed, all cells) | 95 % interval (envelope of bootstraps over seeds and over cells) | literature / model default |",
         "|---|---|---|---|",
         f"| a_D, tokens exponent | {f.a_tokens:.3f} | [{_ci(s, 'a_tokens')[0]:.3f}, {_ci(s, 'a_tokens')[1]:.3f}] | "
         "0.47 Zhang et al. 2024; 0.46 Bergsma et al. 2025; ~0 late in training, Merrill et al. 2025 (model default 0.47) |",
@@ -151,6 +158,12 @@ def tables_md(s: dict[str, Any]) -> str:
         f"| a_H, H exponent (K ~ H^-a_H) | {f.a_h:.3f} | [{_ci(s, 'a_h')[0]:.3f}, {_ci(s, 'a_h')[1]:.3f}] | model: K ~ 1 / h(H) |",
         f"| K_ref, replicas | {f.k_ref:.2f} | [{_ci(s, 'k_ref')[0]:.2f}, {_ci(s, 'k_ref')[1]:.2f}] | testbed units only |",
         f"| rms residual of ln g(M)/g(M_x) | {f.rms_ln:.3f} | | |",
+        "",
+        "Intervals by resampling: seeds "
+        + ", ".join(f"{k} [{v[0]:.3f}, {v[1]:.3f}]" for k, v in s["ci_seeds"].items())
+        + "; cells "
+        + ", ".join(f"{k} [{v[0]:.3f}, {v[1]:.3f}]" for k, v in s["ci_cells"].items())
+        + ".",
         "",
         f"Held-back parts (large M: M > {sp.m_fit_max}; largest budget: {sp.d_max:,} tokens; largest / smallest "
         f"batch: {sp.b_max} / {sp.b_min} sequences). Each part: one fit on every other tail cell, judged on the part:",
@@ -165,7 +178,9 @@ def tables_md(s: dict[str, Any]) -> str:
         e = np.array([r["error_ln"] for r in rows]) if rows else np.array([math.nan])
         lines.append(
             f"| {part} | {hf.n_cells} | {hf.a_tokens:.3f} | {hf.a_batch:.3f} | {hf.a_h:.3f} | {hf.k_ref:.2f} | "
-            f"{hf.rms_ln:.3f} | {len(rows)} | {float(np.sqrt(np.mean(e**2))):.3f} |"
+            f"{hf.rms_ln:.3f} | {len(rows)} | {float(np.sqrt(np.mean(e**2))):.3f}"
+            + (f" (at bound: {', '.join(hf.at_bound)})" if hf.at_bound else "")
+            + " |"
         )
     lines += [
         "",
@@ -232,7 +247,7 @@ def data_toml(s: dict[str, Any], command: str, params: int) -> str:
         f"{min(r['tokens'] for r in s['table']):,}-{max(r['tokens'] for r in s['table']):,} tokens, "
         f"per-replica batch {min(r['batch'] for r in s['table'])}-{max(r['batch'] for r in s['table'])} x {block} tokens, "
         f"H {'/'.join(str(h) for h in sorted({r['inner_steps'] for r in s['table']}))}, M_x = {f.m_x}, "
-        f"{len(s['seeds'])} seeds; interval: bootstrap over seeds; docs/testbed.md 'Many replicas')"
+        f"{len(s['seeds'])} seeds; interval: envelope of bootstraps over seeds and over cells; docs/testbed.md 'Many replicas')"
     )
     held = s["held"]
     e = [r["error_ln"] for r in held]
@@ -240,6 +255,7 @@ def data_toml(s: dict[str, Any], command: str, params: int) -> str:
         "# The critical-batch tail measured on the testbed (issue 32): K = K_ref (D / D_ref)^a_D (b / b_ref)^-a_B (H / H_ref)^-a_H",
         "# fitted on a named part of the replicas x tokens x per-replica batch x H grid (dispersal.testbed.replicas_tailfit).",
         "# Measured at small scale: the exponents are the model's second source (issue 31), not its default.",
+        f"# ci_at_fit_bound [low, high] true: that end is the fit's bound (+-{tf.EXPONENT_BOUND:g}), i.e. not bounded by the data.",
         f"# Produced by: {command}",
         f"# Machine: {platform.machine()} CPU, 1 torch thread per run, shared 2-core host.",
         "",
@@ -252,6 +268,7 @@ def data_toml(s: dict[str, Any], command: str, params: int) -> str:
             f"ci_low = {toml_value(lo)}",
             f"ci_high = {toml_value(hi)}",
             f"source = {toml_value(where)}",
+            f"ci_at_fit_bound = {toml_value([abs(v) >= tf.EXPONENT_BOUND - 1e-6 for v in (lo, hi)])}",
             "",
         ]
     lo, hi = _ci(s, "a_h")
