@@ -323,6 +323,30 @@ def report_cases() -> Iterator[Case]:
     )
 
 
+def tail_grid_cases() -> Iterator[Case]:
+    base = ["tail-grid", "--dry-run", "--results", "{DIR}/tail.jsonl"]
+    yield from _flag_cases(
+        base,
+        {
+            "--replicas": ("0", "abc", "", "5000", "-1"),
+            "--budgets": ("10", "abc", ","),
+            "--batches": ("0", "1.5"),
+            "--inner-steps": ("0", "x"),
+            "--seeds": ("-1", "abc", ""),
+            "--model": ("huge",),
+            "--device": ("tpu",),
+            "--jobs": ("0", "abc"),
+            "--m-x": ("0", "abc"),
+            "--bootstrap": ("-1",),
+        },
+    )
+    for p in BAD_OUT_FILES:
+        p = p.replace(".json", ".jsonl")
+        yield ["tail-grid", "--dry-run", "--results", p], ("results" if p == "" else p)
+    yield ["tail-grid", "--dry-run", "--results", "{DIR}/tail.csv"], "results"
+    yield ["tail-grid", "--analyse-only", "--results", "{DIR}/none.jsonl"], "results"
+
+
 def calibrate_cases() -> Iterator[Case]:
     base = ["calibrate", "--dry-run", "--out", "{DIR}/cal"]
     yield from _flag_cases(
@@ -448,6 +472,7 @@ GROUPS = {
     "fields": fields_cases,
     "report": report_cases,
     "calibrate": calibrate_cases,
+    "tail_grid": tail_grid_cases,
     "app": app_cases,
     "frontier": frontier_cases,
     "decoupled": lambda: decoupled_cases(),

@@ -75,6 +75,9 @@ class ReplicaConfig:
     attacks: tuple[str, ...] = ()
     seed: int = 0
     eval_batches: int = 8
+    eval_batch_size: int = 0
+    """Sequences per validation batch; 0 = the training batch size (the workers' validation). A
+    fixed value gives every run of a grid over batch sizes the same validation sequences."""
     eval_every: int = 0
     """Validation every this many rounds (0 = only at the end)."""
     score_batches: int = 1
@@ -115,6 +118,7 @@ class ReplicaConfig:
                 f"worker {a.worker} is not among {self.replicas} replicas",
             )
         require(self.chunk >= 0, "chunk", f"an integer >= 0, got {self.chunk}")
+        require(self.eval_batch_size >= 0, "eval-batch-size", f"an integer >= 0, got {self.eval_batch_size}")
 
     def testbed_config(self) -> TestbedConfig:
         """The testbed config whose model, data and schedule this run shares (workers capped at 64)."""
@@ -193,6 +197,8 @@ class ReplicaEngine:
             for a in map(parse_attack, cfg.attacks)
         }
         self.train, self.val = open_datasets(tb, data_dir, self.device)
+        if cfg.eval_batch_size:
+            self.val.batch_size = cfg.eval_batch_size
         self._grad_fn = self._make_grad_fn()
         self.verdicts: list[list[UpdateVerdict]] = []
 
