@@ -10,7 +10,9 @@ Goodput = useful compute / provisioned compute, in (0, 1]. Four algorithms:
   ``(1 - C/tau) / (1 + (R + tau/2)/M)`` (Young 1974) is `ddp_goodput_first_order`.
 - ``ddp_elastic``: synchronous, but the job shrinks around a failed node (torchft-style): every
   worker stalls for the resize time S (a failure during a resize restarts it), the failed node is
-  out until repaired. Goodput = (1 - C/tau) e^(-Lambda S) a, with a the fraction of nodes up.
+  out until repaired. The job trains on n = min(nodes up, 1 / (lambda_node S)) nodes (past that a
+  node costs more in stalls than it adds; the rest are idle spares). Goodput = (1 - C/tau) (n / N)
+  e^(-n lambda_node S).
 - ``diloco``: islands run H inner steps per round (round time P) and average at fixed round
   boundaries. A failed island loses its partial round, restarts (time R), then waits for the next
   boundary and rejoins with the current weights; the outer step averages those present.
@@ -264,17 +266,38 @@ def ddp_goodput_first_order(spec: ResilienceSpec) -> float:
     return (1 - spec.checkpoint_write_time_h / tau) / (1 + lam * (spec.restart_time_h + tau / 2))
 
 
-def elastic_goodput(spec: ResilienceSpec) -> float:
-    """Elastic synchronous training: (1 - C/tau) * e^(-Lambda_up S) * a.
+def elastic_active_nodes(spec: ResilienceSpec) -> float:
+    """Nodes an elastic job trains on: min(nodes up, 1 / (lambda_node S)), the rest idle as hot spares.
 
-    a = 1 / (1 + lambda_node T_repair) is the fraction of nodes up (alternating renewal);
-    Lambda_up = nodes * a * lambda_node the failure rate of the nodes in use; every failure stalls
-    everyone for S, a failure during a stall restarts it, so the time not stalled is e^(-Lambda_up S).
+    Nodes up on average: N a, a = 1 / (1 + lambda_node T_repair) (alternating renewal). Every failure
+    of a node in the job stalls the whole job for S, so n nodes in use do useful work at a rate
+    proportional to n e^(-n lambda_node S), which peaks at n* = 1 / (lambda_node S): past n* a node
+    costs more in stalls than it adds. An operator never runs more than n* (a failure of an idle
+    spare stalls nobody); without that cap fewer nodes up would mean fewer stalls, and a slower
+    repair would raise goodput. Fractional n (continuous in its inputs); inf with no failures.
     """
     lam_node = spec.node_failure_rate_total_per_h
-    up = 1 / (1 + lam_node * spec.node_repair_time_h)
-    stall_free = math.exp(-spec.nodes * up * lam_node * spec.resize_time_h)
-    value = checkpoint_factor(spec, "ddp_elastic") * stall_free * up * _site_availability(spec, "ddp_elastic")
+    up_nodes = spec.nodes / (1 + lam_node * spec.node_repair_time_h)
+    if lam_node == 0:
+        return up_nodes
+    return min(up_nodes, 1 / (lam_node * spec.resize_time_h))
+
+
+def elastic_goodput(spec: ResilienceSpec) -> float:
+    """Elastic synchronous training: (1 - C/tau) * (n / N) * e^(-n lambda_node S).
+
+    n = `elastic_active_nodes` (the nodes up, a = 1 / (1 + lambda_node T_repair) of N, capped at
+    n* = 1 / (lambda_node S)); the n nodes in use fail at n lambda_node, every such failure stalls
+    everyone for S and a failure during a stall restarts it, so the time not stalled is
+    e^(-n lambda_node S). Non-increasing in the repair time, resize time and failure rates (tested).
+    """
+    lam_node = spec.node_failure_rate_total_per_h
+    active = elastic_active_nodes(spec)
+    stall_free = math.exp(-active * lam_node * spec.resize_time_h)
+    share = active / spec.nodes
+    value = (
+        checkpoint_factor(spec, "ddp_elastic") * stall_free * share * _site_availability(spec, "ddp_elastic")
+    )
     return max(value, sys.float_info.min)
 
 
@@ -297,12 +320,13 @@ def diloco_goodput(spec: ResilienceSpec) -> float:
     q = math.exp(-x)
     # E[X mod P] = 1/lam - P q / (1 - q) = P (1/x - 1/(e^x - 1)); the series for small x keeps the
     # two near-equal terms from cancelling (a rarer failure must never read as a higher goodput).
-    inv_gap = 0.5 - x / 12.0 + x**3 / 720.0 if x < 1e-3 else 1.0 / x - 1.0 / math.expm1(x)
+    # 1/(e^x - 1) written as e^(-x) / (1 - e^(-x)) so a large x underflows to 0 instead of overflowing.
+    inv_gap = 0.5 - x / 12.0 + x**3 / 720.0 if x < 1e-3 else 1.0 / x - q / -math.expm1(-x)
     mean_u = p_round * inv_gap
     r_mod = r % p_round
     # g = (-(U + R)) mod P with U = X mod P; it wraps past a second boundary when U >= P - (R mod P):
-    # P(wrap) = (e^(-lam (P - R mod P)) - q) / (1 - q) = q (e^(lam R mod P) - 1) / (1 - q).
-    p_wrap = q * math.expm1(lam * r_mod) / -math.expm1(-x)
+    # P(wrap) = (e^(-lam (P - R mod P)) - q) / (1 - q), written with exponents <= 0 (no overflow).
+    p_wrap = math.exp(-lam * (p_round - r_mod)) * -math.expm1(-lam * r_mod) / -math.expm1(-x)
     mean_gap = p_round - r_mod - mean_u + p_round * p_wrap
     # E[cycle] = 1/lam + R + E[g] + P (e^(lam R) - 1), summed in log space.
     a = math.log(1 / lam + r + mean_gap)
