@@ -129,3 +129,20 @@ def test_elastic_uses_every_node_up_when_stalls_are_rare() -> None:
     expected = (1 - 1 / 60) * a * math.exp(-150_000 * a * lam / 60)
     assert elastic_goodput(spec) == pytest.approx(expected, rel=1e-12)
     assert round(expected, 3) == 0.662
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    chips=st.integers(min_value=1_000, max_value=10_000_000),
+    mtbf=st.floats(min_value=1_000.0, max_value=100_000.0),
+    repair=st.floats(min_value=0.5, max_value=100.0),
+    factor=st.floats(min_value=1.0, max_value=20.0),
+)
+def test_elastic_slower_repair_never_helps_at_fleet_scales(
+    chips: int, mtbf: float, repair: float, factor: float
+) -> None:
+    """The issue's regime (fleets of 1k-10M chips, chip MTBF 1,000-100,000 h, repair 0.5-100 h),
+    where stalls charged to every node up made a slower repair raise elastic goodput."""
+    spec = ResilienceSpec(chips=chips, chip_mtbf_h=mtbf, node_repair_time_h=repair)
+    slower = replace(spec, node_repair_time_h=repair * factor)
+    assert elastic_goodput(slower) <= elastic_goodput(spec) * (1 + 1e-12)
