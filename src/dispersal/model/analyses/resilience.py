@@ -192,11 +192,25 @@ def daly_optimal_period_h(write_time_h: float, mtbf_h: float) -> float:
     Compute between checkpoints: sqrt(2 C M) [1 + sqrt(C / 2M) / 3 + C / 18M] - C for C < 2M,
     else M; the period adds the write time C. Reduces to Young's sqrt(2 C M) when C << M.
     """
-    c, m = write_time_h, mtbf_h
+    return _daly_compute_h(write_time_h, mtbf_h) + write_time_h
+
+
+def _daly_compute_h(c: float, m: float) -> float:
+    """The compute part of Daly's optimum period (see `daly_optimal_period_h`); inf when m is."""
     if math.isinf(m):
         return math.inf
-    compute = math.sqrt(2 * c * m) * (1 + math.sqrt(c / (2 * m)) / 3 + c / (18 * m)) - c if c < 2 * m else m
-    return compute + c
+    return math.sqrt(2 * c * m) * (1 + math.sqrt(c / (2 * m)) / 3 + c / (18 * m)) - c if c < 2 * m else m
+
+
+def _ddp_compute_h(spec: ResilienceSpec, tau: float) -> float:
+    """tau - C for ddp, taken from Daly's compute term where it sets tau: when failures are far more
+    frequent than writes the compute part (~ M) is below tau's rounding, and tau - C would be 0."""
+    c = spec.checkpoint_write_time_h
+    lam = spec.system_failure_rate_per_h
+    if spec.checkpoint_interval_h is not None or lam == 0:
+        return tau - c
+    daly = _daly_compute_h(c, 1 / lam)
+    return daly if daly + c < spec.max_checkpoint_interval_h else tau - c
 
 
 def checkpoint_period_h(spec: ResilienceSpec, algorithm: str) -> float:
@@ -256,7 +270,7 @@ def ddp_goodput(spec: ResilienceSpec) -> float:
         return (1 - c / tau) * avail
     # Written with expm1 and in log space so huge fleets underflow to a tiny positive value, not 0/0.
     log_denominator = lam * spec.restart_time_h + _log_expm1(lam * tau) - math.log(lam)
-    return _positive_float(math.log(tau - c) - log_denominator + math.log(avail))
+    return _positive_float(math.log(_ddp_compute_h(spec, tau)) - log_denominator + math.log(avail))
 
 
 def ddp_goodput_first_order(spec: ResilienceSpec) -> float:
