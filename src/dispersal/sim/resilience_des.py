@@ -5,7 +5,8 @@ anywhere in the fleet are the superposition of per-node exponential clocks, so t
 at once as a Poisson process of rate ``nodes * lambda_node`` over the horizon (sorted uniform times),
 and each failure strikes a unit chosen uniformly: an island for ``diloco``/``decoupled``, a node for
 ``ddp_elastic`` (a failure drawn on a node already down is discarded: exact thinning to the rate of
-the nodes up). That keeps 1.2 million chips to tens of thousands of events per simulated month.
+the nodes up; the job runs on at most n* = 1 / (lambda_node S) of them, as the closed form's
+`elastic_active_nodes`, and a failure of an idle spare stalls nobody). That keeps 1.2 million chips to tens of thousands of events per simulated month.
 
 Every replication draws one failure history and runs all four algorithms on it (common random
 numbers: differences between algorithms are sharper than their separate errors suggest).
