@@ -60,6 +60,12 @@ days on 16,384 H100 GPUs (Dubey et al. 2024, "The Llama 3 Herd of Models", secti
 counts every cause (GPU, HBM, host, network, software), so it is charged per chip."""
 
 
+NEGLIGIBLE_RATE_PER_H = 1e-290
+"""A node failure rate below this (one failure per ~1e286 years) is treated as no failures: its
+products with the time inputs (>= 1e-6 h) would leave the normal float range, where rounding
+makes a rarer failure read as a higher or a lower goodput at random. Numerical, not physical."""
+
+
 def _positive(name: str, value: float, unit: str = "h") -> None:
     if not (isinstance(value, (int, float)) and value > 0 and not math.isnan(value)):
         raise InputError(name, f"must be > 0 {unit}, got {value}")
@@ -163,8 +169,10 @@ class ResilienceSpec:
 
     @property
     def node_failure_rate_total_per_h(self) -> float:
-        """Failures per node per hour: chips_per_node / chip MTBF + extra node failures."""
-        return self.chips_per_node / self.chip_mtbf_h + self.node_failure_rate_per_h
+        """Failures per node per hour: chips_per_node / chip MTBF + extra node failures; 0 below
+        `NEGLIGIBLE_RATE_PER_H` (such rates are below the formulas' float resolution)."""
+        rate = self.chips_per_node / self.chip_mtbf_h + self.node_failure_rate_per_h
+        return rate if rate >= NEGLIGIBLE_RATE_PER_H else 0.0
 
     @property
     def system_failure_rate_per_h(self) -> float:
