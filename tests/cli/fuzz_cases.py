@@ -34,8 +34,25 @@ BAD_OUT_FILES = (
 )
 #: Output-folder paths that cannot be written.
 BAD_OUT_DIRS = ("/dev/null/x", "{FILE}", "", "{FILE}/sub", "/proc/dispersal-x", "{RODIR}/sub")
-#: Scenario/calibration inputs that cannot be read or are not valid.
-BAD_IN_FILES = ("{MISSING}", "{DIR}", "{DIRTOML}", "", "{BADTOML}", "{BINTOML}")
+#: Scenario/calibration/sites/faults inputs that cannot be read or are not valid: missing, a folder,
+#: empty, malformed, binary, larger than dispersal._io.MAX_INPUT_BYTES, a FIFO, a device that never
+#: ends, nested past the parser's recursion limit, under a file, a name too long (issue 35).
+BAD_IN_FILES = (
+    "{MISSING}",
+    "{DIR}",
+    "{DIRTOML}",
+    "",
+    "{BADTOML}",
+    "{BINTOML}",
+    "{HUGE}",
+    "{FIFO}",
+    "/dev/zero",
+    "{DEEP}",
+    "{FILE}/x.toml",
+    "{LONGNAME}",
+)
+#: The inputs above that a read without a bound or a type check would never finish.
+UNBOUNDED = ("{FIFO}", "/dev/zero")
 #: Scenario files with wrong types or out-of-range values (token: the offending key).
 BAD_SCENARIOS = (
     ("{WRONGTYPE}", "num_nodes"),
@@ -117,6 +134,7 @@ def estimate_cases() -> Iterator[Case]:
     yield from _flag_cases(["estimate"], {"--regime": BAD_ENUM})
     for p in BAD_OUT_FILES:
         yield ["estimate", "--out", p], ("out" if p == "" else p)
+    yield ["estimate", "--out", "/dev/full"], "/dev/full"  # ENOSPC names the path (issue 35)
     for p in BAD_IN_FILES:
         yield ["estimate", "--calibration", p], ("calibration" if p == "" else p)
 
@@ -432,6 +450,16 @@ def train_cases() -> Iterator[Case]:
     yield [*dc, "--resume"], "resume"
     yield [*dc, "--kill", "w1@step10/allgather"], "fault"
     yield [*dc, "--checkpoint-every", "1"], "checkpoint-every"
+    # issue 35: bad --faults files and --out folders, a rejoin with no kill before it
+    for p in BAD_IN_FILES:
+        yield ["train", "--faults", p], ("faults" if p == "" else p)
+    for p in BAD_OUT_DIRS:
+        yield ["train", "--out", p], ("out" if p == "" else p)
+    yield ["train", "--rejoin", "w1@step5"], "rejoin"
+    yield ["train", "--kill", "w1@step9", "--rejoin", "w1@step5"], "rejoin"
+    yield ["train", "--kill", "w2@step3", "--rejoin", "w1@step5"], "rejoin"
+    yield ["train", "--kill", "w1@step3", "--rejoin", "w1@step5", "--rejoin", "w1@step8"], "rejoin"
+    yield ["train", "--report", ""], "report"
 
 
 def frontier_time_cases() -> Iterator[Case]:

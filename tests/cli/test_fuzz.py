@@ -8,17 +8,21 @@ replaced by a tripwire: a bad input must be refused before any of it starts.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import typer.main
-from fuzz_cases import all_cases
+from fuzz_cases import UNBOUNDED, all_cases
 from typer.testing import CliRunner, Result
 
+from dispersal._io import MAX_INPUT_BYTES
 from dispersal.cli import app
 
 runner = CliRunner()
@@ -50,6 +54,54 @@ class Tripwire(AssertionError):
 
 def _trip(*_a: object, **_k: object) -> None:
     raise Tripwire("a bad input reached expensive work before being refused")
+
+
+class UnboundedRead(AssertionError):
+    """Raised when a FIFO or an endless device was still being read after READ_LIMIT_S."""
+
+
+#: Seconds a FIFO or /dev/zero case may take before it counts as an unbounded read (a refusal
+#: takes milliseconds; a read of /dev/zero grows by ~300 MB/s, a FIFO read never returns).
+READ_LIMIT_S = 20
+
+
+@contextlib.contextmanager
+def read_bound(argv: list[str]) -> Iterator[None]:
+    """Raise UnboundedRead if an argv naming a FIFO or an endless device runs past READ_LIMIT_S."""
+    if not any(u in a for a in argv for u in UNBOUNDED):
+        yield
+        return
+
+    def alarm(_sig: int, _frame: object) -> None:
+        raise UnboundedRead(f"still reading after {READ_LIMIT_S} s: {' '.join(argv)[:120]}")
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(READ_LIMIT_S)
+    # A read of /dev/zero loops in C and never sees the alarm: cap the address space for the case so
+    # a regression ends in MemoryError (a failed case) instead of eating the machine's memory.
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    resource.setrlimit(resource.RLIMIT_AS, (min(_vm_bytes() + READ_MEMORY_BYTES, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+#: Extra address space a FIFO or /dev/zero case may take (256 MiB): a refusal needs kilobytes.
+READ_MEMORY_BYTES = 2**28
+
+
+def _vm_bytes() -> int:
+    """This process's virtual memory size (Linux /proc), bytes."""
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmSize in /proc/self/status")
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +148,19 @@ def make_paths(root: Path) -> dict[str, str]:
     b = root / "bin.toml"
     b.write_bytes(b"\xff\xfe\x00num_nodes = 4\x80\n")
     out["BINTOML"] = str(b)
+    # issue 35: one byte over the input cap (sparse: no disk used), a FIFO, nesting past the
+    # parser's recursion limit, a file name longer than NAME_MAX.
+    huge = root / "huge.toml"
+    with open(huge, "wb") as fh:
+        fh.truncate(MAX_INPUT_BYTES + 1)
+    out["HUGE"] = str(huge)
+    fifo = root / "fifo.toml"
+    os.mkfifo(fifo)
+    out["FIFO"] = str(fifo)
+    deep = root / "deep.toml"
+    deep.write_text("num_nodes = " + "[" * 100_000 + "\n")
+    out["DEEP"] = str(deep)
+    out["LONGNAME"] = str(root / ("n" * 300 + ".toml"))
     return out
 
 
@@ -144,6 +209,9 @@ def set_tripwires(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(frontier_time, "frontier_over_time", _trip)
     monkeypatch.setattr(monitor, "compare", _trip)
+    import dispersal.cli.train as train
+
+    monkeypatch.setattr(train, "_run", _trip)  # train: no worker may start
 
 
 def check(r: Result, token: str) -> list[str]:
@@ -170,7 +238,9 @@ def check(r: Result, token: str) -> list[str]:
 def _run_case(argv: list[str], token: str, paths: dict[str, str]) -> None:
     if "{RODIR}" in " ".join(argv) and os.geteuid() == 0:
         pytest.skip("root can write into a read-only folder")
-    problems = check(invoke(_fill(argv, paths)), _fill([token], paths)[0])
+    with read_bound(argv):
+        r = invoke(_fill(argv, paths))
+    problems = check(r, _fill([token], paths)[0])
     assert not problems, "; ".join(problems)
 
 
@@ -272,14 +342,17 @@ def main() -> None:
                 tally["skipped (root)"] += 1
                 continue
             t1 = time.perf_counter()
-            r = invoke(filled)
+            with read_bound(argv):
+                r = invoke(filled)
             dt = time.perf_counter() - t1
             if dt > 0.2 and "-t" in sys.argv:
                 print(f"{dt:.2f} s", " ".join(argv)[:100])
             problems = check(r, _fill([token], paths)[0])
             exc = r.exception
-            if isinstance(exc, Tripwire):
-                tally["reached expensive work"] += 1
+            if isinstance(exc, (UnboundedRead, MemoryError)):
+                tally["unbounded read"] += 1
+            elif isinstance(exc, Tripwire):
+                tally["reached expensive work (a wrong success)"] += 1
             elif exc is not None and not isinstance(exc, SystemExit):
                 tally["traceback"] += 1
             elif problems:

@@ -27,6 +27,8 @@ def test_fixed_seed_is_exactly_reproducible() -> None:
         ResilienceSpec(chips=1_200_000),  # the essay's scale, Llama 3 failure rate
         ResilienceSpec(chips=20_000, chip_mtbf_h=2_000.0),  # one island, frequent failures
         ResilienceSpec(chips=100_000, chips_per_island=4_096, restart_time_h=1.0),  # R > P/2
+        # elastic's job-size cap binds: n* = 1 / (lambda_node S) = 2,500 of 25,000 nodes (issue 35)
+        ResilienceSpec(chips=200_000, chip_mtbf_h=20_000.0, resize_time_h=1.0, node_repair_time_h=24.0),
     ],
 )
 def test_des_agrees_with_closed_form(spec: ResilienceSpec) -> None:

@@ -37,10 +37,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import math
-import tomllib
 from pathlib import Path
 from typing import Any
 
+from dispersal._io import read_input_toml
 from dispersal.model.inputs.errors import InputError
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 
@@ -92,12 +92,10 @@ def params_from_mapping(data: dict[str, Any], prefix: str = "params") -> ModelPa
 def read_calibration(path: str | Path) -> dict[str, Any]:
     """The raw TOML, with the header checked."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise InputError("calibration", f"file not found: {p}")
-    try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise InputError("calibration", f"{p}: not valid TOML: {str(exc).splitlines()[0]}") from None
+    # Bounded (dispersal._io.MAX_INPUT_BYTES), regular files only; every error names the path.
+    data = read_input_toml(p, "calibration")
     sv = data.get("schema_version")
     if sv is None:
         raise InputError("schema_version", f"missing in {p}")

@@ -259,22 +259,12 @@ def input_file(text: str | Path | None, option: str) -> Path:
 
 
 def read_toml(path: Path, option: str) -> dict[str, Any]:
-    """A TOML file as a dict; any problem (unreadable, not UTF-8, malformed) is one InputError
-    naming the path."""
-    import tomllib
+    """A TOML file as a dict; any problem (missing, a folder, a pipe or device, larger than
+    ``dispersal._io.MAX_INPUT_BYTES``, unreadable, not UTF-8, malformed) is one InputError naming
+    the path."""
+    from dispersal._io import read_input_toml
 
-    from dispersal.model.inputs.errors import InputError
-
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise InputError(option, f"{path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise InputError(option, f"{path}: not UTF-8 text (byte {exc.start})") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError(option, f"{path}: invalid TOML ({exc})") from None
+    return read_input_toml(path, option)
 
 
 __all__ = [

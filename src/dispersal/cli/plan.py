@@ -22,6 +22,7 @@ from dispersal.cli._common import (
     link_rates,
     number_in,
     print_json,
+    read_toml,
 )
 from dispersal.cli._common import (
     latency as parse_latency,
@@ -440,6 +441,7 @@ def _plan_sites(
     # A preset name works as in `estimate --scenario` (intellect1_schedule); anything else is a file.
     if not (path in scenario_names() and not Path(path).exists()):
         path = str(input_file(path, "sites"))
+        read_toml(Path(path), "sites")  # a pipe, device, huge or malformed file is named as --sites
     s = build_scenario(path, [])
     search_params = "params" not in load_scenario_data(str(path))
     if not s.sites:

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from dispersal.cli._common import fail, guarded
+from dispersal.cli._common import fail, guarded, input_file, output_dir
 
 TORCH_MISSING = "the testbed needs torch: pip install 'dispersal[train]'"
 
@@ -34,9 +34,10 @@ def train(
         str, typer.Option(help="UP\\[/DOWN]/LATENCY\\[/JITTER], e.g. 100Mbps/100ms, or 'instant'.")
     ] = "instant",
     codec: Annotated[str, typer.Option(help="none | bf16 | int8 | int4 | topk")] = "none",
-    out: Annotated[Path, typer.Option(help="Output folder (metrics.jsonl, summary.json, ckpt/).")] = Path(
-        "runs/train"
-    ),
+    # str, not Path: typer turns '' into Path('.'), which would write into the current folder.
+    out: Annotated[
+        str, typer.Option(help="Output folder (metrics.jsonl, summary.json, ckpt/).")
+    ] = "runs/train",
     seed: Annotated[int, typer.Option()] = 0,
     realtime: Annotated[
         bool, typer.Option(help="Really sleep for link time instead of a virtual clock.")
@@ -88,8 +89,8 @@ def train(
     rejoin: Annotated[list[str] | None, typer.Option(help="wN@stepS: restart a killed worker.")] = None,
     straggle: Annotated[list[str] | None, typer.Option(help="wN:Fx@A-B: slow compute F times.")] = None,
     corrupt: Annotated[list[str] | None, typer.Option(help="wN@stepS: damage a payload on the wire.")] = None,
-    faults: Annotated[Path | None, typer.Option(help="File of fault specs, one per line.")] = None,
-    report: Annotated[Path | None, typer.Option(help="Only plot DIR's metrics to PNG and exit.")] = None,
+    faults: Annotated[str | None, typer.Option(help="File of fault specs, one per line.")] = None,
+    report: Annotated[str | None, typer.Option(help="Only plot DIR's metrics to PNG and exit.")] = None,
     run_timeout: Annotated[
         float, typer.Option("--run-timeout", help="Seconds; the whole run is stopped after this.")
     ] = 3600.0,
@@ -147,11 +148,14 @@ def train(
     if report is not None:
         from dispersal.testbed.report import make_report
 
-        for p in make_report(report):
+        if not report.strip():  # Path('') would be the current folder
+            raise fail("report: empty path; give a run's output folder")
+        for p in make_report(Path(report)):
             typer.echo(str(p))
         return
+    out_dir = output_dir(out, "out")  # '' or a file refused by name, before any worker starts
     cfg = _config(locals())
-    _run(cfg, out, resume=resume, stopping=bool(stop_after))
+    _run(cfg, out_dir, resume=resume, stopping=bool(stop_after))
 
 
 def _config(opts: dict[str, Any]) -> Any:
@@ -168,7 +172,14 @@ def _config(opts: dict[str, Any]) -> Any:
     )
     specs = [f"{kind} {v}" for kind in ("kill", "rejoin", "straggle", "corrupt") for v in opts[kind] or []]
     if opts["faults"] is not None:
-        specs += FaultPlan.from_file(opts["faults"])
+        path = input_file(opts["faults"], "faults")
+        try:
+            specs += FaultPlan.from_file(path)
+        except ValueError as exc:  # a bad line: name the file, and keep a huge line to one short line
+            line = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if line.startswith("faults: "):  # the reader's own error already names the path
+                raise
+            raise fail(f"faults: {path}: {line[:200]}{'...' if len(line) > 200 else ''}") from None
     if opts["fragments"] is not None and opts["algorithm"] == "decoupled":
         raise fail("fragments: decoupled learners send the whole model (fragments are Streaming DiLoCo's)")
     opts = {**opts, "fragments": 2 if opts["fragments"] is None else opts["fragments"]}
@@ -227,7 +238,25 @@ def _config(opts: dict[str, Any]) -> Any:
     for f in FaultPlan.parse(cfg.faults).faults:
         if int(f.worker[1:]) >= cfg.workers:
             raise fail(f"fault: worker {f.worker} does not exist (w0..w{cfg.workers - 1})")
+    _check_rejoins(FaultPlan.parse(cfg.faults).faults)
     return cfg
+
+
+def _check_rejoins(faults: Any) -> None:
+    """Each rejoin must restart a worker a kill stopped at an earlier step (kills and rejoins of one
+    worker pair off in step order); a rejoin of a worker that is running would be ignored silently."""
+    killed: dict[str, int] = {}
+    # At one step a rejoin sorts before a kill: a worker cannot come back at the step it dies.
+    for f in sorted(faults, key=lambda f: (f.step, f.kind != "rejoin")):
+        if f.kind == "kill":
+            killed[f.worker] = killed.get(f.worker, 0) + 1
+        elif f.kind == "rejoin":
+            if not killed.get(f.worker):
+                raise fail(
+                    f"rejoin: {f.worker}@step{f.step} has no kill of {f.worker} before step {f.step} "
+                    f"(add --kill {f.worker}@stepS with S < {f.step}, or drop the rejoin)"
+                )
+            killed[f.worker] -= 1
 
 
 def _what_ran(cfg: Any, summary: dict[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,8 @@ anywhere in the fleet are the superposition of per-node exponential clocks, so t
 at once as a Poisson process of rate ``nodes * lambda_node`` over the horizon (sorted uniform times),
 and each failure strikes a unit chosen uniformly: an island for ``diloco``/``decoupled``, a node for
 ``ddp_elastic`` (a failure drawn on a node already down is discarded: exact thinning to the rate of
-the nodes up). That keeps 1.2 million chips to tens of thousands of events per simulated month.
+the nodes up; the job runs on at most n* = 1 / (lambda_node S) of them, as the closed form's
+`elastic_active_nodes`, and a failure of an idle spare stalls nobody). That keeps 1.2 million chips to tens of thousands of events per simulated month.
 
 Every replication draws one failure history and runs all four algorithms on it (common random
 numbers: differences between algorithms are sharper than their separate errors suggest).
@@ -105,10 +106,14 @@ def _ddp(spec: ResilienceSpec, times: np.ndarray, horizon: float) -> float:
 
 
 def _elastic(spec: ResilienceSpec, times: np.ndarray, accept: np.ndarray, horizon: float) -> float:
-    """Elastic: every accepted failure stalls all for S; the node is out until repaired."""
+    """Elastic: a failure of a node in the job stalls all for S; the node is out until repaired."""
     nodes = max(1, round(spec.nodes))
     f = _compute_clock(checkpoint_period_h(spec, "ddp_elastic"), spec.checkpoint_write_time_h)
     s, repair = spec.resize_time_h, spec.node_repair_time_h
+    # The job runs on at most `cap` nodes, the other nodes up idle as hot spares (the closed form's
+    # n* = 1 / (lambda_node S), `elastic_active_nodes`); a failure of a spare stalls nobody.
+    lam_node = spec.node_failure_rate_total_per_h
+    cap = max(1, round(1 / (lam_node * s))) if lam_node > 0 else nodes
     useful, progress, t_prev, stall_end, up = 0.0, 0.0, 0.0, 0.0, nodes
     repairs: list[float] = []
 
@@ -116,7 +121,7 @@ def _elastic(spec: ResilienceSpec, times: np.ndarray, accept: np.ndarray, horizo
         nonlocal useful, progress, t_prev
         d = t - max(t_prev, stall_end)
         if d > 0:
-            useful += up / nodes * (f(progress + d) - f(progress))
+            useful += min(up, cap) / nodes * (f(progress + d) - f(progress))
             progress += d
         t_prev = t
 
@@ -129,9 +134,10 @@ def _elastic(spec: ResilienceSpec, times: np.ndarray, accept: np.ndarray, horizo
             up += 1
         advance(t)
         if u * nodes < up:  # the struck node is up (thinning to the rate of nodes up)
+            if u * nodes < min(up, cap):  # it was in the job (not an idle spare): everyone stalls
+                stall_end = t + s
             up -= 1
             heapq.heappush(repairs, t + repair)
-            stall_end = t + s
     while repairs and repairs[0] <= horizon:
         advance(heapq.heappop(repairs))
         up += 1

@@ -41,15 +41,19 @@ def _atomic_write(data: bytes, path: Path, midway: Callable[[], None] | None = N
     only the temporary file, never a partial ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data[: len(data) // 2])
-        if midway is not None:
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data[: len(data) // 2])
+            if midway is not None:
+                fh.flush()
+                midway()
+            fh.write(data[len(data) // 2 :])
             fh.flush()
-            midway()
-        fh.write(data[len(data) // 2 :])
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a failed write (full disk) leaves no temporary file; a SIGKILL still can
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def _atomic_save(obj: Any, path: Path, midway: Callable[[], None] | None = None) -> None:
@@ -81,9 +85,7 @@ def save_global(
     """Write global.pt, then point LATEST at this round (both atomic; LATEST last)."""
     d = round_dir(out, round_index)
     _atomic_save({**state, "torch_rng": torch.get_rng_state()}, d / "global.pt", midway)
-    tmp = out / "ckpt" / f".LATEST.{os.getpid()}.tmp"
-    tmp.write_text(d.name)
-    os.replace(tmp, out / "ckpt" / "LATEST")
+    _atomic_write(d.name.encode(), out / "ckpt" / "LATEST")
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dispersal._io import read_input_text
 from dispersal.model.inputs.errors import InputError
 
 _WORKER = r"(w\d+)"
@@ -121,7 +122,7 @@ class FaultPlan:
     @classmethod
     def from_file(cls, path: str | Path) -> list[str]:
         """Read fault specs from a file (one per line) and return them as strings (validated)."""
-        lines = [ln.split("#", 1)[0].strip() for ln in Path(path).read_text().splitlines()]
+        lines = [ln.split("#", 1)[0].strip() for ln in read_input_text(path, "faults").splitlines()]
         specs = [ln for ln in lines if ln]
         cls.parse(specs)
         return specs

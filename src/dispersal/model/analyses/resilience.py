@@ -10,7 +10,9 @@ Goodput = useful compute / provisioned compute, in (0, 1]. Four algorithms:
   ``(1 - C/tau) / (1 + (R + tau/2)/M)`` (Young 1974) is `ddp_goodput_first_order`.
 - ``ddp_elastic``: synchronous, but the job shrinks around a failed node (torchft-style): every
   worker stalls for the resize time S (a failure during a resize restarts it), the failed node is
-  out until repaired. Goodput = (1 - C/tau) e^(-Lambda S) a, with a the fraction of nodes up.
+  out until repaired. The job trains on n = min(nodes up, 1 / (lambda_node S)) nodes (past that a
+  node costs more in stalls than it adds; the rest are idle spares). Goodput = (1 - C/tau) (n / N)
+  e^(-n lambda_node S).
 - ``diloco``: islands run H inner steps per round (round time P) and average at fixed round
   boundaries. A failed island loses its partial round, restarts (time R), then waits for the next
   boundary and rejoins with the current weights; the outer step averages those present.
@@ -56,6 +58,12 @@ LLAMA3_CHIP_MTBI_H = LLAMA3_GPUS * LLAMA3_DAYS * 24 / LLAMA3_INTERRUPTIONS
 """Per-GPU mean time between interruptions, about 50,678 h: 419 unexpected interruptions in 54
 days on 16,384 H100 GPUs (Dubey et al. 2024, "The Llama 3 Herd of Models", section 3.3.4). It
 counts every cause (GPU, HBM, host, network, software), so it is charged per chip."""
+
+
+NEGLIGIBLE_RATE_PER_H = 1e-290
+"""A node failure rate below this (one failure per ~1e286 years) is treated as no failures: its
+products with the time inputs (>= 1e-6 h) would leave the normal float range, where rounding
+makes a rarer failure read as a higher or a lower goodput at random. Numerical, not physical."""
 
 
 def _positive(name: str, value: float, unit: str = "h") -> None:
@@ -161,8 +169,10 @@ class ResilienceSpec:
 
     @property
     def node_failure_rate_total_per_h(self) -> float:
-        """Failures per node per hour: chips_per_node / chip MTBF + extra node failures."""
-        return self.chips_per_node / self.chip_mtbf_h + self.node_failure_rate_per_h
+        """Failures per node per hour: chips_per_node / chip MTBF + extra node failures; 0 below
+        `NEGLIGIBLE_RATE_PER_H` (such rates are below the formulas' float resolution)."""
+        rate = self.chips_per_node / self.chip_mtbf_h + self.node_failure_rate_per_h
+        return rate if rate >= NEGLIGIBLE_RATE_PER_H else 0.0
 
     @property
     def system_failure_rate_per_h(self) -> float:
@@ -190,11 +200,25 @@ def daly_optimal_period_h(write_time_h: float, mtbf_h: float) -> float:
     Compute between checkpoints: sqrt(2 C M) [1 + sqrt(C / 2M) / 3 + C / 18M] - C for C < 2M,
     else M; the period adds the write time C. Reduces to Young's sqrt(2 C M) when C << M.
     """
-    c, m = write_time_h, mtbf_h
+    return _daly_compute_h(write_time_h, mtbf_h) + write_time_h
+
+
+def _daly_compute_h(c: float, m: float) -> float:
+    """The compute part of Daly's optimum period (see `daly_optimal_period_h`); inf when m is."""
     if math.isinf(m):
         return math.inf
-    compute = math.sqrt(2 * c * m) * (1 + math.sqrt(c / (2 * m)) / 3 + c / (18 * m)) - c if c < 2 * m else m
-    return compute + c
+    return math.sqrt(2 * c * m) * (1 + math.sqrt(c / (2 * m)) / 3 + c / (18 * m)) - c if c < 2 * m else m
+
+
+def _ddp_compute_h(spec: ResilienceSpec, tau: float) -> float:
+    """tau - C for ddp, taken from Daly's compute term where it sets tau: when failures are far more
+    frequent than writes the compute part (~ M) is below tau's rounding, and tau - C would be 0."""
+    c = spec.checkpoint_write_time_h
+    lam = spec.system_failure_rate_per_h
+    if spec.checkpoint_interval_h is not None or lam == 0:
+        return tau - c
+    daly = _daly_compute_h(c, 1 / lam)
+    return daly if daly + c < spec.max_checkpoint_interval_h else tau - c
 
 
 def checkpoint_period_h(spec: ResilienceSpec, algorithm: str) -> float:
@@ -254,7 +278,7 @@ def ddp_goodput(spec: ResilienceSpec) -> float:
         return (1 - c / tau) * avail
     # Written with expm1 and in log space so huge fleets underflow to a tiny positive value, not 0/0.
     log_denominator = lam * spec.restart_time_h + _log_expm1(lam * tau) - math.log(lam)
-    return _positive_float(math.log(tau - c) - log_denominator + math.log(avail))
+    return _positive_float(math.log(_ddp_compute_h(spec, tau)) - log_denominator + math.log(avail))
 
 
 def ddp_goodput_first_order(spec: ResilienceSpec) -> float:
@@ -264,17 +288,38 @@ def ddp_goodput_first_order(spec: ResilienceSpec) -> float:
     return (1 - spec.checkpoint_write_time_h / tau) / (1 + lam * (spec.restart_time_h + tau / 2))
 
 
-def elastic_goodput(spec: ResilienceSpec) -> float:
-    """Elastic synchronous training: (1 - C/tau) * e^(-Lambda_up S) * a.
+def elastic_active_nodes(spec: ResilienceSpec) -> float:
+    """Nodes an elastic job trains on: min(nodes up, 1 / (lambda_node S)), the rest idle as hot spares.
 
-    a = 1 / (1 + lambda_node T_repair) is the fraction of nodes up (alternating renewal);
-    Lambda_up = nodes * a * lambda_node the failure rate of the nodes in use; every failure stalls
-    everyone for S, a failure during a stall restarts it, so the time not stalled is e^(-Lambda_up S).
+    Nodes up on average: N a, a = 1 / (1 + lambda_node T_repair) (alternating renewal). Every failure
+    of a node in the job stalls the whole job for S, so n nodes in use do useful work at a rate
+    proportional to n e^(-n lambda_node S), which peaks at n* = 1 / (lambda_node S): past n* a node
+    costs more in stalls than it adds. An operator never runs more than n* (a failure of an idle
+    spare stalls nobody); without that cap fewer nodes up would mean fewer stalls, and a slower
+    repair would raise goodput. Fractional n (continuous in its inputs); inf with no failures.
     """
     lam_node = spec.node_failure_rate_total_per_h
-    up = 1 / (1 + lam_node * spec.node_repair_time_h)
-    stall_free = math.exp(-spec.nodes * up * lam_node * spec.resize_time_h)
-    value = checkpoint_factor(spec, "ddp_elastic") * stall_free * up * _site_availability(spec, "ddp_elastic")
+    up_nodes = spec.nodes / (1 + lam_node * spec.node_repair_time_h)
+    if lam_node == 0:
+        return up_nodes
+    return min(up_nodes, 1 / (lam_node * spec.resize_time_h))
+
+
+def elastic_goodput(spec: ResilienceSpec) -> float:
+    """Elastic synchronous training: (1 - C/tau) * (n / N) * e^(-n lambda_node S).
+
+    n = `elastic_active_nodes` (the nodes up, a = 1 / (1 + lambda_node T_repair) of N, capped at
+    n* = 1 / (lambda_node S)); the n nodes in use fail at n lambda_node, every such failure stalls
+    everyone for S and a failure during a stall restarts it, so the time not stalled is
+    e^(-n lambda_node S). Non-increasing in the repair time, resize time and failure rates (tested).
+    """
+    lam_node = spec.node_failure_rate_total_per_h
+    active = elastic_active_nodes(spec)
+    stall_free = math.exp(-active * lam_node * spec.resize_time_h)
+    share = active / spec.nodes
+    value = (
+        checkpoint_factor(spec, "ddp_elastic") * stall_free * share * _site_availability(spec, "ddp_elastic")
+    )
     return max(value, sys.float_info.min)
 
 
@@ -297,12 +342,13 @@ def diloco_goodput(spec: ResilienceSpec) -> float:
     q = math.exp(-x)
     # E[X mod P] = 1/lam - P q / (1 - q) = P (1/x - 1/(e^x - 1)); the series for small x keeps the
     # two near-equal terms from cancelling (a rarer failure must never read as a higher goodput).
-    inv_gap = 0.5 - x / 12.0 + x**3 / 720.0 if x < 1e-3 else 1.0 / x - 1.0 / math.expm1(x)
+    # 1/(e^x - 1) written as e^(-x) / (1 - e^(-x)) so a large x underflows to 0 instead of overflowing.
+    inv_gap = 0.5 - x / 12.0 + x**3 / 720.0 if x < 1e-3 else 1.0 / x - q / -math.expm1(-x)
     mean_u = p_round * inv_gap
     r_mod = r % p_round
     # g = (-(U + R)) mod P with U = X mod P; it wraps past a second boundary when U >= P - (R mod P):
-    # P(wrap) = (e^(-lam (P - R mod P)) - q) / (1 - q) = q (e^(lam R mod P) - 1) / (1 - q).
-    p_wrap = q * math.expm1(lam * r_mod) / -math.expm1(-x)
+    # P(wrap) = (e^(-lam (P - R mod P)) - q) / (1 - q), written with exponents <= 0 (no overflow).
+    p_wrap = math.exp(-lam * (p_round - r_mod)) * -math.expm1(-lam * r_mod) / -math.expm1(-x)
     mean_gap = p_round - r_mod - mean_u + p_round * p_wrap
     # E[cycle] = 1/lam + R + E[g] + P (e^(lam R) - 1), summed in log space.
     a = math.log(1 / lam + r + mean_gap)

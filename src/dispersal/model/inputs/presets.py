@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import tomllib
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from dispersal._io import load_toml_text, read_input_text
 from dispersal.model.inputs.errors import InputError
 from dispersal.model.inputs.scenario import Scenario
 
@@ -27,7 +27,7 @@ def load_scenario_dict(name_or_path: str) -> dict[str, Any]:
     """A shipped scenario by name, or a TOML file by path, as a dict (not yet validated)."""
     path = Path(name_or_path)
     if path.suffix == ".toml" and path.exists():
-        text = path.read_text(encoding="utf-8")
+        text = read_input_text(path, "scenario")  # bounded, regular files only, errors name the path
     elif name_or_path in scenario_names():
         text = (
             resources.files("dispersal.data")
@@ -40,10 +40,7 @@ def load_scenario_dict(name_or_path: str) -> dict[str, Any]:
             "scenario",
             f"no scenario file or preset {name_or_path!r} (presets: {', '.join(scenario_names())})",
         )
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise InputError("scenario", f"{name_or_path}: invalid TOML ({exc})") from None
+    return load_toml_text(text, "scenario", name_or_path)
 
 
 def load_scenario(name_or_path: str = DEFAULT_SCENARIO) -> Scenario:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dispersal._io import read_input_toml
 from dispersal.model.inputs.errors import InputError, require
 
 Arr = npt.NDArray[np.float64]
@@ -439,8 +440,7 @@ def load_spec(path: str | Path | None = None) -> UncertaintySpec:
     """The distributions from a TOML file, or the shipped default (``data/uncertainty.toml``)."""
     if path is None:
         return default_spec()
-    with open(path, "rb") as fh:
-        return UncertaintySpec.from_dict(tomllib.load(fh))
+    return UncertaintySpec.from_dict(read_input_toml(path, "uncertainty"))
 
 
 @cache
