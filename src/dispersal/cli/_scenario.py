@@ -41,6 +41,48 @@ RegimeOpt = Annotated[str | None, typer.Option("--regime", help=field_help("regi
 SetOpt = Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)]
 ModeOpt = Annotated[str, typer.Option("--mode", help="paper (the paper's settings exactly) or default.")]
 
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ScenarioOptions:
+    """The scenario option group (cli._groups): every command that runs one scenario (estimate, fleet,
+    solve, report) takes these options, declared here once, with the same names, defaults and help.
+
+    ``scenario`` is a preset name or TOML file; the shortcut flags and ``--set`` edit it
+    (build_scenario has the precedence); ``mode`` is the model mode it runs in."""
+
+    scenario: ScenarioOpt = None
+    hardware: HardwareOpt = None
+    nodes: NodesOpt = None
+    bandwidth: BandwidthOpt = None
+    latency: LatencyOpt = None
+    distance: DistanceOpt = None
+    days: DaysOpt = None
+    params: ParamsOpt = None
+    tokens: TokensOpt = None
+    algorithm: AlgorithmOpt = None
+    regime: RegimeOpt = None
+    set_: SetOpt = None
+    mode: ModeOpt = "default"
+
+    def build(self) -> Scenario:
+        """The scenario these options describe (build_scenario: preset < file < flags < --set)."""
+        flags = {k: getattr(self, k) for k in SHORTCUT_FLAGS}
+        return build_scenario(self.scenario, self.set_ or [], **flags)
+
+    def model_mode(self) -> Mode:
+        """--mode, checked."""
+        return check_mode(self.mode)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ScenarioArgOptions(ScenarioOptions):
+    """ScenarioOptions with the scenario a required argument (`dispersal report SCENARIO`)."""
+
+    scenario: Annotated[  # type: ignore[assignment]
+        str, typer.Argument(help="Preset name (e.g. paper_threat_model) or a TOML scenario file.")
+    ] = dataclasses.field()  # no default: required (a bare annotation would inherit None)
+
+
 #: The shortcut flags (the keyword arguments of build_scenario) every scenario command accepts.
 SHORTCUT_FLAGS = (
     "hardware",

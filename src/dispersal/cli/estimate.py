@@ -7,25 +7,8 @@ from typing import Annotated
 import typer
 
 from dispersal.cli._common import guarded, input_file, output_file, print_json
-from dispersal.cli._scenario import (
-    AlgorithmOpt,
-    BandwidthOpt,
-    DaysOpt,
-    DistanceOpt,
-    HardwareOpt,
-    LatencyOpt,
-    ModeOpt,
-    NodesOpt,
-    ParamsOpt,
-    RegimeOpt,
-    ScenarioOpt,
-    SetOpt,
-    TokensOpt,
-    build_scenario,
-    check_mode,
-    parse_sets,
-    scenario_flags,
-)
+from dispersal.cli._groups import with_groups
+from dispersal.cli._scenario import ModeOpt, ScenarioOptions, build_scenario, check_mode, parse_sets
 from dispersal.model.run.estimate import estimate
 
 # Re-exported: other commands and tests import these from here.
@@ -37,20 +20,9 @@ CalibrationOpt = Annotated[
 
 
 @guarded
+@with_groups
 def estimate_cmd(
-    scenario: ScenarioOpt = None,
-    hardware: HardwareOpt = None,
-    nodes: NodesOpt = None,
-    bandwidth: BandwidthOpt = None,
-    latency: LatencyOpt = None,
-    distance: DistanceOpt = None,
-    days: DaysOpt = None,
-    params: ParamsOpt = None,
-    tokens: TokensOpt = None,
-    algorithm: AlgorithmOpt = None,
-    regime: RegimeOpt = None,
-    set_: SetOpt = None,
-    mode: ModeOpt = "default",
+    sc: ScenarioOptions,
     json_: Annotated[bool, typer.Option("--json", help="Print Estimate.to_dict() as JSON.")] = False,
     out: Annotated[str | None, typer.Option(help="Also write the JSON to this file (atomically).")] = None,
     calibration: CalibrationOpt = None,
@@ -60,8 +32,8 @@ def estimate_cmd(
     With no options: the paper's threat model (16 x H100 FP8 nodes, 100 Mbps, 100 ms, 740 days).
     Exit status: 0 computed (feasible or not), 2 bad input.
     """
-    m = check_mode(mode)
-    s = build_scenario(scenario, set_ or [], **scenario_flags(**locals()))
+    m = sc.model_mode()
+    s = sc.build()
     out_path = output_file(out, "out") if out is not None else None
     if calibration is not None:
         from dispersal.calibration import load_calibration

@@ -9,24 +9,8 @@ import typer
 from rich.table import Table
 
 from dispersal.cli._common import guarded, print_json
-from dispersal.cli._scenario import (
-    AlgorithmOpt,
-    BandwidthOpt,
-    DaysOpt,
-    DistanceOpt,
-    HardwareOpt,
-    LatencyOpt,
-    ModeOpt,
-    NodesOpt,
-    ParamsOpt,
-    RegimeOpt,
-    ScenarioOpt,
-    SetOpt,
-    TokensOpt,
-    build_scenario,
-    check_mode,
-    scenario_flags,
-)
+from dispersal.cli._groups import with_groups
+from dispersal.cli._scenario import ScenarioOptions
 from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
 from dispersal.model.inputs.scenario import DEFAULT_SITE_FABRIC_BITS_PER_S
@@ -35,20 +19,9 @@ from dispersal.present import formats as F
 
 
 @guarded
+@with_groups
 def fleet_cmd(
-    scenario: ScenarioOpt = None,
-    hardware: HardwareOpt = None,
-    nodes: NodesOpt = None,
-    bandwidth: BandwidthOpt = None,
-    latency: LatencyOpt = None,
-    distance: DistanceOpt = None,
-    days: DaysOpt = None,
-    params: ParamsOpt = None,
-    tokens: TokensOpt = None,
-    algorithm: AlgorithmOpt = None,
-    regime: RegimeOpt = None,
-    set_: SetOpt = None,
-    mode: ModeOpt = "default",
+    sc: ScenarioOptions,
     metric: Annotated[
         str, typer.Option(help="What to optimise: c_quality (highest), c_local (highest) or loss (lowest).")
     ] = "c_quality",
@@ -61,18 +34,17 @@ def fleet_cmd(
     size (the planner's grid) and H; --params, --algorithm fix those, --tokens caps the tokens.
     With no options: the paper's threat model fleet (16 x H100 FP8, 100 Mbps, 100 ms, 740 days).
     """
-    m = check_mode(mode)
-    flags = scenario_flags(**locals())
-    s = build_scenario(scenario, set_ or [], **flags)
+    m = sc.model_mode()
+    s = sc.build()
     if metric not in ("c_quality", "c_local", "loss"):
         raise InputError("metric", f"must be c_quality, c_local or loss, got {metric!r}")
     ans = fleet_search(
         s,
         mode=m,
         metric=metric,
-        params_grid=[s.params] if params is not None else None,
-        algorithms=[s.algorithm.value] if algorithm is not None and s.algorithm.value != "auto" else None,
-        max_tokens=s.tokens if tokens is not None and s.tokens else float("inf"),
+        params_grid=[s.params] if sc.params is not None else None,
+        algorithms=[s.algorithm.value] if sc.algorithm is not None and s.algorithm.value != "auto" else None,
+        max_tokens=s.tokens if sc.tokens is not None and s.tokens else float("inf"),
     )
     if json_:
         print_json(ans.to_dict())

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,23 +20,8 @@ from dispersal.cli._common import (
     output_file,
     print_json,
 )
-from dispersal.cli._scenario import (
-    AlgorithmOpt,
-    BandwidthOpt,
-    DaysOpt,
-    DistanceOpt,
-    HardwareOpt,
-    LatencyOpt,
-    ModeOpt,
-    NodesOpt,
-    ParamsOpt,
-    RegimeOpt,
-    SetOpt,
-    TokensOpt,
-    build_scenario,
-    check_mode,
-    scenario_flags,
-)
+from dispersal.cli._groups import with_groups
+from dispersal.cli._scenario import ScenarioArgOptions, check_mode
 from dispersal.model.inputs.errors import InputError
 
 _EPILOG = (
@@ -68,32 +54,73 @@ def _optional_days(value: float | None, field: str) -> float | None:
     return float(number_in(value, field, 0, 36_525, lo_open=True, unit="days"))
 
 
-def _resilience_settings(
-    lose_sites: int,
-    lose_at: float,
-    down_for: float | None,
-    run_days: float | None,
-    mtbf: float | None,
-    restart: float | None,
-    max_chips: float | None,
-) -> dict[str, Any]:
-    """The Resilience settings (the app's ``res_*`` keys, display units), each range-checked."""
-    number_in(lose_sites, "lose_sites", 0, 1_000_000)
-    number_in(lose_at, "lose_at", 0, 36_525, unit="days")
-    settings: dict[str, Any] = {
-        "res_lose_sites": lose_sites,
-        "res_lose_at_days": lose_at,
-        "res_down_for_days": _optional_days(down_for, "down_for"),
-        "res_run_days": _optional_days(run_days, "run_days"),
-    }
-    for opt, num, lo, hi, unit in (
-        ("mtbf", mtbf, 0.0, 1e9, "h"),
-        ("restart", restart, 0.0, 1e6, "h"),
-        ("max_chips", max_chips, 1.0, 1e9, "chips"),
-    ):
-        if num is not None:
-            settings[_RES_KEYS[opt]] = float(number_in(num, opt, lo, hi, lo_open=opt == "mtbf", unit=unit))
-    return settings
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ResilienceOptions:
+    """The Resilience settings (the app's Resilience tab) as one option group (cli._groups)."""
+
+    lose_sites: Annotated[int, typer.Option(help="Resilience: sites that go dark.")] = 1
+    lose_at: Annotated[float, typer.Option(help="Resilience: they go dark after this many days.")] = 10.0
+    down_for: Annotated[
+        float | None, typer.Option(help="Resilience: dark for this many days (default: for ever).")
+    ] = None
+    run_days: Annotated[
+        float | None, typer.Option(help="Resilience: planned run, days (default: the training time).")
+    ] = None
+    mtbf: Annotated[
+        float | None, typer.Option(help="Resilience: chip MTBF, hours (default: Llama 3's ~50,678 h).")
+    ] = None
+    restart: Annotated[float | None, typer.Option(help="Resilience: restart time, hours (default 1/6).")] = (
+        None
+    )
+    max_chips: Annotated[
+        float | None, typer.Option(help="Resilience: right end of the goodput chart, chips (default 1M).")
+    ] = None
+
+    def settings(self) -> dict[str, Any]:
+        """The app's ``res_*`` keys (display units), each range-checked."""
+        number_in(self.lose_sites, "lose_sites", 0, 1_000_000)
+        number_in(self.lose_at, "lose_at", 0, 36_525, unit="days")
+        settings: dict[str, Any] = {
+            "res_lose_sites": self.lose_sites,
+            "res_lose_at_days": self.lose_at,
+            "res_down_for_days": _optional_days(self.down_for, "down_for"),
+            "res_run_days": _optional_days(self.run_days, "run_days"),
+        }
+        for opt, num, lo, hi, unit in (
+            ("mtbf", self.mtbf, 0.0, 1e9, "h"),
+            ("restart", self.restart, 0.0, 1e6, "h"),
+            ("max_chips", self.max_chips, 1.0, 1e9, "chips"),
+        ):
+            if num is not None:
+                settings[_RES_KEYS[opt]] = float(
+                    number_in(num, opt, lo, hi, lo_open=opt == "mtbf", unit=unit)
+                )
+        return settings
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class PlannerOptions:
+    """The app's Planner settings and Countermeasures convention as one option group (cli._groups)."""
+
+    plan_regime: Annotated[str, typer.Option(help="The planner's regime (the app's Planner: treaty).")] = (
+        "treaty"
+    )
+    metric: Annotated[str, typer.Option(help="auto, c_local or c_quality (auto: the mode's).")] = "auto"
+    objective: Annotated[str, typer.Option(help="cost, nodes or time.")] = "cost"
+    search: Annotated[str, typer.Option(help="auto, bisect or exact.")] = "auto"
+    links: Annotated[str, typer.Option(help="one (the WAN drives every link) or split.")] = "one"
+    convention: Annotated[
+        str,
+        typer.Option(
+            help="Countermeasures: report (paper mode, 548 days, 100 Mbps / 100 ms; the default of the app "
+            "and `dispersal counter`) or scenario (this scenario's mode, budget and links)."
+        ),
+    ] = "report"
+
+    def check(self) -> None:
+        """InputError naming the first setting out of its choices (the regime last, as before)."""
+        for field in ("metric", "objective", "search", "links", "convention"):
+            _choice(getattr(self, field), field)
 
 
 def _preset_label(scenario: str, name: str) -> str:
@@ -106,26 +133,14 @@ def _preset_label(scenario: str, name: str) -> str:
 
 
 @guarded
+@with_groups
 def report_cmd(
-    scenario: Annotated[
-        str, typer.Argument(help="Preset name (e.g. paper_threat_model) or a TOML scenario file.")
-    ],
+    *,
+    sc: ScenarioArgOptions,
     out: Annotated[
         str | None,
         typer.Option(help="HTML file to write (default: dispersal-output/report/<scenario>.html)."),
     ] = None,
-    hardware: HardwareOpt = None,
-    nodes: NodesOpt = None,
-    bandwidth: BandwidthOpt = None,
-    latency: LatencyOpt = None,
-    distance: DistanceOpt = None,
-    days: DaysOpt = None,
-    params: ParamsOpt = None,
-    tokens: TokensOpt = None,
-    algorithm: AlgorithmOpt = None,
-    regime: RegimeOpt = None,
-    mode: ModeOpt = "default",
-    set_: SetOpt = None,
     target: Annotated[
         str,
         typer.Option(help="Compute target, FLOP, of the plan, frontier, countermeasures and uncertainty."),
@@ -148,37 +163,8 @@ def report_cmd(
         typer.Option(help="Monte Carlo draws per target at 0.01x-10x --target (0 = no section; app: 200)."),
     ] = 0,
     seed: Annotated[int, typer.Option(help="Seed of --uncertainty.")] = 0,
-    plan_regime: Annotated[
-        str, typer.Option(help="The planner's regime (the app's Planner: treaty).")
-    ] = "treaty",
-    metric: Annotated[str, typer.Option(help="auto, c_local or c_quality (auto: the mode's).")] = "auto",
-    objective: Annotated[str, typer.Option(help="cost, nodes or time.")] = "cost",
-    search: Annotated[str, typer.Option(help="auto, bisect or exact.")] = "auto",
-    links: Annotated[str, typer.Option(help="one (the WAN drives every link) or split.")] = "one",
-    convention: Annotated[
-        str,
-        typer.Option(
-            help="Countermeasures: report (paper mode, 548 days, 100 Mbps / 100 ms; the default of the app "
-            "and `dispersal counter`) or scenario (this scenario's mode, budget and links)."
-        ),
-    ] = "report",
-    lose_sites: Annotated[int, typer.Option(help="Resilience: sites that go dark.")] = 1,
-    lose_at: Annotated[float, typer.Option(help="Resilience: they go dark after this many days.")] = 10.0,
-    down_for: Annotated[
-        float | None, typer.Option(help="Resilience: dark for this many days (default: for ever).")
-    ] = None,
-    run_days: Annotated[
-        float | None, typer.Option(help="Resilience: planned run, days (default: the training time).")
-    ] = None,
-    mtbf: Annotated[
-        float | None, typer.Option(help="Resilience: chip MTBF, hours (default: Llama 3's ~50,678 h).")
-    ] = None,
-    restart: Annotated[
-        float | None, typer.Option(help="Resilience: restart time, hours (default 1/6).")
-    ] = None,
-    max_chips: Annotated[
-        float | None, typer.Option(help="Resilience: right end of the goodput chart, chips (default 1M).")
-    ] = None,
+    planner: PlannerOptions,
+    resilience: ResilienceOptions,
     json_: Annotated[
         bool, typer.Option("--json", help='Print {"path", "scenario", "label", "mode", "sections"} as JSON.')
     ] = False,
@@ -188,23 +174,17 @@ def report_cmd(
 
     Exit status: 0 written (feasible or not), 2 bad input.
     """
-    m = check_mode(mode)
-    for field, value in (
-        ("metric", metric),
-        ("objective", objective),
-        ("search", search),
-        ("links", links),
-        ("convention", convention),
-    ):
-        _choice(value, field)
+    m = sc.model_mode()
+    planner.check()
     flop_target(target, "target")
     from dispersal.model.inputs.catalog import regime as lookup_regime
 
-    lookup_regime(plan_regime, "plan_regime")
+    lookup_regime(planner.plan_regime, "plan_regime")
     number_in(uncertainty, "uncertainty", 0, MAX_SAMPLES)
     number_in(seed, "seed", 0, MAX_SEED)
-    settings = _resilience_settings(lose_sites, lose_at, down_for, run_days, mtbf, restart, max_chips)
-    s = build_scenario(scenario, set_ or [], **scenario_flags(**locals()))
+    settings = resilience.settings()
+    s = sc.build()
+    scenario = sc.scenario
     path = output_file(
         out if out is not None else default_out("report") / f"{Path(scenario).stem}.html", "out"
     )
@@ -215,12 +195,12 @@ def report_cmd(
     args = q.planner_args(
         s.to_dict(),
         target=target,
-        regime=plan_regime,
+        regime=planner.plan_regime,
         mode=m.value,
-        metric=metric,
-        objective=objective,
-        search=search,
-        links=links,
+        metric=planner.metric,
+        objective=planner.objective,
+        search=planner.search,
+        links=planner.links,
     )
     label = _preset_label(scenario, s.name)
     p = q.run_plan(args) if (plan or use_plan) else None
@@ -234,11 +214,16 @@ def report_cmd(
         m = check_mode(str(p["mode"]))
     unc = q.run_uncertainty(target, args, uncertainty, seed) if uncertainty else None
     conv = q.convention_args(
-        convention, s.to_dict(), mode=m.value, metric=metric, search=search, regime=plan_regime
+        planner.convention,
+        s.to_dict(),
+        mode=m.value,
+        metric=planner.metric,
+        search=planner.search,
+        regime=planner.plan_regime,
     )
     parts = ReportParts(
         plan=q.with_reach(p, unc) if p is not None else None,
-        links=links,
+        links=planner.links,
         frontier=q.run_frontier(args) if frontier else None,
         counter=q.run_countermeasures(target, conv) if counter else None,
         convention=q.describe_convention(conv),

@@ -12,24 +12,8 @@ from typing import Annotated, Any
 import typer
 
 from dispersal.cli._common import flop_target, guarded, print_json
-from dispersal.cli._scenario import (
-    AlgorithmOpt,
-    BandwidthOpt,
-    DaysOpt,
-    DistanceOpt,
-    HardwareOpt,
-    LatencyOpt,
-    ModeOpt,
-    NodesOpt,
-    ParamsOpt,
-    RegimeOpt,
-    ScenarioOpt,
-    SetOpt,
-    TokensOpt,
-    build_scenario,
-    check_mode,
-    scenario_flags,
-)
+from dispersal.cli._groups import with_groups
+from dispersal.cli._scenario import ScenarioOptions
 from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.search.solve import (
@@ -181,6 +165,7 @@ def _not_owned_by_sites(s: Any, variable: str) -> None:
 
 
 @guarded
+@with_groups
 def solve_cmd(
     for_: Annotated[
         str,
@@ -199,19 +184,7 @@ def solve_cmd(
             "days=30, premium=2, or any kernel output.",
         ),
     ],
-    scenario: ScenarioOpt = None,
-    hardware: HardwareOpt = None,
-    nodes: NodesOpt = None,
-    bandwidth: BandwidthOpt = None,
-    latency: LatencyOpt = None,
-    distance: DistanceOpt = None,
-    days: DaysOpt = None,
-    params: ParamsOpt = None,
-    tokens: TokensOpt = None,
-    algorithm: AlgorithmOpt = None,
-    regime: RegimeOpt = None,
-    set_: SetOpt = None,
-    mode: ModeOpt = "default",
+    sc: ScenarioOptions,
     range_: Annotated[
         str | None,
         typer.Option(
@@ -243,11 +216,11 @@ def solve_cmd(
 
     Exit status: 0 solved or not reached (reason given), 2 bad input.
     """
-    m = check_mode(mode)
+    m = sc.model_mode()
     variable = resolve_variable(for_).name
     name, value = parse_where(where)
     lo, hi = parse_range(variable, range_)
-    s = build_scenario(scenario, set_ or [], **scenario_flags(**locals()))
+    s = sc.build()
     _not_owned_by_sites(s, variable)
     extra: dict[str, Any] = {}
     if resolve_output(name).key == "premium":
