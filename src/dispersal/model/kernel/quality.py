@@ -321,6 +321,7 @@ def critical_replicas(
     *,
     tokens: npt.ArrayLike | None = None,
     replica_batch_tokens: npt.ArrayLike | None = None,
+    amplitude: npt.ArrayLike | None = None,
 ) -> Arr:
     """K, replicas: the critical replica count of the tail,
 
@@ -340,7 +341,10 @@ def critical_replicas(
     (~ P^(kb + kappa)) and falls with H and with the replica penalty."""
     qq = QualityParams() if q is None else q
     fx = _fixed(qq)
-    amp = penalty_amplitude(inner_steps, params, inner_optimizer, qq)
+    # `amplitude`: a(P, H, opt) already computed by the caller (`log_loss_ratio`)
+    amp = (
+        penalty_amplitude(inner_steps, params, inner_optimizer, qq) if amplitude is None else _arr(amplitude)
+    )
     mx = fx.fit_replicas_max
     k = _arr(qq.tail_scale) * fx.loss_compute_slope * mx ** (1.0 - _arr(qq.p)) / amp  # lambda M_x / e
     k = k * (_arr(params) / fx.pivot_params) ** _arr(qq.tail_size_exponent)
@@ -418,7 +422,9 @@ def log_loss_ratio(
     s_in = (np.minimum(m, mj) ** p - 1.0) / p
     # between M_j and M_x the elasticity is held at 1 (M g(M) flat), never above it
     flat = s * np.log(np.clip(m, mj, mx) / mj)
-    k = critical_replicas(h, n, opt, qq, tokens=tokens, replica_batch_tokens=replica_batch_tokens)
+    k = critical_replicas(
+        h, n, opt, qq, tokens=tokens, replica_batch_tokens=replica_batch_tokens, amplitude=amp
+    )
     tail = s * np.log((np.maximum(m, mx) + k) / (mx + k))
     out = _arr(qq.u0) + _arr(qq.u1) * xc + np.where(is_mu, _arr(qq.muon_offset), 0.0) + amp * s_in
     out = out + flat + _arr(qq.delta) * (f > 1.0) + tail
@@ -534,13 +540,41 @@ def efficiency(
     code = np.asarray(mapping)
     if code.size and not np.all(np.isin(code, list(MAPPING_CODES.values()))):
         raise InputError("quality_mapping", "codes must be 0 (compute) or 1 (loss)")
-    kw = {"tokens": tokens, "replica_batch_tokens": replica_batch_tokens}
-    g = compute_fraction(replicas, inner_steps, params, fragments, q, inner_optimizer, **kw)
+    lr = log_loss_ratio(
+        replicas,
+        inner_steps,
+        params,
+        fragments,
+        q,
+        inner_optimizer,
+        tokens=tokens,
+        replica_batch_tokens=replica_batch_tokens,
+    )
+    return efficiency_from_log_ratio(code, lr, loss_nats, e, a, b, alpha, beta, tokens_per_param, q)
+
+
+def efficiency_from_log_ratio(
+    mapping: npt.ArrayLike,
+    log_ratio: npt.ArrayLike,
+    loss_nats: npt.ArrayLike,
+    e: npt.ArrayLike,
+    a: npt.ArrayLike,
+    b: npt.ArrayLike,
+    alpha: npt.ArrayLike,
+    beta: npt.ArrayLike,
+    tokens_per_param: npt.ArrayLike,
+    q: QualityLike | None = None,
+) -> Arr:
+    """`efficiency` from ln r already computed (`log_loss_ratio`): g = min(g_max, r^(-1/s)) where
+    `mapping` is 0, the loss-space bound where it is 1."""
+    code = np.asarray(mapping)
+    qq = QualityParams() if q is None else q
+    lr = _arr(log_ratio)
+    g = np.clip(np.exp(-lr / _fixed(qq).loss_compute_slope), np.finfo(np.float64).tiny, _fixed(qq).g_max)
     is_loss = code == MAPPING_CODES[QualityMapping.LOSS]
     if not np.any(is_loss):  # the Chinchilla inversions are the costly part; skip them when unused
         return np.asarray(np.broadcast_to(g, np.broadcast_shapes(g.shape, code.shape)), dtype=np.float64)
-    r = loss_ratio(replicas, inner_steps, params, fragments, q, inner_optimizer, **kw)
-    ls = loss_space_fraction(loss_nats, r, e, a, b, alpha, beta, tokens_per_param)
+    ls = loss_space_fraction(loss_nats, np.exp(lr), e, a, b, alpha, beta, tokens_per_param)
     return np.asarray(np.where(is_loss, ls, g), dtype=np.float64)
 
 
