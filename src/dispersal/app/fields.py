@@ -80,7 +80,7 @@ def slug(term: str) -> str:
 def _fields() -> tuple[Field, ...]:
     """Every app-only input and setting: scenario extras, then the Planner's and Resilience's settings."""
     c = _choices()
-    return _scenario_extras(c) + _planner_fields(c) + _resilience_fields()
+    return _scenario_extras(c) + _planner_fields(c) + _resilience_fields() + _view_fields()
 
 
 def _scenario_extras(c: Mapping[str, tuple[str, ...]]) -> tuple[Field, ...]:
@@ -201,6 +201,57 @@ def _planner_fields(c: Mapping[str, tuple[str, ...]]) -> tuple[Field, ...]:
             "Search",
             "auto = bisect in paper mode (the paper's), exact in default (the true optimum).",
             PLAN_SEARCHES,
+            scenario=False,
+        ),
+    )
+
+
+#: The Fleet view's metrics (`dispersal fleet --metric`).
+FLEET_METRICS = ("c_quality", "c_local", "loss")
+
+
+def _view_fields() -> tuple[Field, ...]:
+    """The Frontier, Monitor and Fleet views' settings (kept across presets; in the URL)."""
+    f = Field
+    return (
+        f(
+            "fr_targets",
+            "str",
+            "Frontier targets (FLOP)",
+            "Comma list, e.g. 1e24, 1e25, 1e26; empty = the Planner's target.",
+            scenario=False,
+        ),
+        f(
+            "fr_premiums",
+            "str",
+            "Premiums (x one datacenter)",
+            "Comma list of cost multiples of one building's plan, each >= 1 (dispersal frontier --premium).",
+            scenario=False,
+        ),
+        f(
+            "fr_samples",
+            "int",
+            "Monte Carlo draws per target",
+            "For P(reach) and the P10-P90 bands per cell (dispersal frontier --samples); 0 = none.",
+            scenario=False,
+            lo=0,
+            hi=10_000,
+        ),
+        f(
+            "mon_lose_sites",
+            "int",
+            "Sites lost (for ever)",
+            "Survivability: this many of the N sites go dark (dispersal frontier --compare --lose-sites).",
+            scenario=False,
+            lo=0,
+            hi=1_000_000,
+        ),
+        f(
+            "fleet_metric",
+            "choice",
+            "Best by",
+            "c_quality / c_local: the most compute; loss: the lowest final loss (dispersal fleet --metric).",
+            FLEET_METRICS,
             scenario=False,
         ),
     )

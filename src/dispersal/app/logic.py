@@ -84,6 +84,11 @@ _APP_DEFAULTS: dict[str, Any] = {
     "plan_metric": "auto",
     "plan_objective": "cost",
     "plan_search": "auto",
+    "fr_targets": "",
+    "fr_premiums": "1.5, 2, 5",
+    "fr_samples": 100,
+    "mon_lose_sites": 1,
+    "fleet_metric": "c_quality",
     **RESILIENCE_DEFAULTS,
 }
 
@@ -360,6 +365,22 @@ def _first(v: Any) -> str:
     return str(v)
 
 
+def check_text(key: str, value: Any) -> str | None:
+    """The one-line error of a text setting the model parses (targets, premiums), or None."""
+    from dispersal.present.questions import parse_premiums, parse_targets
+
+    try:
+        if key == "plan_target":
+            parse_targets(str(value), allow_empty=False)
+        elif key == "fr_targets":
+            parse_targets(str(value), allow_empty=True)
+        elif key == "fr_premiums":
+            parse_premiums(str(value))
+    except ValueError as exc:
+        return f"{FIELD_BY_KEY[key].name}: {one_line(exc)}"
+    return None
+
+
 def ui_from_query(params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Query parameters -> full UI state, plus warnings for parameters that were ignored."""
     warnings: list[str] = []
@@ -371,7 +392,7 @@ def ui_from_query(params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]
     base = dict(ui)
     applied: dict[str, str] = {}
     for key, raw in params.items():
-        if key == "preset":
+        if key in ("preset", ORIGIN_PARAM):
             continue
         if key not in FIELD_BY_KEY:
             warnings.append(f"ignored unknown parameter {key!r}")
@@ -383,7 +404,7 @@ def ui_from_query(params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]
             continue
         # A value outside its field's allowed range is never applied (issue 24: num_nodes=-4 blocked
         # every view): the preset's value stays and the warning names the field, range and value.
-        err = check_field(key, value)
+        err = check_field(key, value) or check_text(key, value)
         if err:
             warnings.append(f"ignored {key}={_first(raw)!r}: {err}")
             continue
@@ -413,10 +434,28 @@ def _drop_blocking(
     warnings.append(f"ignored {', '.join(f'{k}={applied[k]!r}' for k in keys)}: together they give {error}")
 
 
-def query_from_ui(ui: Mapping[str, Any]) -> dict[str, str]:
-    """UI state -> query parameters: preset, mode, and every value that differs from the preset."""
+#: The query parameter that carries a used plan's provenance ("plan: 1e+25 FLOP c_quality, ..."): a link
+#: made after "use this plan" opens on the same scenario with the same "Scenario: plan: ..." label.
+ORIGIN_PARAM = "from_plan"
+
+
+def origin_from_query(params: Mapping[str, Any], ui: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The used plan's origin of a shared link (its label, with the link's scenario inputs as the plan's),
+    or None when the link has none or a label that is not a plan's."""
+    raw = params.get(ORIGIN_PARAM)
+    text = str(raw[0] if isinstance(raw, list | tuple) and raw else raw or "").strip()
+    if not text.startswith("plan: ") or len(text) > 400:
+        return None
+    return {"label": text, "inputs": scenario_inputs(ui)}
+
+
+def query_from_ui(ui: Mapping[str, Any], origin: Origin | None = None) -> dict[str, str]:
+    """UI state -> query parameters: preset, mode, every value that differs from the preset, and the used
+    plan's label (`ORIGIN_PARAM`) while the scenario is that plan's (unedited)."""
     base = default_ui(ui.get("preset", DEFAULT_SCENARIO))
     out = {"preset": str(ui.get("preset", DEFAULT_SCENARIO)), "mode": encode(ui.get("mode", base["mode"]))}
+    if origin and not edited_keys(ui, origin):
+        out[ORIGIN_PARAM] = str(origin["label"])
     for f in FIELDS:
         if f.key in ("preset", "mode") or f.key not in ui:
             continue

@@ -110,9 +110,13 @@ def _init_state() -> None:
             if f.key not in st.session_state:
                 st.session_state[f.key] = store[f.key]
         return
-    ui, warnings = logic.ui_from_query(st.query_params.to_dict())
+    params = st.query_params.to_dict()
+    ui, warnings = logic.ui_from_query(params)
     for k, v in ui.items():
         st.session_state[k] = v
+    origin = logic.origin_from_query(params, ui)
+    if origin is not None:
+        st.session_state["_origin"] = origin
     st.session_state["_store"] = dict(ui)
     st.session_state["_warnings"] = warnings
     st.session_state["_init"] = True
@@ -186,7 +190,7 @@ def _ui() -> dict[str, Any]:
 
 
 def _sync_url(ui: dict[str, Any]) -> None:
-    q = logic.query_from_ui(ui)
+    q = logic.query_from_ui(ui, st.session_state.get("_origin"))
     if st.query_params.to_dict() != q:
         st.query_params.from_dict(q)
 
@@ -210,7 +214,14 @@ _BUILDERS: dict[str, Any] = {
     ),
     "countermeasures": lambda d: figures.countermeasures_figure(d["outcomes"]),
     "uncertainty": lambda d: figures.uncertainty_figure(d),
+    "frontier": lambda d: _frontier_figure(d),
 }
+
+
+def _frontier_figure(d: dict[str, Any]) -> Any:
+    from dispersal.present.frontier_figures import frontier_figure
+
+    return frontier_figure(d)
 
 
 #: Matplotlib is not thread-safe and Streamlit runs each session in its own thread: one figure at a time.
@@ -376,7 +387,7 @@ def _planner_tab(ui: dict[str, Any], built: logic.Built) -> None:
     else:
         st.success(
             f"Cheapest: {p['nodes']:,} nodes of {p['chips_per_node']}x {p['hardware']} {p['precision']}, "
-            f"{p['algorithm']}, {F.count(p['params'])} parameters, {F.days(p['days'])}, "
+            f"{F.algorithm(p)}, {F.count(p['params'])} parameters, {F.days(p['days'])}, "
             f"{F.money(p['cost_usd'])}."
         )
         show_figure("plan", p)
@@ -469,7 +480,67 @@ def _resilience_tab(est: dict[str, Any] | None, built: logic.Built, label: str) 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _frontier_cached(args_json: str) -> dict[str, Any]:
-    return questions.run_frontier(json.loads(args_json))
+    return views.run_report_frontier(json.loads(args_json))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _frontier_view_cached(req_json: str) -> dict[str, Any]:
+    return views.run_frontier_request(json.loads(req_json))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _frontier_year_cached(req_json: str) -> dict[str, Any]:
+    req = json.loads(req_json)
+    return questions.run_frontier_year(req["plan"], req["premiums"])
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _monitor_cached(args_json: str) -> dict[str, Any]:
+    return questions.run_monitor(json.loads(args_json))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _fleet_cached(scenario_json: str, mode: str, metric: str) -> dict[str, Any]:
+    return questions.run_fleet(json.loads(scenario_json), mode, metric)
+
+
+def _json_arg(fn: Any) -> Any:
+    return lambda d: fn(json.dumps(d, sort_keys=True, default=str))
+
+
+def _frontier_tab(built: logic.Built, ui: dict[str, Any], label: str) -> None:
+    _scenario_caption(label)
+    c = st.columns(3)
+    for col, k in zip(c, ("fr_targets", "fr_premiums", "fr_samples"), strict=True):
+        widget(k, col)
+    if built.scenario is None:
+        _blocked()
+        return
+    msg = views.frontier_view(
+        st, _ui(), show_figure, _json_arg(_frontier_view_cached), _json_arg(_frontier_year_cached)
+    )
+    if msg:
+        st.info(msg)
+
+
+def _monitor_tab(built: logic.Built, ui: dict[str, Any], label: str) -> None:
+    _scenario_caption(label)
+    widget("mon_lose_sites", st.columns(3)[0])
+    if built.scenario is None:
+        _blocked()
+        return
+    msg = views.monitor_view(st, _ui(), _json_arg(_monitor_cached))
+    if msg:
+        st.info(msg)
+
+
+def _fleet_tab(built: logic.Built, ui: dict[str, Any], label: str) -> None:
+    _scenario_caption(label)
+    widget("fleet_metric", st.columns(3)[0])
+    if built.scenario is None:
+        _blocked()
+        return
+    views.fleet_view(st, _ui(), built.mode.value, _fleet_cached)
 
 
 def _report_section(ui: dict[str, Any], built: logic.Built, label: str) -> None:
@@ -556,7 +627,18 @@ def main() -> None:
             f"Scenario: {label} | {built.mode.value} mode | max duration "
             f"{F.days_of(built.scenario.duration_s)} days | share this view by copying the URL"
         )
-    tabs = st.tabs(["Estimate", "Planner", "Countermeasures", "Uncertainty", "Resilience"])
+    tabs = st.tabs(
+        [
+            "Estimate",
+            "Planner",
+            "Frontier",
+            "Monitor",
+            "Fleet",
+            "Countermeasures",
+            "Uncertainty",
+            "Resilience",
+        ]
+    )
     with tabs[0]:
         _scenario_caption(label)
         if est is not None:
@@ -567,10 +649,16 @@ def main() -> None:
         _scenario_caption(label)
         _planner_tab(ui, built)
     with tabs[2]:
-        _optional_tab(views.countermeasures_view, built, ui, label)
+        _frontier_tab(built, ui, label)
     with tabs[3]:
-        _optional_tab(views.uncertainty_view, built, ui, label)
+        _monitor_tab(built, ui, label)
     with tabs[4]:
+        _fleet_tab(built, ui, label)
+    with tabs[5]:
+        _optional_tab(views.countermeasures_view, built, ui, label)
+    with tabs[6]:
+        _optional_tab(views.uncertainty_view, built, ui, label)
+    with tabs[7]:
         _resilience_tab(est, built, label)
     _report_section(ui, built, label)
     _glossary()

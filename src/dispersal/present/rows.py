@@ -238,8 +238,7 @@ def plan_rows(plan_dict: Mapping[str, Any]) -> list[dict[str, str]]:
                 "rank": str(i + 1),
                 "node": f"{o['chips_per_node']}x {o['hardware']} {o['precision']}",
                 "nodes": f"{o['nodes']:,}",
-                "algorithm": o["algorithm"]
-                + (f" (groups of {o['group_size']})" if o["algorithm"] == "hierarchical" else ""),
+                "algorithm": F.algorithm(o),
                 "params": F.count(o["params"]),
                 "days": F.sig(o["days"]),
                 "cost": F.money(o["cost_usd"]),
@@ -267,9 +266,10 @@ def sweep_row(x: float, p: Mapping[str, Any]) -> dict[str, Any]:
         "x": x,
         "cost_usd": float(p["cost_usd"]) if ok else None,
         "label": (
-            f"{p['nodes']:,} x {p['chips_per_node']}x {p['hardware']} {p['precision']}, {p['algorithm']}"
+            f"{p['nodes']:,} x {p['chips_per_node']}x {p['hardware']} {p['precision']}, {F.algorithm(p)}"
             if ok
-            else "infeasible: " + "; ".join(p.get("reasons", []))[:80]
+            # The first reason whole, without its "closest" tail (never cut mid-sentence).
+            else "infeasible: " + (str((p.get("reasons") or ["no plan"])[0]).split("; closest:")[0])
         ),
     }
 
