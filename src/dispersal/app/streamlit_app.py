@@ -540,7 +540,9 @@ def _fleet_tab(built: logic.Built, ui: dict[str, Any], label: str) -> None:
     if built.scenario is None:
         _blocked()
         return
-    views.fleet_view(st, _ui(), built.mode.value, _fleet_cached)
+    msg = views.fleet_view(st, _ui(), built.mode.value, _fleet_cached)
+    if msg:
+        st.info(msg)
 
 
 def _report_section(ui: dict[str, Any], built: logic.Built, label: str) -> None:

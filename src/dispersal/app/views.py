@@ -686,12 +686,24 @@ def fleet_view(
         f"algorithm, codec, model size and H (metric {metric}). Same as `dispersal fleet` on this scenario "
         f"with `--mode {mode} --metric {metric}`."
     )
-    with st.spinner("Searching algorithm x codec x model size x H for this fleet..."):
-        try:
-            d = run(json.dumps(sd, sort_keys=True), mode, metric)
-        except ValueError as exc:
-            st.error(logic.relabel(logic.one_line(exc)))
-            return None
+    key = json.dumps([sd, mode, metric], sort_keys=True)
+    # On a button (not on every rerun: Streamlit draws every tab on each edit, and the search takes a
+    # second or two); the answer is cached per fleet, mode and metric.
+    if st.button("Find the best use of this fleet", key="fleet_go", type="primary"):
+        with st.spinner("Searching algorithm x codec x model size x H for this fleet..."):
+            try:
+                st.session_state["_fleet"] = (key, run(json.dumps(sd, sort_keys=True), mode, metric))
+            except ValueError as exc:
+                st.session_state["_fleet"] = (key, logic.relabel(logic.one_line(exc)))
+    stored = st.session_state.get("_fleet")
+    if stored is None:
+        return "Press the button (one to two seconds; cached per fleet)."
+    if stored[0] != key:
+        st.info("The fleet changed since this was computed; press the button to update.")
+    if isinstance(stored[1], str):
+        st.error(stored[1])
+        return None
+    d = stored[1]
     for line in d.get("lines", []):
         st.markdown(line.replace("$", "\\$"))
     if d.get("binding"):

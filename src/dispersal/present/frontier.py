@@ -193,3 +193,14 @@ def year_rows(y: Mapping[str, Any]) -> list[dict[str, str]]:
         row["line a fixed spend buys"] = F.bandwidth(float(line)) if line else "-"
         out.append(row)
     return out
+
+
+def limit_columns(fr: Mapping[str, Any]) -> list[dict[str, str]]:
+    """`limit_rows` turned on its side for print: one row per field, one column per (target, premium)
+    ("1e+25 within 2x"), so many fields fit a page's width (the report's table)."""
+    rows = limit_rows(fr)
+    if not rows:
+        return []
+    heads = [f"{r['target']} within {r['premium']}" for r in rows]
+    keys = [k for k in rows[0] if k not in ("target", "premium")]
+    return [{"": k, **{h: r.get(k, "-") for h, r in zip(heads, rows, strict=True)}} for k in keys]

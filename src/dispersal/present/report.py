@@ -119,7 +119,12 @@ def _sections(parts: ReportParts) -> list[str]:
             + html.escape("; ".join(str(n) for n in fr.get("notes", [])))
             + "</p>",
             _img(_frontier_chart(fr), "frontier"),
-            _table(present_frontier.limit_rows(fr)),
+            # On its side (one column per target and premium): every field the analysis returns fits A4.
+            _table(
+                present_frontier.limit_columns(fr)
+                if len(fr.get("limits", [])) <= 6
+                else present_frontier.limit_rows(fr)
+            ),
             "<h3>The largest target at N sites</h3>",
             _table(present_frontier.at_sites_rows(fr)),
         ]
