@@ -139,3 +139,48 @@ def test_monitor_view_equals_dispersal_frontier_compare_json() -> None:
 
     assert compare_table(cli) in _tables(at)
     assert any("default mode, regime treaty, 740-day time budget" in m.value for m in at.markdown)
+
+
+def test_every_cli_preset_is_in_the_app_and_sites_round_trip() -> None:
+    """Mixed-site presets were filtered out; `?preset=intellect1_schedule` said "no such preset"."""
+    from dispersal.model.inputs.presets import scenario_names
+
+    assert set(scenario_names()) <= set(logic.FIELD_BY_KEY["preset"].choices)
+    ui, warnings = logic.ui_from_query({"preset": "intellect1_schedule"})
+    assert warnings == [] and "[[site]]" in ui["sites_toml"] and "[[churn]]" in ui["sites_toml"]
+    built = logic.build(ui)
+    assert built.scenario is not None and len(built.scenario.sites) >= 3 and built.scenario.churn
+    edited = {**ui, "sites_toml": ui["sites_toml"].replace("nodes = 4", "nodes = 5", 1)}
+    assert logic.build(edited).scenario is not None
+    q = logic.query_from_ui(edited)
+    back, warnings = logic.ui_from_query(q)
+    assert warnings == [] and back["sites_toml"] == edited["sites_toml"]
+    bad = {**ui, "sites_toml": "[[site]]\nname = 'x'"}
+    assert logic.build(bad).scenario is None
+
+
+def test_site_loss_names_the_site_that_matters() -> None:
+    """Sites of 2, 3 and 1 nodes: the report said which one goes dark "does not matter"."""
+    from dispersal.present.resilience import which_site
+
+    est = {
+        "sites": [
+            {"name": "a", "nodes": 2, "local_batch_tokens": 1e6},
+            {"name": "b", "nodes": 3, "local_batch_tokens": 1e6, "paces_compute": True},
+            {"name": "c", "nodes": 1, "local_batch_tokens": 1e6},
+        ]
+    }
+    text = which_site(est, 1)
+    assert text.startswith("the worst case: b (50% of the work) goes dark") and "1/3 = 33%" in text
+    assert "does not matter" in which_site({"sites": []}, 1)
+
+
+@pytest.mark.slow
+def test_mixed_site_preset_per_site_rows_equal_the_cli_estimate() -> None:
+    from dispersal.present.rows import site_rows
+
+    at = _apptest({"preset": "intellect1_schedule"})
+    assert not at.exception and not at.error and not at.warning
+    cli = _cli_json("estimate", "--scenario", "intellect1_schedule")
+    want = site_rows(cli)
+    assert want and want in _tables(at)

@@ -61,7 +61,8 @@ class Field:
 
 def _choices() -> dict[str, tuple[str, ...]]:
     return {
-        "preset": tuple(scenario_names(with_sites=False)),
+        # Every CLI preset, mixed-site ([[site]]) ones included (issue 34).
+        "preset": tuple(scenario_names()),
         "mode": tuple(m.value for m in Mode),
         "regime": tuple(regimes()),
     }
@@ -211,9 +212,19 @@ FLEET_METRICS = ("c_quality", "c_local", "loss")
 
 
 def _view_fields() -> tuple[Field, ...]:
-    """The Frontier, Monitor and Fleet views' settings (kept across presets; in the URL)."""
+    """The Frontier, Monitor and Fleet views' settings (kept across presets; in the URL), and the mixed
+    sites of the scenario (a Scenario input: reset with the preset)."""
     f = Field
     return (
+        f(
+            "sites_toml",
+            "str",
+            "Sites ([[site]] / [[churn]] TOML)",
+            "Mixed sites, as in a scenario file: one [[site]] table per site (name, nodes, region, hardware, "
+            "chips_per_node, bandwidth_up_bits_per_s, bandwidth_down_bits_per_s, latency_s; units as text "
+            "such as '1.2 Gbps' allowed) and optional [[churn]] rows (hour, site, nodes). Empty = Nodes (sites) "
+            "identical nodes on the WAN above. With sites, each site's fields override the sidebar's.",
+        ),
         f(
             "fr_targets",
             "str",

@@ -13,6 +13,7 @@ preset, the mode and only the values that differ from that preset.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -140,11 +141,50 @@ def _to_ui(sf: ScenarioField, v: Any) -> Any:
     return v
 
 
+def sites_toml(d: Mapping[str, Any]) -> str:
+    """The ``[[site]]`` and ``[[churn]]`` tables of a scenario dict (`Scenario.to_dict()`: keys ``site``
+    and ``churn``) as TOML text, SI numbers; "" when it has none."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return repr(v) if isinstance(v, float) else str(v)
+        return json.dumps(str(v))
+
+    out = []
+    for table in ("site", "churn"):
+        for row in d.get(table) or []:
+            out.append(f"[[{table}]]")
+            out += [f"{k} = {value(v)}" for k, v in row.items() if v is not None]
+            out.append("")
+    return "\n".join(out).strip()
+
+
+def parse_sites_toml(text: str) -> dict[str, Any]:
+    """Sites TOML text -> {"site": [...], "churn": [...]} (empty text: {}); InputError naming 'sites'."""
+    import tomllib
+
+    if not str(text or "").strip():
+        return {}
+    try:
+        d = tomllib.loads(str(text))
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError("sites", f"not valid TOML: {exc}") from None
+    extra = sorted(set(d) - {"site", "churn"})
+    if extra:
+        raise InputError("sites", f"only [[site]] and [[churn]] tables allowed here, got {', '.join(extra)}")
+    if "site" not in d:
+        raise InputError("sites", "needs at least one [[site]] table (or leave the field empty)")
+    return d
+
+
 def ui_from_scenario(s: Scenario) -> dict[str, Any]:
     """The scenario part of the UI state, in friendly units (every declared field, plus the app's own)."""
     ui = {ui_key(sf): _to_ui(sf, getattr(s, sf.name)) for sf in _INPUT_FIELDS}
     ui.update(
         {
+            "sites_toml": sites_toml(s.to_dict()),
             "moe": s.active_params is not None,
             "links": links_of(s),
             "duration_source": "manual",
@@ -223,6 +263,12 @@ def scenario_dict(ui: Mapping[str, Any]) -> dict[str, Any]:
     one = ui.get("links", "one") == "one"
     wan_min = min(_num(ui, "up_mbps"), _num(ui, "down_mbps")) * 1e6
     out.update(_links_dict(ui, one, wan_min, _num(ui, "latency_ms") * 1e-3, opt))
+    mixed = parse_sites_toml(str(ui.get("sites_toml") or ""))
+    if mixed:
+        out["site"] = mixed["site"]
+        if mixed.get("churn"):
+            out["churn"] = mixed["churn"]
+        out.pop("num_nodes", None)  # the sites' total
     return out
 
 
@@ -454,7 +500,7 @@ def query_from_ui(ui: Mapping[str, Any], origin: Origin | None = None) -> dict[s
     plan's label (`ORIGIN_PARAM`) while the scenario is that plan's (unedited)."""
     base = default_ui(ui.get("preset", DEFAULT_SCENARIO))
     out = {"preset": str(ui.get("preset", DEFAULT_SCENARIO)), "mode": encode(ui.get("mode", base["mode"]))}
-    if origin and not edited_keys(ui, origin):
+    if origin and str(origin["label"]).startswith("plan: ") and not edited_keys(ui, origin):
         out[ORIGIN_PARAM] = str(origin["label"])
     for f in FIELDS:
         if f.key in ("preset", "mode") or f.key not in ui:

@@ -60,12 +60,25 @@ def _img(chart: figures.Chart, alt: str) -> str:
 def _inputs_rows(s: Scenario) -> list[dict[str, str]]:
     out = []
     for k, v in s.to_dict().items():
+        if k in ("site", "churn"):
+            continue  # the sites are their own table (`_site_input_rows`), not a Python list
         if v is None:
             text = "(mode default)" if k not in ("tokens", "active_params") else "(derived)"
         else:
             text = F.by_key(k, v, plain=True)
         out.append({"input": k, "value": text})
     return out
+
+
+def _site_input_rows(s: Scenario) -> list[dict[str, str]]:
+    """The scenario's [[site]] tables, one row each, every key formatted by its name."""
+    d = s.to_dict().get("site") or []
+    keys = list(dict.fromkeys(k for r in d for k in r))
+    return [{k: F.by_key(k, r[k], plain=True) if k in r else "-" for k in keys} for r in d]
+
+
+def _churn_rows(s: Scenario) -> list[dict[str, str]]:
+    return [{k: str(v) for k, v in r.items()} for r in s.to_dict().get("churn") or []]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -244,6 +257,15 @@ def render_html(
         _table(rows.cost_rows(est)),
         "<h2>WAN traffic per node</h2>",
         _table(rows.traffic_rows(est)),
+        *(
+            [
+                "<h2>Per site</h2>",
+                f"<p class='note'>{html.escape(rows.sync_pacing_text(est))}</p>",
+                _table(rows.site_rows(est)),
+            ]
+            if est.get("sites")
+            else []
+        ),
         "<h2>Resilience: goodput vs scale</h2>",
         f"<p class='note'>{html.escape(res['caption'])}</p>",
         _img(
@@ -255,6 +277,12 @@ def render_html(
         _table(res["site_loss_rows"]),
         "<h2>Inputs</h2>",
         _table(_inputs_rows(scenario)),
+        *(["<h3>Sites</h3>", _table(_site_input_rows(scenario))] if scenario.sites else []),
+        *(
+            ["<h3>Churn (nodes joining and leaving)</h3>", _table(_churn_rows(scenario))]
+            if scenario.churn
+            else []
+        ),
         "<h2>Full result (Estimate.to_dict())</h2>",
         f"<details><summary>JSON</summary><pre>{html.escape(export.to_json(est))}</pre></details>",
         "</body></html>\n",

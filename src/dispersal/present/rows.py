@@ -368,3 +368,36 @@ def uncertainty_rows(res: Mapping[str, Any]) -> list[dict[str, str]]:
             }
         )
     return rows
+
+
+def site_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Per site of a mixed-site estimate (``Estimate.to_dict()["sites"]``): its share of the work (its
+    nodes' tokens per inner step over the fleet's), hardware, utilisation, whether it paces the compute,
+    and how busy its link is each way. [] for identical nodes."""
+    sites = d.get("sites") or []
+    total = sum(float(s["nodes"]) * float(s.get("local_batch_tokens") or 0.0) for s in sites) or 1.0
+    out = []
+    for s in sites:
+        share = float(s["nodes"]) * float(s.get("local_batch_tokens") or 0.0) / total
+        out.append(
+            {
+                "site": f"{s['name']}" + (f" ({s['region']})" if s.get("region") else ""),
+                "nodes": f"{int(s['nodes']):,} x {s['chips_per_node']}x {s['hardware']}",
+                "share of the work": F.percent(share, 0),
+                "utilisation": F.percent(float(s["utilisation"]), 0),
+                "paces compute": "yes (slowest inner step)" if s.get("paces_compute") else "no",
+                "link up / down": f"{F.bandwidth(float(s['up_bits_per_s']))} / {F.bandwidth(float(s['down_bits_per_s']))}",
+                "link busy up / down": f"{F.percent(float(s['link_utilisation_up']), 0)} / "
+                f"{F.percent(float(s['link_utilisation_down']), 0)}",
+                "fits memory": "yes" if s.get("fits", True) else "no",
+            }
+        )
+    return out
+
+
+def sync_pacing_text(d: Mapping[str, Any]) -> str:
+    """What paces the sync of a mixed-site estimate, in words ("" for identical nodes)."""
+    pacing = d.get("sync_pacing")
+    if not pacing or not d.get("sites"):
+        return ""
+    return f"The sync is paced by the {pacing}; the compute by the site marked 'paces compute'."
