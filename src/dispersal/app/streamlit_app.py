@@ -283,6 +283,7 @@ _BUILDERS: dict[str, Any] = {
         d.get("baseline"),
         current_label=d["current_label"],
         baseline_label=d.get("baseline_label", "pinned baseline"),
+        building_usd=d.get("building_usd"),
     ),
     "countermeasures": lambda d: figures.countermeasures_figure(d["outcomes"]),
     "uncertainty": lambda d: figures.uncertainty_figure(d),
@@ -472,10 +473,10 @@ def _planner_tab(ui: dict[str, Any], built: logic.Built) -> None:
     if p.get("failures"):
         with st.expander("Hardware that cannot reach the target"):
             _table([{"hardware": k, "why": v} for k, v in p["failures"].items()])
-    _compare(p_args, b2, b3)
+    _compare(p_args, b2, b3, p.get("centralized_cost_usd"))
 
 
-def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any) -> None:
+def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any, building_usd: float | None = None) -> None:
     """Cost vs bandwidth / distance / target for the last plan, with a pinned baseline beside it."""
     st.subheader("Compare: cost vs bandwidth, distance and target")
     if pin_col.button("Pin this plan as the baseline", key="pin_go"):
@@ -502,6 +503,9 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any) -> None:
         base["sweeps"] = _sweeps(base["args"])
     axis = st.radio("Chart cost against", list(views.SWEEPS), horizontal=True, key="cmp_axis")
     data: dict[str, Any] = {"axis": axis, "current": cmp[1][axis], "current_label": "this scenario"}
+    if building_usd and axis != "target":
+        # One building's cost is the same at every WAN rate and distance (it has no WAN): the premium axis.
+        data["building_usd"] = float(building_usd)
     if base:
         data.update(baseline=base["sweeps"][axis], baseline_label="pinned baseline")
     show_figure("curve", data)
@@ -510,6 +514,9 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any) -> None:
         row = {
             axis: F.sig(r["x"], 3),
             "cost": F.money(r["cost_usd"]) if r["cost_usd"] else "infeasible",
+            "premium": F.factor(r["cost_usd"] / building_usd)
+            if r["cost_usd"] and building_usd and axis != "target"
+            else "-",
             "plan": r["label"],
         }
         if base:
