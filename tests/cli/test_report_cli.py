@@ -133,3 +133,23 @@ def test_default_report_answers_every_question(tmp_path: Path) -> None:
     import dispersal
 
     assert f"dispersal {dispersal.__version__}" in text
+
+
+def test_plan_json_has_the_download_side_of_the_traffic() -> None:
+    """`plan --json` had upload fields only; the downlink is what binds the 1e25 plan (88% busy)."""
+    r = CliRunner().invoke(app, ["plan", "--target", "1e24", "--mode", "paper", "--json"])
+    assert r.exit_code == 0, r.output
+    (d,) = json.loads(r.stdout)
+    down = d["wan_download"]
+    assert set(down) == {
+        "mean_down_mbps_per_node",
+        "peak_down_mbps_per_node",
+        "down_bytes_per_sync",
+        "link_utilisation_down",
+    }
+    from dispersal.model.inputs.scenario import Scenario
+    from dispersal.model.kernel.estimate import estimate
+
+    t = estimate(Scenario.from_dict(d["scenario"]), mode="paper").to_dict()["traffic"]
+    assert down["mean_down_mbps_per_node"] == t["mean_down_mbps"]
+    assert down["link_utilisation_down"] == t["link_utilisation_down"]

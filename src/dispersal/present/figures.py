@@ -298,7 +298,7 @@ def cost_curve_figure(
                 xytext=(0, 7 if colour == CURRENT else -14),
                 textcoords="offset points",
                 ha="center",
-                fontsize=FONT - 2,
+                fontsize=FONT - 1,
                 color=colour,
             )
         for r in rows:
@@ -320,7 +320,7 @@ def cost_curve_figure(
                 xycoords=("axes fraction", "data"),
                 xytext=(0, 3),
                 textcoords="offset points",
-                fontsize=FONT - 2,
+                fontsize=FONT - 1,
                 color="#333333",
             )
         chart.alt += f"; one building costs {F.money(building_usd)} (solid line; dashed: 2x)"
@@ -482,7 +482,7 @@ def uncertainty_figure(res: Mapping[str, Any]) -> Chart:
     top.set_yticks([0, 0.5, 1], ["0%", "50%", "100%"])
     top.set_ylabel("share of draws")
     _style(top, "P(reach): draws that reach each target")
-    top.legend(fontsize=FONT - 2, loc="upper center", ncols=2, frameon=False)
+    top.legend(fontsize=FONT - 1, loc="upper center", ncols=2, frameon=False)
     ax.fill_between(xs, lo, hi, color=CURRENT, alpha=0.25, label="P10-P90 (draws that reach)")
     ax.plot(xs, mid, color=CURRENT, lw=2, label="P50")
     ax.plot(xs, nom, color="k", ls="--", lw=1, marker="o", ms=4, label="nominal plan")

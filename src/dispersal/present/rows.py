@@ -401,3 +401,22 @@ def sync_pacing_text(d: Mapping[str, Any]) -> str:
     if not pacing or not d.get("sites"):
         return ""
     return f"The sync is paced by the {pacing}; the compute by the site marked 'paces compute'."
+
+
+def plan_download(plan_dict: Mapping[str, Any]) -> dict[str, float] | None:
+    """The download side of a plan's WAN traffic per node, from the plan's own estimate (its scenario,
+    its mode): mean and peak Mbps, bytes per sync and how busy the downlink is; the upload side is the
+    plan's own ``mean_wan_mbps_per_node`` / ``peak_wan_mbps_per_node``. None for an infeasible plan."""
+    if not plan_dict.get("feasible") or not plan_dict.get("scenario"):
+        return None
+    from dispersal.model.inputs.scenario import Scenario
+    from dispersal.model.kernel.estimate import estimate
+
+    est = estimate(Scenario.from_dict(dict(plan_dict["scenario"])), mode=str(plan_dict["mode"])).to_dict()
+    t = est["traffic"]
+    return {
+        "mean_down_mbps_per_node": float(t.get("mean_down_mbps", 0.0)),
+        "peak_down_mbps_per_node": _down_peak_mbps(est),
+        "down_bytes_per_sync": float(t.get("down_bytes_per_sync", 0.0)),
+        "link_utilisation_down": float(t.get("link_utilisation_down", 0.0)),
+    }
