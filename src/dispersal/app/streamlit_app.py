@@ -92,6 +92,10 @@ _CSS = """
 input::placeholder, textarea::placeholder { color: #5c5c5c !important; opacity: 1 !important; }
 .block-container { max-width: 100%; overflow-x: hidden; }
 [data-testid="stTable"] { overflow-x: auto; }
+[data-testid="stTable"] table { width: 100%; table-layout: auto; }
+[data-testid="stTable"] td, [data-testid="stTable"] th { white-space: normal !important; overflow-wrap: anywhere;
+  word-break: break-word; max-width: 28em; }
+@media print { [data-testid="stSidebar"] { display: none; } [data-testid="stTable"] { overflow: visible; } }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { overflow-wrap: anywhere; }
 [data-testid="stMarkdownContainer"] code { white-space: pre-wrap !important; overflow-wrap: anywhere; }
 </style>
