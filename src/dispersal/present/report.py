@@ -183,7 +183,11 @@ def _sections(parts: ReportParts) -> list[str]:
 def _title(label: str, m: Mode, parts: ReportParts, scenario: Scenario) -> str:
     """The report's title names what it shows: the scenario (label, not a preset's paper-row title in
     another mode), the mode, the regime and the target of its plan and frontier."""
-    bits = [f"{m.value} mode", f"regime {parts.regime or scenario.regime}"]
+    # The planner's regime when a planner section is shown; else the scenario's own.
+    asked = any(
+        x is not None for x in (parts.plan, parts.frontier, parts.monitor, parts.counter, parts.uncertainty)
+    )
+    bits = [f"{m.value} mode", f"regime {(parts.regime if asked and parts.regime else scenario.regime)}"]
     if parts.target and (parts.plan is not None or parts.frontier is not None):
         bits.append(f"target {parts.target} FLOP")
     return f"{label} ({', '.join(bits)})"
@@ -237,7 +241,7 @@ def render_html(
         + f", generated {_dt.date.today().isoformat()}. Status: {status}. Cite this as: "
         f"{html.escape(F.release())}, dispersal report {html.escape(source or scenario.name)}, {m.value} mode"
         + (f", target {html.escape(parts.target)} FLOP" if parts.target else "")
-        + (f", regime {html.escape(parts.regime)}" if parts.regime else "")
+        + (f", planner regime {html.escape(parts.regime)}" if parts.regime else "")
         + ".</p>",
         _contents(parts),
         *_sections(parts),
