@@ -135,6 +135,7 @@ def test_default_report_answers_every_question(tmp_path: Path) -> None:
     assert f"dispersal {dispersal.__version__}" in text
 
 
+@pytest.mark.slow
 def test_plan_json_has_the_download_side_of_the_traffic() -> None:
     """`plan --json` had upload fields only; the downlink is what binds the 1e25 plan (88% busy)."""
     r = CliRunner().invoke(app, ["plan", "--target", "1e24", "--mode", "paper", "--json"])
