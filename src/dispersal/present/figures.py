@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocator
 
@@ -327,7 +328,14 @@ def cost_curve_figure(
     _money_axis(ax, "y", costs)
     if building_usd:
         b = float(building_usd)
-        right = ax.secondary_yaxis("right", functions=(lambda y: y / b, lambda m: m * b))
+
+        def to_premium(y: Any) -> Any:
+            return np.asarray(y, dtype=float) / b
+
+        def to_cost(m: Any) -> Any:
+            return np.asarray(m, dtype=float) * b
+
+        right = ax.secondary_yaxis("right", functions=(to_premium, to_cost))
         right.set_ylabel("premium over one building")
         right.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}x"))
     ax.set_xlabel(xlabel)
