@@ -827,7 +827,7 @@ def test_mixed_site_preset_and_bad_view_values(page: Any, server: str) -> None:
     _wait_idle(page)
     page.get_by_text("ignored fr_premiums='0.5'").first.wait_for()
     assert page.get_by_text("no such preset").count() == 0
-    page.get_by_text("Per site").first.wait_for()
+    page.get_by_role("heading", name="Per site", exact=True).wait_for(timeout=IDLE_MS)
     ui, _w = logic.ui_from_query({"preset": "intellect1_schedule", "up_mbps": "900"})
     s = logic.build(ui).scenario
     assert s is not None and s.sites == load_scenario("intellect1_schedule").sites
