@@ -87,7 +87,7 @@ def test_report_from_the_app_state_equals_the_cli_report(tmp_path: Path) -> None
     from dispersal.present.report import render_html
 
     ui = logic.default_ui()
-    ui.update(mode="paper", plan_target="1e24", res_lose_sites=2, res_down_for_days=7.0)
+    ui.update(mode="paper", plan_target="1e24", res_lose_sites=2, res_down_for_days=7.0, mon_lose_sites=3)
     sd = logic.scenario_dict(ui)
     args = views.plan_args(ui, sd)
     conv = views.convention_args(ui, sd)
@@ -111,9 +111,9 @@ def test_report_from_the_app_state_equals_the_cli_report(tmp_path: Path) -> None
     command = views.report_command(ui, parts, frontier=True)
     # every section computed: the report's defaults, no --no-... flag
     assert command.startswith(
-        "dispersal report paper_threat_model --mode paper --target 1e24 --uncertainty 20 "
+        "dispersal report paper_threat_model --mode paper --target 1e24 --monitor-lose-sites 3 --uncertainty 20 "
     )
-    assert "--no-" not in command
+    assert "--no-" not in command and "--monitor-lose-sites 3" in command
     built = logic.build(ui)
     assert built.scenario is not None
     from_app = render_html(built.scenario, built.mode, source="paper_threat_model", parts=rp)
@@ -141,6 +141,6 @@ def test_report_from_the_app_state_equals_the_cli_report(tmp_path: Path) -> None
     ):
         assert f"<h2>{head}</h2>" in from_cli
     assert "2 of 1 sites" not in from_cli and re.search(r"2 of [\d,]+ sites go dark", from_cli)
-    assert "Scenario shown: preset paper_threat_model." in from_cli
+    assert "Scenario shown: preset paper_threat_model (its title: " in from_cli
     # the uncertainty chart shows the share of draws that cannot reach each target
     assert "cannot reach" in from_cli and "P(reach)" in from_cli

@@ -442,6 +442,8 @@ def report_command(ui: Mapping[str, Any], parts: Mapping[str, Any], frontier: bo
         out.append("--no-frontier")
     if rp.monitor is None:
         out.append("--no-monitor")
+    elif int(ui.get("mon_lose_sites", 1)) != 1:
+        out.append(f"--monitor-lose-sites {int(ui['mon_lose_sites'])}")
     if rp.counter is None:
         out.append("--no-counter")
     if parts["convention"] == "scenario" and (rp.counter is not None or rp.monitor is not None):

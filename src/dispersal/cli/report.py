@@ -186,6 +186,10 @@ def report_cmd(
         ),
     ] = "report",
     lose_sites: Annotated[int, typer.Option(help="Resilience: sites that go dark.")] = 1,
+    monitor_lose_sites: Annotated[
+        int,
+        typer.Option(help="Monitor: sites lost for ever in its survivability rows (the app's Monitor tab)."),
+    ] = 1,
     lose_at: Annotated[float, typer.Option(help="Resilience: they go dark after this many days.")] = 10.0,
     down_for: Annotated[
         float | None, typer.Option(help="Resilience: dark for this many days (default: for ever).")
@@ -261,7 +265,8 @@ def report_cmd(
     conv = q.convention_args(
         convention, s.to_dict(), mode=m.value, metric=metric, search=search, regime=plan_regime
     )
-    mon_args = q.monitor_args(conv, target, lose_sites) if monitor else None
+    number_in(monitor_lose_sites, "monitor_lose_sites", 0, 1_000_000)
+    mon_args = q.monitor_args(conv, target, monitor_lose_sites) if monitor else None
     parts = ReportParts(
         plan=q.with_reach(p, unc) if p is not None else None,
         links=links,
