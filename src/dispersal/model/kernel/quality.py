@@ -204,6 +204,11 @@ FITTED_FIELDS = ("u0", "u1", "b0", "kb", "p", "q", "delta")
 TAIL_FIELDS = ("tail_scale", "tail_size_exponent", "muon_offset", "muon_penalty_ratio")
 """Stage 2 (M = 16 and the inner optimizer: MuLoCo), fitted with stage 1 held at its values."""
 RANGE_FIELDS = ("tail_tokens_exponent", "tail_batch_exponent")
+TAIL_EXPONENT_FLOOR = 0.0
+"""Lowest tail exponent the Monte Carlo draws, dimensionless: 0 (the critical batch neither shrinks with
+tokens nor grows with the per-replica batch; Merrill et al. 2025, arXiv 2505.23971, see a plateau, never
+a fall). Applied to the testbed's measured interval (issue 32), whose low end for the tokens exponent is
+-0.35 at 2 seeds."""
 """Not fitted: sourced ranges (`quality_tail.toml`) that the Monte Carlo draws uniformly."""
 SAMPLED_FIELDS = FITTED_FIELDS + TAIL_FIELDS + RANGE_FIELDS
 """Every field the Monte Carlo draws (`QualitySamples` carries each as an array)."""
@@ -684,9 +689,16 @@ def tail_exponent_ranges() -> dict[str, tuple[float, float, str]]:
         lo, hi = (float(v) for v in lit[name]["range"])
         label = "literature"
         if name in tb:
-            lo, hi = min(lo, float(tb[name]["ci_low"])), max(hi, float(tb[name]["ci_high"]))
+            m = tb[name]
+            # An interval end that sits at the fit's own bound (`ci_at_fit_bound`) says the data did not
+            # bound that side: the envelope then takes the measured value there, not the bound.
+            at_lo, at_hi = (bool(b) for b in m.get("ci_at_fit_bound", (False, False)))
+            lo = min(lo, float(m["value"]) if at_lo else float(m["ci_low"]))
+            hi = max(hi, float(m["value"]) if at_hi else float(m["ci_high"]))
             label = "literature + testbed (measured at small scale)"
-        out[name] = (lo, hi, label)
+        # No source reports a critical batch that shrinks as training goes on (Merrill et al. 2025: it
+        # plateaus), so a measured interval reaching below 0 is clipped at `TAIL_EXPONENT_FLOOR`.
+        out[name] = (max(lo, TAIL_EXPONENT_FLOOR), hi, label)
     return out
 
 
