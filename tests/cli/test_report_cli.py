@@ -149,7 +149,7 @@ def test_plan_json_has_the_download_side_of_the_traffic() -> None:
         "link_utilisation_down",
     }
     from dispersal.model.inputs.scenario import Scenario
-    from dispersal.model.kernel.estimate import estimate
+    from dispersal.model.run.estimate import estimate
 
     t = estimate(Scenario.from_dict(d["scenario"]), mode="paper").to_dict()["traffic"]
     assert down["mean_down_mbps_per_node"] == t["mean_down_mbps"]

@@ -410,7 +410,7 @@ def plan_download(plan_dict: Mapping[str, Any]) -> dict[str, float] | None:
     if not plan_dict.get("feasible") or not plan_dict.get("scenario"):
         return None
     from dispersal.model.inputs.scenario import Scenario
-    from dispersal.model.kernel.estimate import estimate
+    from dispersal.model.run.estimate import estimate
 
     est = estimate(Scenario.from_dict(dict(plan_dict["scenario"])), mode=str(plan_dict["mode"])).to_dict()
     t = est["traffic"]
