@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +21,7 @@ from dispersal.cli._common import (
 from dispersal.cli._common import (
     latency as parse_latency,
 )
+from dispersal.cli._groups import with_groups
 from dispersal.present.formats import money_or as _fmt_money
 
 _EPILOG = (
@@ -40,34 +42,70 @@ def _plot(rows: list[Any], path: Path, title: str) -> None:
     figures.save_png(chart, path)
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConventionOptions:
+    """The countermeasures convention (``countermeasures.Convention``) as one option group
+    (cli._groups): the defaults are the app's "report" convention."""
+
+    mode: Annotated[
+        str,
+        typer.Option(help="paper or default (model mode of the planner); the shared convention: paper."),
+    ] = "paper"
+    regime: Annotated[str, typer.Option(help="Baseline regime the levers tighten.")] = "treaty"
+    bandwidth: Annotated[str, typer.Option(help="Evader's link per site before any cap.")] = "100Mbps"
+    latency: Annotated[str, typer.Option(help="One-way WAN latency.")] = "100ms"
+    days: Annotated[
+        float,
+        typer.Option(help="Time window, days (the shared convention: 548, the report's 1.5 years)."),
+    ] = 548.0
+    metric: Annotated[str, typer.Option(help="c_quality (report convention) or c_local.")] = "c_quality"
+    search: Annotated[
+        str, typer.Option(help="exact (the shared convention) or bisect: the evader's node-count search.")
+    ] = "exact"
+    capex: Annotated[
+        bool,
+        typer.Option("--capex/--chip-only", help="Cost with the paper's capex multiplier, or chips only."),
+    ] = False
+
+    def rate_bits_per_s(self) -> float:
+        """Checks --days, --regime and --bandwidth (one rate per site, up = down); the rate."""
+        from dispersal.model.inputs.catalog import regime as lookup_regime
+        from dispersal.model.inputs.errors import InputError
+
+        days_in(self.days, "days")
+        lookup_regime(self.regime, "regime")
+        up, down = link_rates(self.bandwidth, "bandwidth")
+        if up != down:
+            raise InputError("bandwidth", f"one rate per site here (up = down), got {self.bandwidth!r}")
+        return up
+
+    def convention(self, rate_bits_per_s: float, **extra: Any) -> Any:
+        """The Convention these options describe (extra: e.g. calibrated ``params``)."""
+        from dispersal.model.analyses.countermeasures import Convention
+
+        return Convention(
+            mode=self.mode,
+            metric=self.metric,
+            days=self.days,
+            bandwidth_bits_per_s=rate_bits_per_s,
+            latency_s=parse_latency(self.latency, "latency"),
+            chip_only=not self.capex,
+            search=self.search,
+            base_regime=self.regime,
+            **extra,
+        )
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``counter`` command to the root app."""
 
     @app.command("counter", epilog=_EPILOG)
     @guarded
+    @with_groups
     def counter(
+        *,
         target: Annotated[str, typer.Option(help="Compute target, FLOP (e.g. 1e25).")] = "1e25",
-        mode: Annotated[
-            str,
-            typer.Option(help="paper or default (model mode of the planner); the shared convention: paper."),
-        ] = "paper",
-        regime: Annotated[str, typer.Option(help="Baseline regime the levers tighten.")] = "treaty",
-        bandwidth: Annotated[str, typer.Option(help="Evader's link per site before any cap.")] = "100Mbps",
-        latency: Annotated[str, typer.Option(help="One-way WAN latency.")] = "100ms",
-        days: Annotated[
-            float,
-            typer.Option(help="Time window, days (the shared convention: 548, the report's 1.5 years)."),
-        ] = 548.0,
-        metric: Annotated[str, typer.Option(help="c_quality (report convention) or c_local.")] = "c_quality",
-        search: Annotated[
-            str, typer.Option(help="exact (the shared convention) or bisect: the evader's node-count search.")
-        ] = "exact",
-        capex: Annotated[
-            bool,
-            typer.Option(
-                "--capex/--chip-only", help="Cost with the paper's capex multiplier, or chips only."
-            ),
-        ] = False,
+        convention: ConventionOptions,
         lever: Annotated[
             list[str] | None, typer.Option("--lever", help="A lever (repeatable); default: every lever.")
         ] = None,
@@ -101,7 +139,6 @@ def register(app: typer.Typer) -> None:
         """
         from dispersal.calibration import load_calibration
         from dispersal.model.analyses.countermeasures import (
-            Convention,
             analyse,
             default_bundles,
             levers,
@@ -109,32 +146,17 @@ def register(app: typer.Typer) -> None:
         )
         from dispersal.model.analyses.detection import default_detection_params
         from dispersal.model.inputs import units
-        from dispersal.model.inputs.catalog import regime as lookup_regime
         from dispersal.model.inputs.errors import InputError
 
         tgt = flop_target(target, "target")
-        days_in(days, "days")
-        lookup_regime(regime, "regime")
-        up, down = link_rates(bandwidth, "bandwidth")
-        if up != down:
-            raise InputError("bandwidth", f"one rate per site here (up = down), got {bandwidth!r}")
+        rate = convention.rate_bits_per_s()
         plot_path = output_file(plot, "plot", (".png",)) if plot is not None else None
         conv_kw: dict[str, Any] = (
             {"params": load_calibration(input_file(calibration, "calibration"))}
             if calibration is not None
             else {}
         )
-        conv = Convention(
-            mode=mode,
-            metric=metric,
-            days=days,
-            bandwidth_bits_per_s=up,
-            latency_s=parse_latency(latency, "latency"),
-            chip_only=not capex,
-            search=search,
-            base_regime=regime,
-            **conv_kw,
-        )
+        conv = convention.convention(rate, **conv_kw)
         overrides: dict[str, float] = {}
         for item in set_param or []:
             if "=" not in item:

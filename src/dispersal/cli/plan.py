@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Annotated, Any
@@ -27,6 +28,7 @@ from dispersal.cli._common import (
 from dispersal.cli._common import (
     latency as parse_latency,
 )
+from dispersal.cli._groups import with_groups
 from dispersal.cli._scenario import check_mode
 from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
@@ -35,52 +37,77 @@ from dispersal.model.search.planner import Constraints, Plan, plan
 DEFAULT_TARGETS = (1e24, 1e25, 1e26)
 
 
-def build_constraints(
-    *,
-    bandwidth: str,
-    latency: str | None,
-    distance: str | None,
-    max_days: float,
-    hardware: list[str] | None,
-    max_nodes: int,
-    compression: float,
-    mfu: float | None,
-    straggler: str,
-    max_cost: str | None,
-    algorithms: str | None = None,
-) -> Constraints:
-    """Flags -> Constraints (units parsed and range-checked, latency from distance when given)."""
-    up, down = link_rates(bandwidth, "bandwidth")
-    if latency is not None and distance is not None:
-        raise InputError("latency", "give --latency or --distance, not both")
-    if distance is not None:
-        from dispersal.cli._scenario import latency_of_distance
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConstraintOptions:
+    """The planner's constraints as one option group (cli._groups): the links, the time budget, the
+    hardware and node range, compression, MFU, straggler rule, budget and algorithm slots."""
 
-        lat = latency_of_distance(distance)
-    else:
-        lat = parse_latency(latency if latency is not None else "100ms", "latency")
-    days_in(max_days, "max_days")
-    number_in(compression, "compression", 1, MAX_COMPRESSION)
-    if mfu is not None:
-        number_in(mfu, "mfu", 0, 1, lo_open=True)
-    budget = math.inf
-    if max_cost is not None:
-        budget = number_in(
-            units.parse_money(max_cost, "max_cost"), "max_cost", 0, 1e18, lo_open=True, unit="USD"
-        )
-    return Constraints(
-        bandwidth_up_bits_per_s=up,
-        bandwidth_down_bits_per_s=down,
-        latency_s=lat,
-        max_duration_s=max_days * units.SECONDS_PER_DAY,
-        hardware=tuple(hardware or ()),
-        max_nodes=max_nodes,
-        compression_ratio=compression,
-        mfu=mfu,
-        straggler=straggler,
-        max_cost_usd=budget,
-        algorithms=tuple(a.strip() for a in algorithms.split(",")) if algorithms else (),
+    bandwidth: Annotated[
+        str, typer.Option(help="WAN rate per node, e.g. 100Mbps or UP/DOWN 57Mbps/310Mbps.")
+    ] = "100Mbps"
+    latency: Annotated[str | None, typer.Option(help="One-way latency, e.g. 100ms (default).")] = None
+    distance: Annotated[str | None, typer.Option(help="Fibre distance instead of latency, e.g. 1000km.")] = (
+        None
     )
+    max_days: Annotated[float, typer.Option(help="Time budget in days (paper: 740).")] = 740.0
+    hardware: Annotated[
+        list[str] | None, typer.Option(help="Restrict to these accelerators (repeatable).")
+    ] = None
+    max_nodes: Annotated[int, typer.Option(help="Largest node count searched.", min=1, max=MAX_NODES)] = (
+        100_000
+    )
+    compression: Annotated[float, typer.Option(help="Pseudo-gradient compression ratio C_r.")] = 150.0
+    mfu: Annotated[
+        float | None,
+        typer.Option(
+            help="Model FLOP utilisation (6 P FLOP/token); default: 0.40 in paper mode, the catalogue's per accelerator and precision in default mode."
+        ),
+    ] = None
+    straggler: Annotated[str, typer.Option(help=field_help("straggler"))] = "relay"
+    max_cost: Annotated[str | None, typer.Option(help="Budget, e.g. 500M (binds the time objective).")] = None
+    algorithms: Annotated[
+        str | None,
+        typer.Option(
+            help="Search only these algorithm slots, comma-separated: auto (flat Streaming DiLoCo or "
+            "PP-group), hierarchical, ddp, decoupled. Default: auto and hierarchical. Decoupled DiLoCo is "
+            "searched only when named (default mode; e.g. auto,hierarchical,decoupled): the planner prices "
+            "no failures, and without them it ties with Streaming DiLoCo."
+        ),
+    ] = None
+
+    def constraints(self) -> Constraints:
+        """Flags -> Constraints (units parsed and range-checked, latency from distance when given)."""
+        up, down = link_rates(self.bandwidth, "bandwidth")
+        if self.latency is not None and self.distance is not None:
+            raise InputError("latency", "give --latency or --distance, not both")
+        if self.distance is not None:
+            from dispersal.cli._scenario import latency_of_distance
+
+            lat = latency_of_distance(self.distance)
+        else:
+            lat = parse_latency(self.latency if self.latency is not None else "100ms", "latency")
+        days_in(self.max_days, "max_days")
+        number_in(self.compression, "compression", 1, MAX_COMPRESSION)
+        if self.mfu is not None:
+            number_in(self.mfu, "mfu", 0, 1, lo_open=True)
+        budget = math.inf
+        if self.max_cost is not None:
+            budget = number_in(
+                units.parse_money(self.max_cost, "max_cost"), "max_cost", 0, 1e18, lo_open=True, unit="USD"
+            )
+        return Constraints(
+            bandwidth_up_bits_per_s=up,
+            bandwidth_down_bits_per_s=down,
+            latency_s=lat,
+            max_duration_s=self.max_days * units.SECONDS_PER_DAY,
+            hardware=tuple(self.hardware or ()),
+            max_nodes=self.max_nodes,
+            compression_ratio=self.compression,
+            mfu=self.mfu,
+            straggler=self.straggler,
+            max_cost_usd=budget,
+            algorithms=tuple(a.strip() for a in self.algorithms.split(",")) if self.algorithms else (),
+        )
 
 
 def plan_table(plans: list[Plan]) -> Table:
@@ -182,7 +209,9 @@ def runners_up_table(p: Plan) -> Table:
 
 
 @guarded
+@with_groups
 def plan_cmd(
+    *,
     target: Annotated[
         list[str] | None,
         typer.Option(help="Target compute, e.g. 1e25 (repeatable). Default: 1e24, 1e25, 1e26."),
@@ -191,40 +220,7 @@ def plan_cmd(
         str | None, typer.Option(help="c_local or c_quality (paper mode default c_local, else c_quality).")
     ] = None,
     regime: Annotated[str, typer.Option(help=field_help("regime"))] = "treaty",
-    bandwidth: Annotated[
-        str, typer.Option(help="WAN rate per node, e.g. 100Mbps or UP/DOWN 57Mbps/310Mbps.")
-    ] = "100Mbps",
-    latency: Annotated[str | None, typer.Option(help="One-way latency, e.g. 100ms (default).")] = None,
-    distance: Annotated[
-        str | None, typer.Option(help="Fibre distance instead of latency, e.g. 1000km.")
-    ] = None,
-    max_days: Annotated[float, typer.Option(help="Time budget in days (paper: 740).")] = 740.0,
-    hardware: Annotated[
-        list[str] | None, typer.Option(help="Restrict to these accelerators (repeatable).")
-    ] = None,
-    max_nodes: Annotated[
-        int, typer.Option(help="Largest node count searched.", min=1, max=MAX_NODES)
-    ] = 100_000,
-    compression: Annotated[float, typer.Option(help="Pseudo-gradient compression ratio C_r.")] = 150.0,
-    mfu: Annotated[
-        float | None,
-        typer.Option(
-            help="Model FLOP utilisation (6 P FLOP/token); default: 0.40 in paper mode, the catalogue's per accelerator and precision in default mode."
-        ),
-    ] = None,
-    straggler: Annotated[str, typer.Option(help=field_help("straggler"))] = "relay",
-    max_cost: Annotated[
-        str | None, typer.Option(help="Budget, e.g. 500M (binds the time objective).")
-    ] = None,
-    algorithms: Annotated[
-        str | None,
-        typer.Option(
-            help="Search only these algorithm slots, comma-separated: auto (flat Streaming DiLoCo or "
-            "PP-group), hierarchical, ddp, decoupled. Default: auto and hierarchical. Decoupled DiLoCo is "
-            "searched only when named (default mode; e.g. auto,hierarchical,decoupled): the planner prices "
-            "no failures, and without them it ties with Streaming DiLoCo."
-        ),
-    ] = None,
+    limits: ConstraintOptions,
     objective: Annotated[str, typer.Option(help="cost, nodes or time.")] = "cost",
     search: Annotated[
         str | None, typer.Option(help="bisect (the paper's) or exact (default mode's default).")
@@ -276,21 +272,9 @@ def plan_cmd(
     # Repeatable, not a comma list: "1,5" must stay an error (a decimal comma), as the fuzz table says.
     targets = [flop_target(t, "target") for t in (target or [])] or list(DEFAULT_TARGETS)
     if sites is not None:
-        _plan_sites(sites, targets, m, metric, max_nodes, json_)
+        _plan_sites(sites, targets, m, metric, limits.max_nodes, json_)
         return
-    c = build_constraints(
-        bandwidth=bandwidth,
-        latency=latency,
-        distance=distance,
-        max_days=max_days,
-        hardware=hardware,
-        max_nodes=max_nodes,
-        compression=compression,
-        mfu=mfu,
-        straggler=straggler,
-        max_cost=max_cost,
-        algorithms=algorithms,
-    )
+    c = limits.constraints()
     if site_nodes:
         c = c.replace(site_sizes=_site_sizes(site_nodes))
     extra = _calibration(calibration, samples)
