@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated, Any
 
 import typer
 
 from dispersal.cli._common import MAX_SEED, flop_target, guarded, number_in, output_file, print_json
+from dispersal.cli._groups import with_groups
 from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import InputError
 
@@ -302,12 +304,69 @@ def _only_with(*, year: bool, compare: bool, given: dict[str, bool]) -> None:
             raise InputError(flag, f"is read only with {needs}")
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class GridOptions:
+    """The options only the default grid form of `frontier` reads (cli._groups)."""
+
+    sites: Annotated[
+        list[str] | None,
+        typer.Option(help="Site counts for 'the largest target at N sites' (default 10, 100, 1000)."),
+    ] = None
+    bandwidth: Annotated[
+        list[str] | None,
+        typer.Option(help="Bandwidth grid per site (default 10Mbps,30Mbps,...,10Gbps)."),
+    ] = None
+    max_site_kw: Annotated[
+        float | None,
+        typer.Option(help="Per-site power cap, kW (chips x TDP x PUE); larger sites are not searched."),
+    ] = None
+    samples: Annotated[
+        int, typer.Option(help="Monte Carlo draws per target for P(reach) and the bands (0 = none).")
+    ] = DEFAULT_SAMPLES
+    seed: Annotated[int, typer.Option(help="Seed for --samples.")] = 0
+    sensitivity: Annotated[
+        bool,
+        typer.Option(
+            "--sensitivity",
+            help="Sobol' indices (SALib) of the headline answers over the drawn parameters "
+            "(the first --target, default 1e25; the largest --premium; --sites, default 100 and 1,000).",
+        ),
+    ] = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class YearOptions:
+    """`frontier --year` and the options only it reads (cli._groups)."""
+
+    year: Annotated[
+        bool,
+        typer.Option("--year", help="The frontier over time: per algorithm generation, then projections."),
+    ] = False
+    until: Annotated[int, typer.Option(help="--year: last projected year.")] = 2030
+    published_h: Annotated[bool, typer.Option("--published-h", help="--year: each paper's H.")] = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CompareOptions:
+    """`frontier --compare` and the options only it reads (cli._groups)."""
+
+    compare: Annotated[
+        bool, typer.Option("--compare", help="One building vs N sites: monitor, survivability, power.")
+    ] = False
+    wan: Annotated[str | None, typer.Option(help="--compare: per-site WAN of the N-site plan (1Gbps).")] = (
+        None
+    )
+    lose_sites: Annotated[int, typer.Option(help="--compare: sites lost (for ever).")] = 1
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``frontier`` command to the root app."""
 
     @app.command("frontier", epilog=_EPILOG)
     @guarded
+    @with_groups
     def frontier_cmd(
+        *,
         target: Annotated[
             list[str] | None,
             typer.Option(help="Compute targets, FLOP (repeatable or comma list). Default 1e24..1e27."),
@@ -315,98 +374,62 @@ def register(app: typer.Typer) -> None:
         premium: Annotated[
             list[str] | None, typer.Option(help="Premiums over one datacenter (default 1.5, 2, 5).")
         ] = None,
-        sites: Annotated[
-            list[str] | None,
-            typer.Option(help="Site counts for 'the largest target at N sites' (default 10, 100, 1000)."),
-        ] = None,
-        bandwidth: Annotated[
-            list[str] | None,
-            typer.Option(help="Bandwidth grid per site (default 10Mbps,30Mbps,...,10Gbps)."),
-        ] = None,
+        grid: GridOptions,
         regime: Annotated[str, typer.Option(help="Regime every site stays under.")] = "treaty",
-        max_site_kw: Annotated[
-            float | None,
-            typer.Option(help="Per-site power cap, kW (chips x TDP x PUE); larger sites are not searched."),
-        ] = None,
         mode: Annotated[str, typer.Option(help="paper or default.")] = "default",
-        samples: Annotated[
-            int, typer.Option(help="Monte Carlo draws per target for P(reach) and the bands (0 = none).")
-        ] = DEFAULT_SAMPLES,
-        seed: Annotated[int, typer.Option(help="Seed for --samples.")] = 0,
         plot: Annotated[
             str | None,
             typer.Option(help="Write the frontier charts (with --year: the frontier over time) to this PNG."),
         ] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print JSON (docs/frontier.md).")] = False,
-        year: Annotated[
-            bool,
-            typer.Option(
-                "--year", help="The frontier over time: per algorithm generation, then projections."
-            ),
-        ] = False,
-        until: Annotated[int, typer.Option(help="--year: last projected year.")] = 2030,
-        published_h: Annotated[bool, typer.Option("--published-h", help="--year: each paper's H.")] = False,
-        compare: Annotated[
-            bool, typer.Option("--compare", help="One building vs N sites: monitor, survivability, power.")
-        ] = False,
-        wan: Annotated[
-            str | None, typer.Option(help="--compare: per-site WAN of the N-site plan (1Gbps).")
-        ] = None,
-        lose_sites: Annotated[int, typer.Option(help="--compare: sites lost (for ever).")] = 1,
-        sensitivity: Annotated[
-            bool,
-            typer.Option(
-                "--sensitivity",
-                help="Sobol' indices (SALib) of the headline answers over the drawn parameters "
-                "(the first --target, default 1e25; the largest --premium; --sites, default 100 and 1,000).",
-            ),
-        ] = False,
+        over_time: YearOptions,
+        versus: CompareOptions,
     ) -> None:
         """The limits of dispersal per target and premium over one datacenter: least bandwidth per site,
         most sites, least power per site, shortest run, longest distance and the largest target at N
         sites, each with what binds; Monte Carlo bands with P(reach) first."""
         _only_with(
-            year=year,
-            compare=compare,
+            year=over_time.year,
+            compare=versus.compare,
             given={
-                "wan": wan is not None,
-                "lose-sites": lose_sites != 1,
-                "until": until != 2030,
-                "published-h": published_h,
-                "sites": bool(sites),
-                "bandwidth": bool(bandwidth),
-                "max-site-kw": max_site_kw is not None,
-                "samples": samples != DEFAULT_SAMPLES,
-                "seed": seed != 0,
+                "wan": versus.wan is not None,
+                "lose-sites": versus.lose_sites != 1,
+                "until": over_time.until != 2030,
+                "published-h": over_time.published_h,
+                "sites": bool(grid.sites),
+                "bandwidth": bool(grid.bandwidth),
+                "max-site-kw": grid.max_site_kw is not None,
+                "samples": grid.samples != DEFAULT_SAMPLES,
+                "seed": grid.seed != 0,
                 "plot": plot is not None,
-                "sensitivity": sensitivity,
+                "sensitivity": grid.sensitivity,
             },
         )
-        if year or compare:  # cli/frontier_time.py (issue 23 items 3-5)
+        if over_time.year or versus.compare:  # cli/frontier_time.py (issue 23 items 3-5)
             from dispersal.cli import frontier_time as ftc
 
-            if year and compare:
+            if over_time.year and versus.compare:
                 raise InputError("compare", "give --year or --compare, not both")
             tg = _targets(target, ()) or None
-            if year:
+            if over_time.year:
                 ftc.run_year(
                     targets=tg,
                     premiums=_premiums(premium, ()) or None,
                     regime=regime,
                     mode=mode,
-                    until=until,
-                    published_h=published_h,
+                    until=over_time.until,
+                    published_h=over_time.published_h,
                     plot=plot,
                     json_out=json_out,
                 )
             else:
                 ftc.run_compare(
                     targets=tg,
-                    wan=wan,
+                    wan=versus.wan,
                     premiums=_premiums(premium, ()) or None,
                     regime=regime,
                     mode=mode,
-                    lose_sites=lose_sites,
+                    lose_sites=versus.lose_sites,
                     json_out=json_out,
                 )
             return
@@ -418,23 +441,23 @@ def register(app: typer.Typer) -> None:
             frontier,
         )
 
-        number_in(samples, "samples", 0, MAX_FRONTIER_SAMPLES)
-        number_in(seed, "seed", 0, MAX_SEED)
-        if sensitivity:
-            _run_sensitivity(target, premium, sites, bandwidth, regime, seed, json_out)
+        number_in(grid.samples, "samples", 0, MAX_FRONTIER_SAMPLES)
+        number_in(grid.seed, "seed", 0, MAX_SEED)
+        if grid.sensitivity:
+            _run_sensitivity(target, premium, grid.sites, grid.bandwidth, regime, grid.seed, json_out)
             return
         kwargs: dict[str, Any] = {
             "targets_flop": _targets(target, DEFAULT_TARGETS_FLOP),
             "premiums": _premiums(premium, DEFAULT_PREMIUMS),
-            "sites": _sites(sites, DEFAULT_SITES),
-            "bandwidth_grid_bits_per_s": _bandwidths(bandwidth, BANDWIDTH_GRID_BITS_PER_S),
+            "sites": _sites(grid.sites, DEFAULT_SITES),
+            "bandwidth_grid_bits_per_s": _bandwidths(grid.bandwidth, BANDWIDTH_GRID_BITS_PER_S),
             "regime_name": regime,
             "max_site_kw": None
-            if max_site_kw is None
-            else number_in(max_site_kw, "max-site-kw", 0, 1e7, lo_open=True, unit="kW"),
+            if grid.max_site_kw is None
+            else number_in(grid.max_site_kw, "max-site-kw", 0, 1e7, lo_open=True, unit="kW"),
             "mode": mode,
-            "samples": samples,
-            "seed": seed,
+            "samples": grid.samples,
+            "seed": grid.seed,
         }
         plot_path = output_file(plot, "plot", (".png",)) if plot is not None else None
         f = frontier(**kwargs)
