@@ -78,7 +78,7 @@ class ScenarioOptions:
 class ScenarioArgOptions(ScenarioOptions):
     """ScenarioOptions with the scenario a required argument (`dispersal report SCENARIO`)."""
 
-    scenario: Annotated[  # type: ignore[assignment]
+    scenario: Annotated[
         str, typer.Argument(help="Preset name (e.g. paper_threat_model) or a TOML scenario file.")
     ] = dataclasses.field()  # no default: required (a bare annotation would inherit None)
 

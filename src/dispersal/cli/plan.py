@@ -110,6 +110,40 @@ class ConstraintOptions:
         )
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SampleOptions:
+    """`plan --samples`: Monte Carlo over the uncertain parameters (cli._groups)."""
+
+    samples: Annotated[
+        int,
+        typer.Option(
+            help="Monte Carlo samples of the uncertain parameters (0 = none).", min=0, max=MAX_SAMPLES
+        ),
+    ] = 0
+    seed: Annotated[int, typer.Option(help="Random seed for --samples.", min=0, max=MAX_SEED)] = 0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SiteOptions:
+    """The planner's site searches: site-pipeline DiLoCo sizes, or a [[site]] mix (cli._groups)."""
+
+    site_nodes: Annotated[
+        list[int] | None,
+        typer.Option(
+            help="Also search site-pipeline DiLoCo with sites of this many nodes on a fast local fabric "
+            "(repeatable, 2-10,000; a site counts as one cluster under the regime's rule)."
+        ),
+    ] = None
+    sites: Annotated[
+        str | None,
+        typer.Option(
+            help="A scenario TOML with [\\[site]] tables (a fleet of site types): the smallest multiple of that "
+            "mix reaching each target; its own hardware, links, model and days are used, the other flags "
+            "except --target, --metric, --mode, --max-nodes and --json are not."
+        ),
+    ] = None
+
+
 def plan_table(plans: list[Plan]) -> Table:
     """One row per target: the best plan's key figures (and the centralized premium when planned)."""
     t = Table(
@@ -226,13 +260,7 @@ def plan_cmd(
         str | None, typer.Option(help="bisect (the paper's) or exact (default mode's default).")
     ] = None,
     mode: Annotated[str, typer.Option(help="paper or default.")] = "default",
-    samples: Annotated[
-        int,
-        typer.Option(
-            help="Monte Carlo samples of the uncertain parameters (0 = none).", min=0, max=MAX_SAMPLES
-        ),
-    ] = 0,
-    seed: Annotated[int, typer.Option(help="Random seed for --samples.", min=0, max=MAX_SEED)] = 0,
+    draws: SampleOptions,
     runners_up: Annotated[
         bool, typer.Option("--runners-up", help="Also show the best plan per hardware.")
     ] = False,
@@ -248,21 +276,7 @@ def plan_cmd(
     calibration: Annotated[
         str | None, typer.Option(help="Calibration TOML (dispersal calibrate) replacing model parameters.")
     ] = None,
-    site_nodes: Annotated[
-        list[int] | None,
-        typer.Option(
-            help="Also search site-pipeline DiLoCo with sites of this many nodes on a fast local fabric "
-            "(repeatable, 2-10,000; a site counts as one cluster under the regime's rule)."
-        ),
-    ] = None,
-    sites: Annotated[
-        str | None,
-        typer.Option(
-            help="A scenario TOML with [\\[site]] tables (a fleet of site types): the smallest multiple of that "
-            "mix reaching each target; its own hardware, links, model and days are used, the other flags "
-            "except --target, --metric, --mode, --max-nodes and --json are not."
-        ),
-    ] = None,
+    site_search: SiteOptions,
 ) -> None:
     """Find the cheapest way to reach a compute target with every node under the regime's thresholds.
 
@@ -271,13 +285,13 @@ def plan_cmd(
     m = check_mode(mode)
     # Repeatable, not a comma list: "1,5" must stay an error (a decimal comma), as the fuzz table says.
     targets = [flop_target(t, "target") for t in (target or [])] or list(DEFAULT_TARGETS)
-    if sites is not None:
-        _plan_sites(sites, targets, m, metric, limits.max_nodes, json_)
+    if site_search.sites is not None:
+        _plan_sites(site_search.sites, targets, m, metric, limits.max_nodes, json_)
         return
     c = limits.constraints()
-    if site_nodes:
-        c = c.replace(site_sizes=_site_sizes(site_nodes))
-    extra = _calibration(calibration, samples)
+    if site_search.site_nodes:
+        c = c.replace(site_sizes=_site_sizes(site_search.site_nodes))
+    extra = _calibration(calibration, draws.samples)
     plans = [
         plan(
             t,
@@ -299,8 +313,8 @@ def plan_cmd(
     tables = _sample_tables(
         plans,
         dicts,
-        samples=samples,
-        seed=seed,
+        samples=draws.samples,
+        seed=draws.seed,
         regime=regime,
         c=c,
         m=m,

@@ -59,6 +59,53 @@ def _optional_days(value: float | None, field: str) -> float | None:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class ViewOptions:
+    """Which of the app's views the report answers, and their draws (cli._groups)."""
+
+    plan: Annotated[
+        bool,
+        typer.Option(
+            "--plan/--no-plan", help="Plan --target with this scenario's links and budget: answer card."
+        ),
+    ] = True
+    use_plan: Annotated[
+        bool, typer.Option("--use-plan", help="Report the plan's own scenario (implies --plan).")
+    ] = False
+    frontier: Annotated[
+        bool,
+        typer.Option(
+            "--frontier/--no-frontier",
+            help="The limits of dispersal at --target (premiums 1.5x, 2x, 5x), --uncertainty draws for P(reach).",
+        ),
+    ] = True
+    monitor: Annotated[
+        bool,
+        typer.Option(
+            "--monitor/--no-monitor",
+            help="One building vs N sites as a monitor sees them, under the countermeasure --convention.",
+        ),
+    ] = True
+    counter: Annotated[
+        bool,
+        typer.Option(
+            "--counter/--no-counter", help="Every countermeasure lever and the default bundles at --target."
+        ),
+    ] = True
+    uncertainty: Annotated[
+        int,
+        typer.Option(
+            help="Monte Carlo draws per target at 0.01x-10x --target, and per frontier target for its "
+            "P(reach) (0 = no uncertainty section, frontier undrawn; the app: 200)."
+        ),
+    ] = DEFAULT_DRAWS
+    seed: Annotated[int, typer.Option(help="Seed of --uncertainty.")] = 0
+    monitor_lose_sites: Annotated[
+        int,
+        typer.Option(help="Monitor: sites lost for ever in its survivability rows (the app's Monitor tab)."),
+    ] = 1
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class ResilienceOptions:
     """The Resilience settings (the app's Resilience tab) as one option group (cli._groups)."""
 
@@ -149,48 +196,8 @@ def report_cmd(
         str,
         typer.Option(help="Compute target, FLOP, of the plan, frontier, countermeasures and uncertainty."),
     ] = "1e25",
-    plan: Annotated[
-        bool,
-        typer.Option(
-            "--plan/--no-plan", help="Plan --target with this scenario's links and budget: answer card."
-        ),
-    ] = True,
-    use_plan: Annotated[
-        bool, typer.Option("--use-plan", help="Report the plan's own scenario (implies --plan).")
-    ] = False,
-    frontier: Annotated[
-        bool,
-        typer.Option(
-            "--frontier/--no-frontier",
-            help="The limits of dispersal at --target (premiums 1.5x, 2x, 5x), --uncertainty draws for P(reach).",
-        ),
-    ] = True,
-    monitor: Annotated[
-        bool,
-        typer.Option(
-            "--monitor/--no-monitor",
-            help="One building vs N sites as a monitor sees them, under the countermeasure --convention.",
-        ),
-    ] = True,
-    counter: Annotated[
-        bool,
-        typer.Option(
-            "--counter/--no-counter", help="Every countermeasure lever and the default bundles at --target."
-        ),
-    ] = True,
-    uncertainty: Annotated[
-        int,
-        typer.Option(
-            help="Monte Carlo draws per target at 0.01x-10x --target, and per frontier target for its "
-            "P(reach) (0 = no uncertainty section, frontier undrawn; the app: 200)."
-        ),
-    ] = DEFAULT_DRAWS,
-    seed: Annotated[int, typer.Option(help="Seed of --uncertainty.")] = 0,
+    views: ViewOptions,
     planner: PlannerOptions,
-    monitor_lose_sites: Annotated[
-        int,
-        typer.Option(help="Monitor: sites lost for ever in its survivability rows (the app's Monitor tab)."),
-    ] = 1,
     resilience: ResilienceOptions,
     json_: Annotated[
         bool, typer.Option("--json", help='Print {"path", "scenario", "label", "mode", "sections"} as JSON.')
@@ -209,8 +216,8 @@ def report_cmd(
     from dispersal.model.inputs.catalog import regime as lookup_regime
 
     lookup_regime(planner.plan_regime, "plan_regime")
-    number_in(uncertainty, "uncertainty", 0, MAX_SAMPLES)
-    number_in(seed, "seed", 0, MAX_SEED)
+    number_in(views.uncertainty, "uncertainty", 0, MAX_SAMPLES)
+    number_in(views.seed, "seed", 0, MAX_SEED)
     settings = resilience.settings()
     s = sc.build()
     scenario = sc.scenario
@@ -232,8 +239,8 @@ def report_cmd(
         links=planner.links,
     )
     label = _preset_label(scenario, s.name)
-    p = q.run_plan(args) if (plan or use_plan) else None
-    if use_plan:
+    p = q.run_plan(args) if (views.plan or views.use_plan) else None
+    if views.use_plan:
         if p is None or not p.get("feasible"):
             raise InputError("use_plan", f"no plan reaches {target} FLOP here, so there is no plan to use")
         from dispersal.present.answer import plan_label
@@ -241,7 +248,7 @@ def report_cmd(
         label = plan_label(p)
         s = s.from_dict({**p["scenario"], "name": label})
         m = check_mode(str(p["mode"]))
-    unc = q.run_uncertainty(target, args, uncertainty, seed) if uncertainty else None
+    unc = q.run_uncertainty(target, args, views.uncertainty, views.seed) if views.uncertainty else None
     conv = q.convention_args(
         planner.convention,
         s.to_dict(),
@@ -250,13 +257,13 @@ def report_cmd(
         search=planner.search,
         regime=planner.plan_regime,
     )
-    number_in(monitor_lose_sites, "monitor_lose_sites", 0, 1_000_000)
-    mon_args = q.monitor_args(conv, target, monitor_lose_sites) if monitor else None
+    number_in(views.monitor_lose_sites, "monitor_lose_sites", 0, 1_000_000)
+    mon_args = q.monitor_args(conv, target, views.monitor_lose_sites) if views.monitor else None
     parts = ReportParts(
         plan=q.with_reach(p, unc) if p is not None else None,
         links=planner.links,
-        frontier=q.run_frontier(args, uncertainty, seed) if frontier else None,
-        counter=q.run_countermeasures(target, conv) if counter else None,
+        frontier=q.run_frontier(args, views.uncertainty, views.seed) if views.frontier else None,
+        counter=q.run_countermeasures(target, conv) if views.counter else None,
         convention=q.describe_convention(conv),
         uncertainty=unc,
         resilience={**DEFAULTS, **settings},
