@@ -38,7 +38,15 @@ from dispersal.model.kernel.schedule import SCHEDULE_GRID
 
 #: What the search reads of every evaluation (beyond what the caller wants).
 NEEDED: frozenset[str] = frozenset(
-    {"c_quality_flop", "time_ok", "run_time_s", "inner_steps", "regional_rounds", "algorithm_resolved", "replicas"}
+    {
+        "c_quality_flop",
+        "time_ok",
+        "run_time_s",
+        "inner_steps",
+        "regional_rounds",
+        "algorithm_resolved",
+        "replicas",
+    }
 )
 #: What the walk's trial evaluations compute (the score only).
 TRIAL: frozenset[str] = frozenset({"c_quality_flop", "time_ok", "run_time_s"})
@@ -113,7 +121,9 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[st
     return out
 
 
-def _sched(hf: BoolArr, h_fixed: Arr, ih: npt.NDArray[np.int64], ir: npt.NDArray[np.int64], sel: Any) -> dict[str, Arr]:
+def _sched(
+    hf: BoolArr, h_fixed: Arr, ih: npt.NDArray[np.int64], ir: npt.NDArray[np.int64], sel: Any
+) -> dict[str, Arr]:
     """The requested schedule of the selected configurations: a grid H where H is chosen (else the
     requested one) and a grid H_reg (used by hierarchical runs only)."""
     h = np.where(hf[sel], SCHEDULE_GRID[np.clip(ih[sel], 0, SCHEDULE_GRID.size - 1)], h_fixed[sel])
