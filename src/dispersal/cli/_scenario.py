@@ -1,8 +1,10 @@
-"""The scenario every scenario-taking command builds the same way (estimate, solve, report, sweep
---field): a preset or TOML file, then the shortcut flags, then ``--set key=value``.
+"""The scenario every scenario-taking command builds the same way (estimate, fleet, solve, report,
+sweep --field): a preset or TOML file, then the shortcut flags, then ``--set key=value``.
 
-The shortcut flags are declared once here (``HardwareOpt``, ``NodesOpt``, ...) and every such
-command lists the same ones, so ``--nodes 64`` means the same thing everywhere (issue 24 item 6).
+The options are declared once here, as the option group ``ScenarioOptions`` (cli._groups): estimate,
+fleet, solve and report take it as one parameter, so ``--nodes 64`` means the same thing, with the
+same help, everywhere (issue 24 item 6, issue 36 item 5). sweep --field, whose --scenario has a
+default and whose --regime and --mode also drive the planner sweep, lists the same shortcut types.
 """
 
 from __future__ import annotations
@@ -302,8 +304,3 @@ def check_bounds(s: Scenario) -> Scenario:
                 name, f"{label} must be at most {show_number(hi)} {unit}, got {show_number(value)} {unit}"
             )
     return s
-
-
-def scenario_flags(**kw: Any) -> dict[str, Any]:
-    """The shortcut flags of a command's keyword arguments (for build_scenario(**...))."""
-    return {k: kw[k] for k in SHORTCUT_FLAGS}
