@@ -246,7 +246,14 @@ def main(argv: list[str] | None = None) -> None:
     cfg = TestbedConfig.from_dict(json.loads(Path(args.config).read_text()))
     host, port = args.store.rsplit(":", 1)
     learner = Learner(cfg, args.worker, host, int(port), Path(args.out), args.incarnation, secret)
-    learner.run(False, args.join_at_step)
+    try:
+        learner.run(False, args.join_at_step)
+    finally:
+        # The heartbeat thread must not be inside a store call while the interpreter tears torch
+        # down (seen: "terminate called without an active exception", SIGABRT after a clean finish).
+        learner.heartbeat.stop()
+        if learner.heartbeat.is_alive():
+            learner.heartbeat.join(2.0)
 
 
 if __name__ == "__main__":

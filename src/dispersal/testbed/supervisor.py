@@ -273,7 +273,8 @@ def run_local(
     def on_drop(w: str, why: str) -> None:
         steps = store.get_int(f"progress/{w}") or 0
         log_event(out, worker=w, event="member_dropped", why=why, round=steps // cfg.round_steps)
-        if why == "heartbeat":
+        # A process that is past its finish (done/<w>) stops beating while it exits: not lost.
+        if why == "heartbeat" and not store.valid(f"done/{w}") and not store.valid("finished"):
             dropped.setdefault(
                 w, {"worker": w, "reason": "heartbeat lost", "round": steps // cfg.round_steps}
             )
@@ -306,11 +307,8 @@ def run_local(
     if relay is not None:
         relay.close(out / "relay.json")
     planned_stops = {e.get("worker") for e in _read_events(out) if e.get("event") == "stopped"}
-    for w, row in dropped.items():
-        if w not in planned_stops and not any(x["worker"] == w for x in lost):
-            log_event(out, event="worker_lost", **row)
-            lost.append(row)
-    return _final_summary(out, timed_out, cfg, lost)
+    unplanned = {w: row for w, row in dropped.items() if w not in planned_stops}
+    return _final_summary(out, timed_out, cfg, lost, unplanned)
 
 
 def supervise(
@@ -344,7 +342,11 @@ def supervise(
             if p.poll() is not None and (w, incarnation[w]) not in exited:
                 exited.add((w, incarnation[w]))
                 planned = incarnation[w] == 0 and w in hands.killed
-                if p.returncode != 0 and not planned:
+                if p.returncode != 0 and not planned and _finished(store, w):
+                    # Its work was done and handed over (done/<w>): a crash while exiting is an
+                    # event, not a lost worker.
+                    log_event(out, worker=w, event="exit_after_finish", reason=_exit_reason(p.returncode))
+                elif p.returncode != 0 and not planned:
                     _lost(out, store, cfg, lost, w, incarnation[w], _exit_reason(p.returncode))
                 if on_exit is not None:
                     on_exit(w, incarnation[w])
@@ -379,6 +381,11 @@ def supervise(
             p.wait()
             _lost(out, store, cfg, lost, w, incarnation[w], "killed at the run timeout")
     return timed_out
+
+
+def _finished(store: SignedStore, worker: str) -> bool:
+    """The worker handed its results over (worker: done/<w>; learner: learner_done/<w>)."""
+    return store.valid(f"done/{worker}") or store.valid(f"learner_done/{worker}")
 
 
 def _exit_reason(returncode: int) -> str:
@@ -503,9 +510,16 @@ def honest(
 
 
 def _final_summary(
-    out: Path, timed_out: bool, cfg: TestbedConfig, lost: list[dict[str, Any]]
+    out: Path,
+    timed_out: bool,
+    cfg: TestbedConfig,
+    lost: list[dict[str, Any]],
+    dropped: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """summary.json as rank 0 wrote it (or a stub if nobody did), made honest about lost workers."""
+    """summary.json as rank 0 wrote it (or a stub if nobody did), made honest about lost workers:
+    ``lost`` (processes that ended other than by the plan) and ``dropped`` (members the heartbeat
+    declared gone whose process did not exit: frozen or unreachable), the latter only when they are
+    not back in the final group."""
     from dispersal._io import atomic_write_text, dumps_json
 
     summary_path = out / "summary.json"
@@ -517,6 +531,11 @@ def _final_summary(
     if summary_path.exists():
         with contextlib.suppress(ValueError):
             summary = json.loads(summary_path.read_text())
+    final = summary.get("final_members") or []
+    for w, row in (dropped or {}).items():
+        if w not in final and not any(x["worker"] == w for x in lost):
+            log_event(out, event="worker_lost", **row)
+            lost = [*lost, row]
     summary = honest(summary, cfg, lost)
     atomic_write_text(summary_path, dumps_json(summary) + "\n")
     return summary

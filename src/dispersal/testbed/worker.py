@@ -510,7 +510,14 @@ def main(argv: list[str] | None = None) -> None:
     wid = args.worker or f"w{os.environ.get('RANK', '0')}"
     host, port = args.store.rsplit(":", 1)
     w = Worker(cfg, wid, host, int(port), Path(args.out), args.incarnation, secret)
-    w.run(args.resume, args.join_at_step)
+    try:
+        w.run(args.resume, args.join_at_step)
+    finally:
+        # The heartbeat thread must not be inside a store call while the interpreter tears torch
+        # down (seen: "terminate called without an active exception", SIGABRT after a clean finish).
+        w.heartbeat.stop()
+        if w.heartbeat.is_alive():
+            w.heartbeat.join(2.0)
 
 
 if __name__ == "__main__":
