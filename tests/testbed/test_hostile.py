@@ -217,7 +217,7 @@ def _strict(text: str) -> Any:
 
 
 def test_a_poisoned_update_under_plain_averaging_ends_the_run_as_diverged(tmp_path: Path) -> None:
-    """w2 sends its pseudo-gradient x1e6 from the start under plain averaging (the trusted default):
+    """w2 sends its pseudo-gradient x1e6 from the start under plain averaging (``--aggregator mean``, one flag away from the default):
     the model is wrecked in the first round, every member stops in the same round, and the run ends
     completed: false, diverged: true, with the reason, the attack and strict JSON outputs."""
     cfg = TestbedConfig(

@@ -95,6 +95,9 @@ the relay read, so the only buffering an unauthenticated peer gets."""
 MAX_META_DEPTH = 4
 """Deepest JSON nesting a message's metadata may have (frames use 2: an object holding a list);
 deeper is refused before parsing, so ``[`` x 60,000 cannot exhaust the parser's recursion."""
+HELLO_TIMEOUT_S = 10.0
+"""A connection that has not answered its challenge within this time is closed (a slow-loris peer
+sending its hello a byte at a time holds one socket for at most this long)."""
 NONCE_BYTES = 16
 """The relay's per-connection challenge (128 random bits): a hello answers it, so a replayed hello
 (captured from an earlier connection) carries the wrong nonce and is refused."""
@@ -391,7 +394,11 @@ class Relay:
             nonce = secrets.token_bytes(NONCE_BYTES)
             writer.write(encode_message({"challenge": nonce.hex()}, secret=self.secret))
             await writer.drain()
-            worker = await self._hello(reader, nonce)
+            try:
+                worker = await asyncio.wait_for(self._hello(reader, nonce), HELLO_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                self._reject("?", f"no hello within {HELLO_TIMEOUT_S:g} s")
+                return
             if worker is None:
                 return
             self.writers[worker] = writer
