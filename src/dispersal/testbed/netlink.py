@@ -396,7 +396,7 @@ class Relay:
             await writer.drain()
             try:
                 worker = await asyncio.wait_for(self._hello(reader, nonce), HELLO_TIMEOUT_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self._reject("?", f"no hello within {HELLO_TIMEOUT_S:g} s")
                 return
             if worker is None:
