@@ -300,3 +300,17 @@ def test_heartbeat_thread_beats_with_a_rising_counter(tmp_path: Path) -> None:
     )
     assert seen[-1][0] == 4 and seen[-1][2] == 7
     hb.stop()
+
+
+def test_a_replayed_generation_is_restored_by_the_coordinator_within_a_tick() -> None:
+    master = listen_store("127.0.0.1", 0)
+    store = SignedStore(master, SECRET)
+    coord = Coordinator(store, ["w0"], heartbeat_timeout_s=1.0)
+    coord.registered["w0"] = 0
+    coord.publish(["w0"])
+    old = master.get("genv")  # generation 1, genuinely signed
+    coord.publish(["w0"])
+    _client(master.port).set("genv", old)  # written back by a local process
+    assert store.get_int("genv") == 1
+    coord.tick(expected_at_start=1)
+    assert store.get_int("genv") == 2

@@ -117,6 +117,10 @@ class Coordinator:
 
     def tick(self, expected_at_start: int, start_grace_s: float = 120.0) -> None:
         now = time.monotonic()
+        if self.gen and self.store.get_int("genv") != self.gen:
+            # An older signed genv written back (a replay) would hold every worker at that generation:
+            # the coordinator owns the key and restores it within one tick.
+            self.store.set("genv", str(self.gen))
         alive = self.alive(now)
         if self.gen == 0:
             if alive and (len(alive) >= expected_at_start or now - self.started > start_grace_s):
