@@ -91,20 +91,20 @@ class Heartbeat(threading.Thread):
         self.store, self.worker = store, worker
         self.incarnation, self.generation = incarnation, generation
         self.seq = 0
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def stop(self) -> None:
-        self._stop.set()
+        self._halt.set()
 
     def run(self) -> None:
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             self.seq += 1
             try:
                 value = heartbeat_value(self.incarnation, self.seq, self.generation())
                 self.store.set(f"hb/{self.worker}", value)
             except Exception:
                 return
-            self._stop.wait(HEARTBEAT_PERIOD_S)
+            self._halt.wait(HEARTBEAT_PERIOD_S)
 
 
 MAX_INCARNATIONS = 1 << 20
