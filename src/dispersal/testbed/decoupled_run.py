@@ -94,14 +94,15 @@ def _json(raw: bytes | None) -> dict[str, Any]:
     return row if isinstance(row, dict) else {}
 
 
-def incarnation_rows(store: Any, worker: str) -> list[dict[str, Any]]:
-    """One row per process a worker id had (its signed claim ``incarnation/<w>/<n>`` exists), with
-    that process's last reported counters (``learner_row/<w>/<n>``; empty if it reported none)."""
+def incarnation_rows(store: Any, worker: str, processes: int) -> list[dict[str, Any]]:
+    """One row per process a worker id had (its signed claim ``incarnation/<w>/<n>`` exists; at most
+    ``processes``: the first and one per planned rejoin), with that process's last reported counters
+    (``learner_row/<w>/<n>``; empty if it reported none)."""
     rows = []
-    n = 0
-    while store.raw.check([f"incarnation/{worker}/{n}"]):
+    for n in range(processes):
+        if store.get(f"incarnation/{worker}/{n}") is None:
+            break
         rows.append({"incarnation": n, **_json(store.get(f"learner_row/{worker}/{n}"))})
-        n += 1
     return rows
 
 
@@ -133,11 +134,14 @@ def summary(
     (``incarnations_per_worker`` lists each one), replacements that trained nothing named in
     ``idle_replacements``, lost learners in ``workers_lost`` (supervisor.honest)."""
     from dispersal._io import atomic_write_text, dumps_json
+    from dispersal.testbed.faults import FaultPlan
+    from dispersal.testbed.honesty import honest
     from dispersal.testbed.rounds import _util
-    from dispersal.testbed.supervisor import honest
 
+    plan = FaultPlan.parse(cfg.faults)
     rows: dict[str, dict[str, Any]] = {}
-    incs = {w: incarnation_rows(store, w) for w in cfg.worker_ids}
+    procs = {w: 1 + sum(f.worker == w for f in plan.of("rejoin")) for w in cfg.worker_ids}
+    incs = {w: incarnation_rows(store, w, procs[w]) for w in cfg.worker_ids}
     for w in cfg.worker_ids:
         rows[w] = _json(store.get(f"learner_done/{w}"))
     idle = [
@@ -150,9 +154,6 @@ def summary(
     diverged = "" if final_val <= limit else f"final validation loss {final_val:.4g} > {limit:.3g}"
     # Every learner reached the end except those the fault plan kills for good (their island stopped;
     # the run goes on without them, as a synchronous group does without a dead member).
-    from dispersal.testbed.faults import FaultPlan
-
-    plan = FaultPlan.parse(cfg.faults)
     gone = {f.worker for f in plan.of("kill")} - {f.worker for f in plan.of("rejoin")}
     done = {w for w, r in rows.items() if r.get("rounds") is not None}
     finished = bool(done) and done >= set(cfg.worker_ids) - gone

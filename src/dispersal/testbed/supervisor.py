@@ -43,6 +43,7 @@ from dispersal.testbed.config import TestbedConfig
 from dispersal.testbed.data import prepare_data
 from dispersal.testbed.events import log_event
 from dispersal.testbed.faults import FaultPlan
+from dispersal.testbed.honesty import honest
 from dispersal.testbed.membership import parse_heartbeat
 from dispersal.testbed.secure import SignedStore, listen_store, load_secret, new_secret, secret_env
 
@@ -480,37 +481,6 @@ def _read_events(out: Path) -> list[dict[str, Any]]:
         if isinstance(row, dict):
             rows.append(row)
     return rows
-
-
-def intended_members(cfg: TestbedConfig) -> list[str]:
-    """The group the run was meant to finish with: every worker but those the fault plan kills and
-    does not bring back."""
-    plan = FaultPlan.parse(cfg.faults)
-    gone = {f.worker for f in plan.of("kill")} - {f.worker for f in plan.of("rejoin")}
-    return [w for w in cfg.worker_ids if w not in gone]
-
-
-def honest(
-    summary: dict[str, Any],
-    cfg: TestbedConfig,
-    lost: list[dict[str, Any]],
-    members_key: str = "final_members",
-) -> dict[str, Any]:
-    """summary.json with ``workers_lost`` and ``intended_members``; ``completed`` stays true only if
-    no worker was lost and the run finished with the group it was meant to have (``members_key``
-    names the list it finished with; absent: not checked), else ``reason`` says what it finished with."""
-    intended = intended_members(cfg)
-    out = dict(summary, workers_lost=lost, intended_members=intended)
-    why = [f"{x['worker']} lost at round {x['round']} ({x['reason']})" for x in lost]
-    final = summary.get(members_key)
-    if isinstance(final, list) and sorted(final) != sorted(intended):
-        why.append(f"finished with {', '.join(final) or 'nobody'} of {', '.join(intended)}")
-    if why and out.get("completed"):
-        out["completed"] = False
-        out["reason"] = "; ".join(why)
-    elif why and not out.get("reason"):
-        out["reason"] = "; ".join(why)
-    return out
 
 
 def _final_summary(
