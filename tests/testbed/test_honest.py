@@ -36,6 +36,8 @@ def _metrics(out: Path) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------------- the rule (fast)
 @pytest.mark.torch
 def test_honest_summary_rules() -> None:
+    from dispersal.testbed.honesty import honest
+
     cfg = TestbedConfig(workers=3, faults=("kill w2@step10",))
     ok = {"completed": True, "reason": "", "final_members": ["w0", "w1"]}
     assert honest(ok, cfg, [])["completed"] is True  # w2's planned kill: the group meant to finish
@@ -153,3 +155,56 @@ def test_decoupled_summary_adds_up_every_incarnation_and_flags_an_idle_replaceme
     idle = [(x["worker"], x["incarnation"]) for x in s["idle_replacements"]]
     assert ("w2", 1) in idle and (("w1", 1) in idle) == (second == 0)
     assert "a replacement trained nothing" in s["reason"] and "w2#1" in s["reason"]
+
+
+@pytest.mark.torch
+def test_decoupled_summary_sums_incarnations_from_the_store(tmp_path: Path) -> None:
+    """The summary's arithmetic on hand-made store rows: w1's first process did 2 rounds (80 bytes)
+    and was killed; its replacement did 3 (120 bytes); w2's replacement did none."""
+    from dispersal.testbed.decoupled_run import summary
+
+    def row(rounds: int) -> dict[str, Any]:
+        return {
+            "rounds": rounds,
+            "bytes_sent": 40 * rounds,
+            "bytes_received": 50 * rounds,
+            "compute_s": 1.0 * rounds,
+            "exposed_s": 0.0,
+            "clock_s": 2.0 * rounds,
+            "train_wall_s": 1.0,
+            "tokens": 10 * rounds,
+            "refused": 0,
+        }
+
+    values = {
+        "incarnation/w0/0": b"x",
+        "learner_row/w0/0": row(5),
+        "learner_done/w0": row(5),
+        "incarnation/w1/0": b"x",
+        "learner_row/w1/0": row(2),
+        "incarnation/w1/1": b"x",
+        "learner_row/w1/1": row(3),
+        "learner_done/w1": row(3),
+        "incarnation/w2/0": b"x",
+        "learner_row/w2/0": row(5),
+        "incarnation/w2/1": b"x",
+        "learner_row/w2/1": row(0),
+        "learner_done/w2": row(0),
+    }
+
+    class Store:
+        def get(self, key: str) -> bytes | None:
+            v = values.get(key)
+            return json.dumps(v).encode() if isinstance(v, dict) else v
+
+    class FakeSyncer:
+        numel, version, merged_updates, rejected = 10, 7, 13, {}
+
+    faults = ("kill w1@step20", "rejoin w1@step30", "kill w2@step50", "rejoin w2@step50")
+    cfg = TestbedConfig(algorithm="decoupled", workers=3, steps=50, inner_steps=10, faults=faults)
+    s = summary(cfg, tmp_path, FakeSyncer(), Store(), False, 3.0, 2.5)
+    assert s["rounds_per_worker"] == {"w0": 5, "w1": 5, "w2": 5}  # before: w1 3, w2 0
+    assert s["bytes_sent_per_worker"] == {"w0": 200, "w1": 200, "w2": 200}
+    assert s["compute_s_per_worker"]["w1"] == 5.0
+    assert s["idle_replacements"] == [{"worker": "w2", "incarnation": 1}]
+    assert s["reason"] == "a replacement trained nothing: w2#1"
