@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("torch")
 
 from dispersal.testbed.config import TestbedConfig
-from dispersal.testbed.supervisor import honest, run_local
+from dispersal.testbed.supervisor import run_local
 
 CORPUS = (str(Path(sysconfig.get_paths()["stdlib"]) / "email"),)
 
