@@ -314,3 +314,22 @@ def test_a_replayed_generation_is_restored_by_the_coordinator_within_a_tick() ->
     assert store.get_int("genv") == 1
     coord.tick(expected_at_start=1)
     assert store.get_int("genv") == 2
+
+
+def test_a_rendezvous_moves_on_when_a_newer_generation_is_published(tmp_path: Path) -> None:
+    """Generation 2 = [w1, w0], then 3 = [w1, w0, w2] (two joiners a tick apart): w1 waiting at
+    rendezvous 2 for a w0 that went on to 3 gives up (it used to wait until the run timeout)."""
+    import json
+
+    from dispersal.testbed.membership import Membership
+
+    master = listen_store("127.0.0.1", 0)
+    store = SignedStore(master, SECRET)
+    for g, members in ((2, ["w1", "w0"]), (3, ["w1", "w0", "w2"])):
+        store.set(f"members/{g}", json.dumps(members))
+        store.set(f"incarnations/{g}", json.dumps(dict.fromkeys(members, 0)))
+    store.set("genv", "3")
+    ms = Membership(SignedStore(_client(master.port), SECRET), "w1", 0, tmp_path, run_timeout_s=30.0)
+    t0 = time.monotonic()
+    assert ms.barrier("rdv/2", ["w1", "w0"], gen=2, newer_aborts=True) is False
+    assert time.monotonic() - t0 < 5.0  # not the 30 s run timeout

@@ -206,10 +206,13 @@ class Membership:
         incs, newer_incs = old[1], newer[1]
         return any(w in incs and newer_incs.get(w, incs[w]) != incs[w] for w in members)
 
-    def barrier(self, key: str, members: list[str], gen: int | None = None) -> bool:
+    def barrier(
+        self, key: str, members: list[str], gen: int | None = None, newer_aborts: bool = False
+    ) -> bool:
         """Store barrier of ``members`` (of generation ``gen``, default the current one): each member
         writes its own signed ``key/<w>``; wait until every member's is there and genuine, giving up if
-        a newer generation drops one of them (bounded by run_timeout_s)."""
+        a newer generation drops one of them, or (``newer_aborts``: a rendezvous) if any newer one is
+        published (bounded by run_timeout_s)."""
         if len(members) == 1:
             return True
         gen = self.gen if gen is None else gen
@@ -220,6 +223,10 @@ class Membership:
             if self.store.wait_valid(keys, 0.2):
                 return True
             if self.broken(gen, members) or self.finished():
+                return False
+            # Two joiners registered a tick apart give generations g and g+1; a member still waiting
+            # at g's rendezvous for a joiner that went on to g+1 would wait until the run timeout.
+            if newer_aborts and self.published_gen() > gen:
                 return False
         return False
 
@@ -281,7 +288,7 @@ class Membership:
             g, members = found
             # Judged against generation g's own member list: comparing with the old group (which still
             # lists the dead worker) would make a survivor leave the rendezvous its peers then wait for.
-            if not self.barrier(f"rdv/{g}", members, gen=g):
+            if not self.barrier(f"rdv/{g}", members, gen=g, newer_aborts=True):
                 min_gen = g + 1
                 continue
             if dist.is_initialized():
