@@ -1,7 +1,7 @@
 """The protocol half of the threat table (issue 35): attacks that never reach an aggregation rule,
 run against real worker processes and a real relay by a local process that knows no secret.
 
-    python benchmarks/bench_protocol.py --seeds 0 1 --rules trimmed_mean   # appends runs/robust/protocol.jsonl
+    python benchmarks/bench_protocol.py --seeds 0 1 2 --rules trimmed_mean   # appends runs/robust/protocol.jsonl
     python benchmarks/bench_protocol.py --summarize
 
 Attacks (each from the moment the first group has formed until the run ends):
