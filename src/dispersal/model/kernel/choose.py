@@ -59,7 +59,7 @@ Evaluator = Callable[[Inputs, frozenset[str] | None], dict[str, Arr]]
 
 def score(r: Mapping[str, Arr]) -> Arr:
     """The quantity the choice maximises: C_quality (FLOP) where the run meets its time budget, else
-    minus the run time over... (any negative: a schedule that misses the budget ranks below every one
+    minus the run time (any negative: a schedule that misses the budget ranks below every one
     that meets it, the faster first); NaN (a search's overtraining window) ranks last."""
     q = np.where(r["time_ok"] > 0, r["c_quality_flop"], -r["run_time_s"])
     return np.where(np.isnan(q), -np.inf, q)
@@ -92,10 +92,12 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[st
     best = score(base).ravel()[idx]
     # A flat run whose outer step is all compute (the sync hidden) gains no tokens from a larger H,
     # and C_quality at the same tokens does not rise with H: no need to try H one step up.
-    bound = (base["outer_step_time_s"] <= base["inner_steps"] * base["step_time_s"] * (1 + 1e-12)).ravel()[idx]
+    bound = (base["outer_step_time_s"] <= base["inner_steps"] * base["step_time_s"] * (1 + 1e-12)).ravel()[
+        idx
+    ]
     last = SCHEDULE_GRID.size - 1
     # Steepest ascent; `came` is the step that led here (its reverse is known to be no better).
-    came_h = np.where(bound & ~rf, 1, 0)
+    came_h = np.where(bound & ~rf, -1, 0)
     came_r = np.zeros(idx.size, np.int64)
     moving = np.ones(idx.size, dtype=bool)
     while moving.any():
