@@ -21,9 +21,9 @@ from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Scenario, as_arrays, kernel_inputs
 from dispersal.model.kernel import choose
 from dispersal.model.kernel.chinchilla import optimal_compute_for_loss
-from dispersal.model.kernel.estimate import estimate
 from dispersal.model.kernel.kernel import evaluate
 from dispersal.model.kernel.schedule import SCHEDULE_GRID
+from dispersal.model.run.estimate import estimate
 
 HARDWARE = ["h100_sxm", "h200", "a100_80gb", "tpu_v5e", "tpu_v5p", "b200", "mi300x"]
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
