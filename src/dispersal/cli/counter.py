@@ -96,6 +96,66 @@ class ConventionOptions:
         )
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LeverOptions:
+    """Which levers and bundles `counter` prices, and the detection defaults it overrides
+    (cli._groups)."""
+
+    lever: Annotated[
+        list[str] | None, typer.Option("--lever", help="A lever (repeatable); default: every lever.")
+    ] = None
+    bundle: Annotated[
+        list[str] | None, typer.Option("--bundle", help="Levers joined by '+' (repeatable).")
+    ] = None
+    set_param: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--detection",
+            help="Override a detection default (data/detection.toml), NAME=VALUE (repeatable). "
+            "(--set is kept for scenario fields, as in estimate and report.)",
+        ),
+    ] = None
+
+    def detection_params(self) -> Any:
+        """The detection defaults with each --detection NAME=VALUE applied (finite numbers only)."""
+        from dispersal.model.analyses.detection import default_detection_params
+        from dispersal.model.inputs.errors import InputError
+
+        overrides: dict[str, float] = {}
+        for item in self.set_param or []:
+            if "=" not in item:
+                raise InputError("detection", f"expected NAME=VALUE, got {item!r}")
+            k, v = item.split("=", 1)
+            try:
+                overrides[k.strip()] = float(v)
+            except ValueError:
+                raise InputError("detection", f"{k.strip()}: not a number: {v!r}") from None
+            if not math.isfinite(overrides[k.strip()]):
+                raise InputError("detection", f"{k.strip()}: must be a finite number, got {v!r}")
+        return default_detection_params().replace(**overrides)
+
+    def wanted(self) -> list[str]:
+        """The bundle names asked for (each --lever, then each --bundle); none: every lever and the
+        default bundles."""
+        from dispersal.model.analyses.countermeasures import default_bundles, levers, parse_bundle
+        from dispersal.model.inputs.errors import InputError
+
+        wanted: list[str] = []
+        for option, names in (("lever", self.lever or []), ("bundle", self.bundle or [])):
+            for name in names:
+                if not name.strip():
+                    raise InputError(option, "empty name; `dispersal counter --help` lists the levers")
+                if option == "lever" and "+" in name:
+                    raise InputError(
+                        "lever", f"one lever per --lever; join levers with + in --bundle, got {name!r}"
+                    )
+                try:
+                    wanted.append(parse_bundle(name).name)
+                except InputError as exc:
+                    raise InputError(option, str(exc)) from None
+        return wanted or [*levers(), *default_bundles()]
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``counter`` command to the root app."""
 
@@ -106,20 +166,7 @@ def register(app: typer.Typer) -> None:
         *,
         target: Annotated[str, typer.Option(help="Compute target, FLOP (e.g. 1e25).")] = "1e25",
         convention: ConventionOptions,
-        lever: Annotated[
-            list[str] | None, typer.Option("--lever", help="A lever (repeatable); default: every lever.")
-        ] = None,
-        bundle: Annotated[
-            list[str] | None, typer.Option("--bundle", help="Levers joined by '+' (repeatable).")
-        ] = None,
-        set_param: Annotated[
-            list[str] | None,
-            typer.Option(
-                "--detection",
-                help="Override a detection default (data/detection.toml), NAME=VALUE (repeatable). "
-                "(--set is kept for scenario fields, as in estimate and report.)",
-            ),
-        ] = None,
+        asked: LeverOptions,
         json_out: Annotated[bool, typer.Option("--json", help="Print JSON rows.")] = False,
         markdown: Annotated[
             bool, typer.Option("--markdown", help="Print the table as markdown (as docs/countermeasures.md).")
@@ -138,15 +185,8 @@ def register(app: typer.Typer) -> None:
         --mode, --days, --bandwidth and --latency set to the scenario's values.
         """
         from dispersal.calibration import load_calibration
-        from dispersal.model.analyses.countermeasures import (
-            analyse,
-            default_bundles,
-            levers,
-            parse_bundle,
-        )
-        from dispersal.model.analyses.detection import default_detection_params
+        from dispersal.model.analyses.countermeasures import analyse
         from dispersal.model.inputs import units
-        from dispersal.model.inputs.errors import InputError
 
         tgt = flop_target(target, "target")
         rate = convention.rate_bits_per_s()
@@ -157,33 +197,8 @@ def register(app: typer.Typer) -> None:
             else {}
         )
         conv = convention.convention(rate, **conv_kw)
-        overrides: dict[str, float] = {}
-        for item in set_param or []:
-            if "=" not in item:
-                raise InputError("detection", f"expected NAME=VALUE, got {item!r}")
-            k, v = item.split("=", 1)
-            try:
-                overrides[k.strip()] = float(v)
-            except ValueError:
-                raise InputError("detection", f"{k.strip()}: not a number: {v!r}") from None
-            if not math.isfinite(overrides[k.strip()]):
-                raise InputError("detection", f"{k.strip()}: must be a finite number, got {v!r}")
-        dp = default_detection_params().replace(**overrides)
-        wanted: list[str] = []
-        for option, names in (("lever", lever or []), ("bundle", bundle or [])):
-            for name in names:
-                if not name.strip():
-                    raise InputError(option, "empty name; `dispersal counter --help` lists the levers")
-                if option == "lever" and "+" in name:
-                    raise InputError(
-                        "lever", f"one lever per --lever; join levers with + in --bundle, got {name!r}"
-                    )
-                try:
-                    wanted.append(parse_bundle(name).name)
-                except InputError as exc:
-                    raise InputError(option, str(exc)) from None
-        if not wanted:
-            wanted = [*levers(), *default_bundles()]
+        dp = asked.detection_params()
+        wanted = asked.wanted()
         rows = analyse(tgt, wanted, convention=conv, detection_params=dp)
         if plot_path is not None:
             _plot(rows, plot_path, f"{units.format_flop(tgt)} under {conv.base_regime}: {conv.describe()}")
