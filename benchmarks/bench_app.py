@@ -1,9 +1,11 @@
 """Time from an input change to updated results in the web app, with every view's results present.
 
 Drives the real Streamlit script headless (``streamlit.testing.v1.AppTest``, no browser): first run,
-then press Find the cheapest plan, Evaluate countermeasures and Run the Monte Carlo (so the Planner,
-Countermeasures and Uncertainty views all hold results and figures), then change the WAN upload
-``--edits`` times and time each full rerun. Reports the median and the worst edit.
+then press every view's button (Find the cheapest plan, Draw the comparison charts, Evaluate
+countermeasures, Run the Monte Carlo, and since issue 34 Compute the frontier, Compare one building with
+N sites, Find the best use of this fleet), timing each one's first answer, so every view holds results
+and figures; then change the WAN upload ``--edits`` times and time each full rerun. Reports the cold
+start, each view's first answer, the median and the worst edit; with --baseline, the ratios.
 
 ``--baseline COMMIT`` also runs the same measurement on the app as it was at COMMIT (its ``src``
 tree exported with ``git archive`` into a temporary folder and put first on PYTHONPATH, in a
@@ -44,8 +46,15 @@ def measure(src: Path, edits: int, views: tuple[str, ...]) -> dict[str, Any]:
     at.run()
     cold = time.perf_counter() - t0
     assert not at.exception, at.exception
+    first: dict[str, float] = {}
     for key in views:
-        at.button(key=key).click().run()
+        try:
+            button = at.button(key=key)
+        except KeyError:
+            continue  # a view this tree does not have (the baseline has no Frontier / Monitor / Fleet)
+        t = time.perf_counter()
+        button.click().run()
+        first[key] = time.perf_counter() - t
         assert not at.exception, at.exception
     times = []
     for i in range(edits):
@@ -58,6 +67,7 @@ def measure(src: Path, edits: int, views: tuple[str, ...]) -> dict[str, Any]:
     return {
         "package": str(Path(dispersal.__file__).parent),
         "cold_s": cold,
+        "first_answer_s": first,
         "edit_s": times,
         "median_edit_s": statistics.median(times),
         "max_edit_s": max(times),
@@ -89,7 +99,11 @@ def _export(commit: str, dest: Path) -> Path:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--edits", type=int, default=5, help="input changes timed (default 5)")
-    ap.add_argument("--views", default="plan_go,cm_go,unc_go", help="buttons pressed before timing")
+    ap.add_argument(
+        "--views",
+        default="plan_go,cmp_go,cm_go,unc_go,fr_go,mon_go,fleet_go",
+        help="buttons pressed (and each timed: the view's first answer) before the edits",
+    )
     ap.add_argument("--baseline", default=None, help="also time the app at this git commit")
     ap.add_argument("--json", action="store_true", help="print JSON")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
@@ -119,6 +133,12 @@ def main() -> None:
             )
     if "ratio_median_edit" in out:
         print(f"baseline / this tree (median edit): {out['ratio_median_edit']:.2f}x")
+    now = out["this_tree"]["first_answer_s"]
+    base = out.get("baseline", {}).get("first_answer_s", {})
+    for key, sec in now.items():
+        old = base.get(key)
+        ratio = f", baseline {old:.2f} s, ratio {old / sec:.2f}x" if old else " (new view)"
+        print(f"first answer {key:9s} {sec:7.2f} s{ratio}")
 
 
 if __name__ == "__main__":

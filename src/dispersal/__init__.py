@@ -22,7 +22,8 @@ The testbed (torch) and the web app live in optional extras and are never import
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+#: The release, declared here only (pyproject.toml reads it; CHANGELOG.md's newest heading names it).
+__version__ = "0.3.0"
 
 from dispersal.model import (
     Algorithm,

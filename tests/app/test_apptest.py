@@ -35,6 +35,9 @@ def test_default_page_renders_an_estimate() -> None:
     assert [t.label for t in at.tabs] == [
         "Estimate",
         "Planner",
+        "Frontier",
+        "Monitor",
+        "Fleet",
         "Countermeasures",
         "Uncertainty",
         "Resilience",

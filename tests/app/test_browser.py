@@ -745,3 +745,128 @@ def test_docs_screenshots_of_the_five_questions(page: Any, server: str) -> None:
     _plan_in_app(page)
     card().filter(has_text="regime treaty_hbm").wait_for(timeout=1_500_000)
     shot(card(), "q5_answer_card_hbm")
+
+
+# --- issue 34: Frontier, Monitor, Fleet, mixed sites, the default report ----------------------------------
+
+
+def _panel_text(page: Any) -> str:
+    """The visible tab panel's text (tables included)."""
+    return str(page.get_by_role("tabpanel").filter(has=page.locator(":visible")).first.inner_text())
+
+
+def _press(page: Any, name: str, until: str) -> None:
+    """Press a view's button and wait until `until` shows in the page (bounded) and the run ends."""
+    page.get_by_role("button", name=name).click()
+    page.get_by_text(until, exact=False).first.wait_for(timeout=IDLE_MS)
+    _wait_idle(page)
+
+
+def _cells_shown(text: str, rows: list[dict[str, str]]) -> list[str]:
+    """The expected table cells missing from the page text (an empty list when all are shown)."""
+    return [v for r in rows for v in r.values() if v and v not in text]
+
+
+@pytest.mark.timeout(1500)
+def test_frontier_monitor_fleet_views_equal_the_cli(page: Any, server: str) -> None:
+    """The three new views give the CLI's --json numbers (through the shared present rows), the
+    countermeasure convention chosen in one tab holds in the Monitor tab, and the shared URL reopens
+    the same view's inputs."""
+    from dispersal.present.frontier import limit_rows
+    from dispersal.present.monitor import compare_table
+
+    with (
+        _cli_json("frontier", "--target", "1e25", "--premium", "1.5,2,5", "--samples", "0") as fr_cli,
+        _cli_json("frontier", "--compare", "--target", "1e25", "--wan", "100Mbps") as mon_cli,
+        _cli_json("fleet", "--scenario", "paper_threat_model") as fleet_cli,
+    ):
+        page.goto(server + "/?fr_samples=0&fr_targets=1e25", wait_until="domcontentloaded")
+        # A cold session under load: the first number took 87 s at load ~25 on the 2-core machine.
+        page.get_by_test_id("stMetric").first.wait_for(timeout=IDLE_MS)
+        _wait_idle(page)
+        _tab(page, "Countermeasures")
+        page.get_by_text("this scenario's (its mode, time budget and links)").click()
+        _wait_idle(page)
+        _tab(page, "Monitor")
+        _press(page, "Compare one building with N sites", "P(detect) aggregate, independent")
+        text = _panel_text(page)
+        assert "this scenario's" in text and "740-day time budget" in text
+        assert _cells_shown(text, compare_table(mon_cli())) == []
+        _shot(page, "monitor", docs=True)
+        _tab(page, "Frontier")
+        _press(page, "Compute the frontier", "Where it stops, per target and premium")
+        text = _panel_text(page)
+        assert _cells_shown(text, limit_rows(fr_cli())) == []
+        _shot(page, "frontier", docs=True)
+        _tab(page, "Fleet")
+        _press(page, "Find the best use of this fleet", "Best per algorithm")
+        text = _panel_text(page)
+        assert _cells_shown(text, views.fleet_rows(fleet_cli())) == []
+        _shot(page, "fleet", docs=True)
+        assert page.get_by_test_id("stException").count() == 0
+        url = page.url
+        assert "fr_samples=0" in url and "fr_targets=1e25" in url
+        page.goto(url, wait_until="domcontentloaded")
+        _wait_idle(page)
+        _tab(page, "Frontier")
+        assert _value(page, "Monte Carlo draws per target", "0") == "0"
+        assert _value(page, "Frontier targets (FLOP)", "1e25") == "1e25"
+
+
+@pytest.mark.timeout(900)
+def test_mixed_site_preset_and_bad_view_values(page: Any, server: str) -> None:
+    """`?preset=intellect1_schedule` opens the mixed-site preset with its per-site rows; a bad view value
+    in the link is ignored with a warning naming the field, and nothing else is lost."""
+    from dispersal.model.inputs.presets import load_scenario
+    from dispersal.present.rows import site_rows
+
+    page.goto(
+        server + "/?preset=intellect1_schedule&fr_premiums=0.5&up_mbps=900", wait_until="domcontentloaded"
+    )
+    page.get_by_test_id("stMetric").first.wait_for(timeout=IDLE_MS)
+    _wait_idle(page)
+    page.get_by_text("ignored fr_premiums='0.5'").first.wait_for()
+    assert page.get_by_text("no such preset").count() == 0
+    page.get_by_role("heading", name="Per site", exact=True).wait_for(timeout=IDLE_MS)
+    ui, _w = logic.ui_from_query({"preset": "intellect1_schedule", "up_mbps": "900"})
+    s = logic.build(ui).scenario
+    assert s is not None and s.sites == load_scenario("intellect1_schedule").sites
+    want = site_rows(estimate(s, mode="default").to_dict())
+    assert _cells_shown(_panel_text(page), want) == []
+    _shot(page, "mixed_sites", docs=True)
+
+
+@pytest.mark.timeout(1500)
+def test_default_report_prints_on_a4_and_letter(browser: Any, tmp_path: Path) -> None:
+    """`dispersal report paper_threat_model` (no flags): every section, and no element wider than an A4
+    (718 px printable) or Letter (740 px) page in print media."""
+    out = tmp_path / "report.html"
+    r = subprocess.run(
+        [sys.executable, "-m", "dispersal", "report", "paper_threat_model", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=1400,
+    )
+    assert r.returncode == 0, r.stderr
+    for width in (718, 740):
+        ctx = browser.new_context(viewport={"width": width, "height": 1000})
+        pg = ctx.new_page()
+        pg.goto(out.as_uri())
+        pg.emulate_media(media="print")
+        over = pg.evaluate(
+            "() => [...document.querySelectorAll('table, figure, svg, p, pre, h1, h2')]"
+            ".filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)"
+            ".map(e => e.tagName + ' ' + (e.innerText || '').slice(0, 60))"
+        )
+        assert over == [], (width, over)
+        ctx.close()
+    ctx = browser.new_context(viewport={"width": 1100, "height": 1400})
+    pg = ctx.new_page()
+    pg.goto(out.as_uri())
+    ARTIFACTS.mkdir(exist_ok=True)
+    pg.screenshot(path=str(ARTIFACTS / "report_default.png"))
+    if os.environ.get("DISPERSAL_WRITE_SCREENSHOTS") == "1":
+        DOCS_SHOTS.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ARTIFACTS / "report_default.png", DOCS_SHOTS / "report_default.png")
+    ctx.close()

@@ -278,17 +278,42 @@ def test_answer_card_premium_when_only_the_dispersed_plan_fails() -> None:
 def test_report_frontier_rows_name_the_node_once_and_the_reach_rate_asked() -> None:
     """The report's frontier table read "50x 50x a100_40gb BF16" (the hardware string already carries
     the chips per site) and its P(reach) line said 100 Mbps whatever rate the frontier used."""
-    from dispersal.present.report import _frontier_rows, _reach_line
+    from dispersal.present.frontier import headline, limit_rows
 
     lim = {"target_flop": 1e25, "premium": 2.0, "sites": 31, "chips_per_site": 50}
     fr = {
         "limits": [{**lim, "hardware": "50x a100_40gb BF16", "least_bandwidth_bits_per_s": 1e9}],
         "p_reach": [{"target_flop": 1e25, "p_reach": 0.66}],
         "reach_bandwidth_bits_per_s": 1e9,
+        "mode": "default",
+        "metric": "c_quality",
+        "regime": "treaty",
+        "samples": 100,
     }
-    (row,) = _frontier_rows(fr)
+    (row,) = limit_rows(fr)
     assert row["node"] == "50x a100_40gb BF16" and row["least bandwidth per site"] == "1 Gbps"
-    assert _reach_line(fr) == "P(reach) at 1 Gbps: 1e+25 FLOP: 66%"
+    assert "P(reach) at 1 Gbps 66%" in headline(fr)
+
+
+def test_frontier_rows_show_every_field_the_analysis_returns() -> None:
+    """A field the analysis adds later (a P10/P50/P90 per cell, the share of draws) appears as a column
+    without a second implementation: the rows are generic on the limit's and the band's keys."""
+    from dispersal.present.frontier import limit_rows
+
+    lim = {
+        "target_flop": 1e25,
+        "premium": 2.0,
+        "least_bandwidth_bits_per_s": None,
+        "binds": "cost: 2.3x at 10 Gbps",
+        "new_cost_usd_p10_p50_p90": [1e7, 2e7, "cannot reach"],
+        "band": {"p_reach": 0.4, "stops_share": 0.25, "p_reach_by_bandwidth": [0.1, 0.4]},
+    }
+    (row,) = limit_rows({"limits": [lim]})
+    assert row["P(reach within premium)"] == "40%"
+    assert row["least bandwidth per site"] == "-"
+    assert row["new cost usd p10 p50 p90"] == "$10M / $20M / cannot reach"
+    assert row["band stops share"] == "25%"
+    assert not any("by bandwidth" in k for k in row)
 
 
 def test_algorithm_row_says_what_streaming_means_and_the_site_pipeline_shape() -> None:

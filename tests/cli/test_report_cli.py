@@ -11,10 +11,14 @@ from typer.testing import CliRunner
 
 from dispersal.cli import app
 
+#: The flags that narrow the default report (which answers everything: plan, frontier, monitor,
+#: countermeasures, uncertainty) to the estimate and resilience: the quick tests of the file itself.
+NARROW = ["--no-plan", "--no-frontier", "--no-monitor", "--no-counter", "--uncertainty", "0"]
+
 
 def test_report_writes_self_contained_html(tmp_path: Path) -> None:
     out = tmp_path / "sub" / "r.html"
-    r = CliRunner().invoke(app, ["report", "gpt4_level_gh200", "--out", str(out), "--mode", "paper"])
+    r = CliRunner().invoke(app, ["report", "gpt4_level_gh200", "--out", str(out), "--mode", "paper", *NARROW])
     assert r.exit_code == 0, r.output
     text = out.read_text(encoding="utf-8")
     assert text.startswith("<!doctype html>") and text.rstrip().endswith("</html>")
@@ -31,7 +35,7 @@ def test_report_writes_self_contained_html(tmp_path: Path) -> None:
 
 def test_report_default_out_is_a_named_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    r = CliRunner().invoke(app, ["report", "intellect1", "--set", "num_nodes=4", "--json"])
+    r = CliRunner().invoke(app, ["report", "intellect1", "--set", "num_nodes=4", "--json", *NARROW])
     assert r.exit_code == 0, r.output
     want = Path("dispersal-output") / "report" / "intellect1.html"
     assert json.loads(r.stdout) == {
@@ -59,3 +63,94 @@ def test_report_bad_field_exits_2(tmp_path: Path) -> None:
     )
     assert r.exit_code == 2
     assert r.output.strip() == "error: num_nodes: must be an integer >= 1, got 0"
+
+
+def test_plan_provenance_quotes_no_paper_figure_for_another_regime() -> None:
+    """Under treaty_hbm the "Used:" line quoted the paper's $30.7M (a Table 1 row under the treaty's
+    16-H100 rule) for a plan under a different rule; in default mode it said nothing of the mode."""
+    from dispersal.present.provenance import plan_provenance
+
+    c = {"bandwidth_up_bits_per_s": 100e6, "bandwidth_down_bits_per_s": 100e6, "latency_s": 0.1}
+    p = {
+        "target_flop": 1e25,
+        "mode": "default",
+        "metric": "c_quality",
+        "search": "exact",
+        "objective": "cost",
+        "regime": "treaty_hbm",
+        "constraints": {**c, "max_duration_s": 740 * 86400.0},
+    }
+    text = plan_provenance(p, "one")
+    assert "quotes" not in text and "no row for regime treaty_hbm" in text
+    treaty = plan_provenance({**p, "regime": "treaty"}, "one")
+    assert "quotes $" in treaty and "(paper mode, c_local; this plan is default mode, c_quality)" in treaty
+
+
+def test_version_is_declared_once_and_cited_with_the_changelog_release() -> None:
+    """`dispersal --version`, pyproject.toml and the CHANGELOG's newest release name one version."""
+    import tomllib
+
+    import dispersal
+
+    root = Path(__file__).resolve().parents[2]
+    pyproject = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    assert "version" not in pyproject["project"] and pyproject["project"]["dynamic"] == ["version"]
+    assert pyproject["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "dispersal.__version__"}
+    head = re.search(r"^## (\S+)", (root / "CHANGELOG.md").read_text(encoding="utf-8"), re.M)
+    assert head is not None and head.group(1) == dispersal.__version__
+    r = CliRunner().invoke(app, ["--version"])
+    assert r.exit_code == 0 and r.stdout.startswith(f"dispersal {dispersal.__version__}")
+
+
+@pytest.mark.slow
+def test_default_report_answers_every_question(tmp_path: Path) -> None:
+    """`dispersal report SCENARIO` with no flags: the answer card (plan, premium, P(reach)), the frontier
+    with its P(reach) drawn, the monitor comparison, countermeasures, uncertainty and resilience; the
+    title names the mode, regime and target (not the preset's paper-mode "Table 1, 1e24 row")."""
+    out = tmp_path / "r.html"
+    r = CliRunner().invoke(app, ["report", "paper_threat_model", "--out", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["sections"] == [
+        "plan",
+        "frontier",
+        "monitor",
+        "counter",
+        "uncertainty",
+        "estimate",
+        "resilience",
+    ]
+    text = out.read_text(encoding="utf-8")
+    h1 = re.search(r"<h1>(.*)</h1>", text)
+    assert h1 is not None
+    assert h1.group(1) == "preset paper_threat_model (default mode, regime treaty, target 1e25 FLOP)"
+    for head in ("Plan", "Frontier: where dispersal stops", "Monitor: one building vs N sites"):
+        assert f"<h2>{head}</h2>" in text
+    for head in ("Countermeasures", "Uncertainty", "Resilience: goodput vs scale"):
+        assert f"<h2>{head}</h2>" in text
+    assert "premium over one datacenter" in text and "P(reach)" in text
+    assert "not drawn" not in text  # the frontier's P(reach) uses the report's 100 draws
+    assert "P(detect) aggregate, independent" in text
+    import dispersal
+
+    assert f"dispersal {dispersal.__version__}" in text
+
+
+@pytest.mark.slow
+def test_plan_json_has_the_download_side_of_the_traffic() -> None:
+    """`plan --json` had upload fields only; the downlink is what binds the 1e25 plan (88% busy)."""
+    r = CliRunner().invoke(app, ["plan", "--target", "1e24", "--mode", "paper", "--json"])
+    assert r.exit_code == 0, r.output
+    (d,) = json.loads(r.stdout)
+    down = d["wan_download"]
+    assert set(down) == {
+        "mean_down_mbps_per_node",
+        "peak_down_mbps_per_node",
+        "down_bytes_per_sync",
+        "link_utilisation_down",
+    }
+    from dispersal.model.inputs.scenario import Scenario
+    from dispersal.model.run.estimate import estimate
+
+    t = estimate(Scenario.from_dict(d["scenario"]), mode="paper").to_dict()["traffic"]
+    assert down["mean_down_mbps_per_node"] == t["mean_down_mbps"]
+    assert down["link_utilisation_down"] == t["link_utilisation_down"]

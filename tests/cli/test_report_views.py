@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 from dispersal.cli import app
 
 runner = CliRunner()
+#: Narrows the default report to the estimate and resilience.
+NARROW = ["--no-plan", "--no-frontier", "--no-monitor", "--no-counter", "--uncertainty", "0"]
 
 
 def test_edited_preset_loses_its_title_in_estimate_and_report(tmp_path: Path) -> None:
@@ -24,11 +26,14 @@ def test_edited_preset_loses_its_title_in_estimate_and_report(tmp_path: Path) ->
     plain = runner.invoke(app, ["estimate", "--json"])
     assert json.loads(plain.stdout)["scenario"]["name"] == "paper threat model (Table 1, 1e24 row)"
     out = tmp_path / "r.html"
-    r = runner.invoke(app, ["report", "paper_threat_model", "--bandwidth", "30Mbps", "--out", str(out)])
+    r = runner.invoke(
+        app,
+        ["report", "paper_threat_model", "--bandwidth", "30Mbps", "--out", str(out), *NARROW],
+    )
     assert r.exit_code == 0, r.output
     text = out.read_text(encoding="utf-8")
     assert "1e24 row" not in text
-    assert "<h1>paper_threat_model edited: --bandwidth</h1>" in text
+    assert "<h1>paper_threat_model edited: --bandwidth (default mode, regime treaty)</h1>" in text
 
 
 def _cli_defaults(command: str) -> dict[str, Any]:
@@ -82,7 +87,7 @@ def test_report_from_the_app_state_equals_the_cli_report(tmp_path: Path) -> None
     from dispersal.present.report import render_html
 
     ui = logic.default_ui()
-    ui.update(mode="paper", plan_target="1e24", res_lose_sites=2, res_down_for_days=7.0)
+    ui.update(mode="paper", plan_target="1e24", res_lose_sites=2, res_down_for_days=7.0, mon_lose_sites=3)
     sd = logic.scenario_dict(ui)
     args = views.plan_args(ui, sd)
     conv = views.convention_args(ui, sd)
@@ -92,6 +97,8 @@ def test_report_from_the_app_state_equals_the_cli_report(tmp_path: Path) -> None
         "_unc": (views.uncertainty_key(args), views.run_uncertainty("1e24", args, 20, 0)),
         "_cm": (views.cm_key(ui, conv), views.run_countermeasures("1e24", conv, bundles=bundles)),
     }
+    mon_args = views.monitor_request(ui, "report")
+    session["_mon"] = (views._digest(mon_args), views.questions.run_monitor(mon_args))
     label = logic.scenario_label(ui)
     parts = views.report_parts(ui, label, session, frontier=True)
     rp = parts["parts"]
@@ -100,8 +107,13 @@ def test_report_from_the_app_state_equals_the_cli_report(tmp_path: Path) -> None
         and rp.plan["feasible_fraction"] == session["_unc"][1]["points"][2]["feasible_fraction"]
     )
     assert rp.counter is not None and rp.uncertainty is not None and rp.frontier is not None
+    assert rp.monitor is not None
     command = views.report_command(ui, parts, frontier=True)
-    assert command.startswith("dispersal report paper_threat_model --mode paper --target 1e24 --plan ")
+    # every section computed: the report's defaults, no --no-... flag
+    assert command.startswith(
+        "dispersal report paper_threat_model --mode paper --target 1e24 --monitor-lose-sites 3 --uncertainty 20 "
+    )
+    assert "--no-" not in command and "--monitor-lose-sites 3" in command
     built = logic.build(ui)
     assert built.scenario is not None
     from_app = render_html(built.scenario, built.mode, source="paper_threat_model", parts=rp)
@@ -113,6 +125,7 @@ def test_report_from_the_app_state_equals_the_cli_report(tmp_path: Path) -> None
     assert json.loads(r.stdout)["sections"] == [
         "plan",
         "frontier",
+        "monitor",
         "counter",
         "uncertainty",
         "estimate",
@@ -120,9 +133,14 @@ def test_report_from_the_app_state_equals_the_cli_report(tmp_path: Path) -> None
     ]
     from_cli = out.read_text(encoding="utf-8")
     assert _no_svg_ids(from_cli) == _no_svg_ids(from_app)
-    for head in ("Plan", "Frontier: where dispersal stops", "Countermeasures", "Uncertainty"):
+    for head in (
+        "Plan",
+        "Frontier: where dispersal stops",
+        "Monitor: one building vs N sites",
+        "Uncertainty",
+    ):
         assert f"<h2>{head}</h2>" in from_cli
     assert "2 of 1 sites" not in from_cli and re.search(r"2 of [\d,]+ sites go dark", from_cli)
-    assert "Scenario shown: preset paper_threat_model." in from_cli
+    assert "Scenario shown: preset paper_threat_model (its title: " in from_cli
     # the uncertainty chart shows the share of draws that cannot reach each target
     assert "cannot reach" in from_cli and "P(reach)" in from_cli

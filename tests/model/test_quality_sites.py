@@ -21,7 +21,7 @@ from dispersal.model.inputs.catalog import accelerator
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Scenario
 from dispersal.model.kernel import chinchilla
-from dispersal.model.kernel.estimate import estimate
+from dispersal.model.run.estimate import estimate
 from dispersal.model.kernel.quality import (
     QualityParams,
     compute_fraction,

@@ -61,7 +61,8 @@ class Field:
 
 def _choices() -> dict[str, tuple[str, ...]]:
     return {
-        "preset": tuple(scenario_names(with_sites=False)),
+        # Every CLI preset, mixed-site ([[site]]) ones included (issue 34).
+        "preset": tuple(scenario_names()),
         "mode": tuple(m.value for m in Mode),
         "regime": tuple(regimes()),
     }
@@ -80,7 +81,7 @@ def slug(term: str) -> str:
 def _fields() -> tuple[Field, ...]:
     """Every app-only input and setting: scenario extras, then the Planner's and Resilience's settings."""
     c = _choices()
-    return _scenario_extras(c) + _planner_fields(c) + _resilience_fields()
+    return _scenario_extras(c) + _planner_fields(c) + _resilience_fields() + _view_fields()
 
 
 def _scenario_extras(c: Mapping[str, tuple[str, ...]]) -> tuple[Field, ...]:
@@ -201,6 +202,67 @@ def _planner_fields(c: Mapping[str, tuple[str, ...]]) -> tuple[Field, ...]:
             "Search",
             "auto = bisect in paper mode (the paper's), exact in default (the true optimum).",
             PLAN_SEARCHES,
+            scenario=False,
+        ),
+    )
+
+
+#: The Fleet view's metrics (`dispersal fleet --metric`).
+FLEET_METRICS = ("c_quality", "c_local", "loss")
+
+
+def _view_fields() -> tuple[Field, ...]:
+    """The Frontier, Monitor and Fleet views' settings (kept across presets; in the URL), and the mixed
+    sites of the scenario (a Scenario input: reset with the preset)."""
+    f = Field
+    return (
+        f(
+            "sites_toml",
+            "str",
+            "Sites ([[site]] / [[churn]] TOML)",
+            "Mixed sites, as in a scenario file: one [[site]] table per site (name, nodes, region, hardware, "
+            "chips_per_node, bandwidth_up_bits_per_s, bandwidth_down_bits_per_s, latency_s; units as text "
+            "such as '1.2 Gbps' allowed) and optional [[churn]] rows (hour, site, nodes). Empty = Nodes (sites) "
+            "identical nodes on the WAN above. With sites, each site's fields override the sidebar's.",
+        ),
+        f(
+            "fr_targets",
+            "str",
+            "Frontier targets (FLOP)",
+            "Comma list, e.g. 1e24, 1e25, 1e26; empty = the Planner's target.",
+            scenario=False,
+        ),
+        f(
+            "fr_premiums",
+            "str",
+            "Premiums (x one datacenter)",
+            "Comma list of cost multiples of one building's plan, each >= 1 (dispersal frontier --premium).",
+            scenario=False,
+        ),
+        f(
+            "fr_samples",
+            "int",
+            "Monte Carlo draws per target",
+            "For P(reach) and the P10-P90 bands per cell (dispersal frontier --samples); 0 = none.",
+            scenario=False,
+            lo=0,
+            hi=10_000,
+        ),
+        f(
+            "mon_lose_sites",
+            "int",
+            "Sites lost (for ever)",
+            "Survivability: this many of the N sites go dark (dispersal frontier --compare --lose-sites).",
+            scenario=False,
+            lo=0,
+            hi=1_000_000,
+        ),
+        f(
+            "fleet_metric",
+            "choice",
+            "Best by",
+            "c_quality / c_local: the most compute; loss: the lowest final loss (dispersal fleet --metric).",
+            FLEET_METRICS,
             scenario=False,
         ),
     )

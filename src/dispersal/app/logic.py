@@ -13,6 +13,7 @@ preset, the mode and only the values that differ from that preset.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -84,6 +85,11 @@ _APP_DEFAULTS: dict[str, Any] = {
     "plan_metric": "auto",
     "plan_objective": "cost",
     "plan_search": "auto",
+    "fr_targets": "",
+    "fr_premiums": "1.5, 2, 5",
+    "fr_samples": 100,
+    "mon_lose_sites": 1,
+    "fleet_metric": "c_quality",
     **RESILIENCE_DEFAULTS,
 }
 
@@ -135,11 +141,50 @@ def _to_ui(sf: ScenarioField, v: Any) -> Any:
     return v
 
 
+def sites_toml(d: Mapping[str, Any]) -> str:
+    """The ``[[site]]`` and ``[[churn]]`` tables of a scenario dict (`Scenario.to_dict()`: keys ``site``
+    and ``churn``) as TOML text, SI numbers; "" when it has none."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, int | float):
+            return repr(v) if isinstance(v, float) else str(v)
+        return json.dumps(str(v))
+
+    out = []
+    for table in ("site", "churn"):
+        for row in d.get(table) or []:
+            out.append(f"[[{table}]]")
+            out += [f"{k} = {value(v)}" for k, v in row.items() if v is not None]
+            out.append("")
+    return "\n".join(out).strip()
+
+
+def parse_sites_toml(text: str) -> dict[str, Any]:
+    """Sites TOML text -> {"site": [...], "churn": [...]} (empty text: {}); InputError naming 'sites'."""
+    import tomllib
+
+    if not str(text or "").strip():
+        return {}
+    try:
+        d = tomllib.loads(str(text))
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError("sites", f"not valid TOML: {exc}") from None
+    extra = sorted(set(d) - {"site", "churn"})
+    if extra:
+        raise InputError("sites", f"only [[site]] and [[churn]] tables allowed here, got {', '.join(extra)}")
+    if "site" not in d:
+        raise InputError("sites", "needs at least one [[site]] table (or leave the field empty)")
+    return d
+
+
 def ui_from_scenario(s: Scenario) -> dict[str, Any]:
     """The scenario part of the UI state, in friendly units (every declared field, plus the app's own)."""
     ui = {ui_key(sf): _to_ui(sf, getattr(s, sf.name)) for sf in _INPUT_FIELDS}
     ui.update(
         {
+            "sites_toml": sites_toml(s.to_dict()),
             "moe": s.active_params is not None,
             "links": links_of(s),
             "duration_source": "manual",
@@ -218,6 +263,12 @@ def scenario_dict(ui: Mapping[str, Any]) -> dict[str, Any]:
     one = ui.get("links", "one") == "one"
     wan_min = min(_num(ui, "up_mbps"), _num(ui, "down_mbps")) * 1e6
     out.update(_links_dict(ui, one, wan_min, _num(ui, "latency_ms") * 1e-3, opt))
+    mixed = parse_sites_toml(str(ui.get("sites_toml") or ""))
+    if mixed:
+        out["site"] = mixed["site"]
+        if mixed.get("churn"):
+            out["churn"] = mixed["churn"]
+        out.pop("num_nodes", None)  # the sites' total
     return out
 
 
@@ -360,6 +411,22 @@ def _first(v: Any) -> str:
     return str(v)
 
 
+def check_text(key: str, value: Any) -> str | None:
+    """The one-line error of a text setting the model parses (targets, premiums), or None."""
+    from dispersal.present.questions import parse_premiums, parse_targets
+
+    try:
+        if key == "plan_target":
+            parse_targets(str(value), allow_empty=False)
+        elif key == "fr_targets":
+            parse_targets(str(value), allow_empty=True)
+        elif key == "fr_premiums":
+            parse_premiums(str(value))
+    except ValueError as exc:
+        return f"{FIELD_BY_KEY[key].name}: {one_line(exc)}"
+    return None
+
+
 def ui_from_query(params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """Query parameters -> full UI state, plus warnings for parameters that were ignored."""
     warnings: list[str] = []
@@ -371,7 +438,7 @@ def ui_from_query(params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]
     base = dict(ui)
     applied: dict[str, str] = {}
     for key, raw in params.items():
-        if key == "preset":
+        if key in ("preset", ORIGIN_PARAM):
             continue
         if key not in FIELD_BY_KEY:
             warnings.append(f"ignored unknown parameter {key!r}")
@@ -383,7 +450,7 @@ def ui_from_query(params: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]
             continue
         # A value outside its field's allowed range is never applied (issue 24: num_nodes=-4 blocked
         # every view): the preset's value stays and the warning names the field, range and value.
-        err = check_field(key, value)
+        err = check_field(key, value) or check_text(key, value)
         if err:
             warnings.append(f"ignored {key}={_first(raw)!r}: {err}")
             continue
@@ -413,10 +480,28 @@ def _drop_blocking(
     warnings.append(f"ignored {', '.join(f'{k}={applied[k]!r}' for k in keys)}: together they give {error}")
 
 
-def query_from_ui(ui: Mapping[str, Any]) -> dict[str, str]:
-    """UI state -> query parameters: preset, mode, and every value that differs from the preset."""
+#: The query parameter that carries a used plan's provenance ("plan: 1e+25 FLOP c_quality, ..."): a link
+#: made after "use this plan" opens on the same scenario with the same "Scenario: plan: ..." label.
+ORIGIN_PARAM = "from_plan"
+
+
+def origin_from_query(params: Mapping[str, Any], ui: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The used plan's origin of a shared link (its label, with the link's scenario inputs as the plan's),
+    or None when the link has none or a label that is not a plan's."""
+    raw = params.get(ORIGIN_PARAM)
+    text = str(raw[0] if isinstance(raw, list | tuple) and raw else raw or "").strip()
+    if not text.startswith("plan: ") or len(text) > 400:
+        return None
+    return {"label": text, "inputs": scenario_inputs(ui)}
+
+
+def query_from_ui(ui: Mapping[str, Any], origin: Origin | None = None) -> dict[str, str]:
+    """UI state -> query parameters: preset, mode, every value that differs from the preset, and the used
+    plan's label (`ORIGIN_PARAM`) while the scenario is that plan's (unedited)."""
     base = default_ui(ui.get("preset", DEFAULT_SCENARIO))
     out = {"preset": str(ui.get("preset", DEFAULT_SCENARIO)), "mode": encode(ui.get("mode", base["mode"]))}
+    if origin and str(origin["label"]).startswith("plan: ") and not edited_keys(ui, origin):
+        out[ORIGIN_PARAM] = str(origin["label"])
     for f in FIELDS:
         if f.key in ("preset", "mode") or f.key not in ui:
             continue

@@ -92,6 +92,10 @@ _CSS = """
 input::placeholder, textarea::placeholder { color: #5c5c5c !important; opacity: 1 !important; }
 .block-container { max-width: 100%; overflow-x: hidden; }
 [data-testid="stTable"] { overflow-x: auto; }
+[data-testid="stTable"] table { width: 100%; table-layout: auto; }
+[data-testid="stTable"] td, [data-testid="stTable"] th { white-space: normal !important; overflow-wrap: anywhere;
+  word-break: break-word; max-width: 28em; }
+@media print { [data-testid="stSidebar"] { display: none; } [data-testid="stTable"] { overflow: visible; } }
 [data-testid="stMarkdownContainer"] p, [data-testid="stMarkdownContainer"] li { overflow-wrap: anywhere; }
 [data-testid="stMarkdownContainer"] code { white-space: pre-wrap !important; overflow-wrap: anywhere; }
 </style>
@@ -110,9 +114,13 @@ def _init_state() -> None:
             if f.key not in st.session_state:
                 st.session_state[f.key] = store[f.key]
         return
-    ui, warnings = logic.ui_from_query(st.query_params.to_dict())
+    params = st.query_params.to_dict()
+    ui, warnings = logic.ui_from_query(params)
     for k, v in ui.items():
         st.session_state[k] = v
+    origin = logic.origin_from_query(params, ui)
+    if origin is not None:
+        st.session_state["_origin"] = origin
     st.session_state["_store"] = dict(ui)
     st.session_state["_warnings"] = warnings
     st.session_state["_init"] = True
@@ -173,10 +181,82 @@ def _sidebar() -> None:
         with sb.expander(title, expanded=expanded):
             for k in keys:
                 widget(k)
+    _sites_editor(sb)
     sb.caption(
         "Custom hardware: pick the closest accelerator, then override its per-chip FLOP/s, memory, price "
         "and power (Hardware section); empty fields keep the catalogue's values."
     )
+
+
+#: The columns of the editable sites table (the [[site]] keys, SI units as in a scenario file).
+SITE_COLUMNS = (
+    "name",
+    "nodes",
+    "region",
+    "hardware",
+    "chips_per_node",
+    "bandwidth_up_bits_per_s",
+    "bandwidth_down_bits_per_s",
+    "latency_s",
+)
+
+
+def _on_upload() -> None:
+    """A scenario TOML upload replaces the sidebar's scenario (sites included), like a preset."""
+    import tempfile
+
+    from dispersal.model.inputs.presets import load_scenario
+
+    up = st.session_state.get("upload")
+    if up is None:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "upload.toml"
+        path.write_bytes(up.getvalue())
+        try:
+            scen = load_scenario(str(path))
+        except ValueError as exc:
+            st.session_state["_upload_error"] = f"{up.name}: {logic.one_line(exc)}"
+            return
+    st.session_state.pop("_upload_error", None)
+    new = logic.ui_from_scenario(scen)
+    for k in logic.SCENARIO_KEYS:
+        if k in new:
+            st.session_state[k] = new[k]
+    st.session_state["_origin"] = {"label": f"upload {up.name}", "inputs": logic.scenario_inputs(_ui())}
+
+
+def _sites_editor(sb: Any) -> None:
+    """Mixed sites: an editable table of the [[site]] rows (written back as TOML), the TOML itself and
+    a scenario file upload."""
+    text = str(st.session_state.get("sites_toml") or "")
+    with sb.expander("Mixed sites ([[site]])", expanded=bool(text.strip())):
+        try:
+            d = logic.parse_sites_toml(text)
+        except ValueError:
+            d = None
+        if d:
+            rows = [{c: r.get(c) for c in SITE_COLUMNS} for r in d["site"]]
+            edited = st.data_editor(rows, key="sites_table", num_rows="dynamic", hide_index=True)
+            new_rows = [{k: v for k, v in r.items() if v is not None and v == v} for r in edited]
+            if new_rows != [{k: v for k, v in r.items() if v is not None} for r in rows]:
+                st.session_state["sites_toml"] = logic.sites_toml({**d, "site": new_rows})
+        widget_area = st.text_area(
+            logic.FIELD_BY_KEY["sites_toml"].label,
+            key="sites_toml",
+            height=160,
+            help=logic.FIELD_BY_KEY["sites_toml"].help,
+        )
+        del widget_area
+        st.file_uploader(
+            "Upload a scenario (TOML)",
+            type=["toml"],
+            key="upload",
+            on_change=_on_upload,
+            help="A scenario file as `dispersal estimate --scenario FILE` reads it ([[site]] tables allowed).",
+        )
+        if st.session_state.get("_upload_error"):
+            st.error(st.session_state["_upload_error"])
 
 
 def _ui() -> dict[str, Any]:
@@ -186,7 +266,7 @@ def _ui() -> dict[str, Any]:
 
 
 def _sync_url(ui: dict[str, Any]) -> None:
-    q = logic.query_from_ui(ui)
+    q = logic.query_from_ui(ui, st.session_state.get("_origin"))
     if st.query_params.to_dict() != q:
         st.query_params.from_dict(q)
 
@@ -207,10 +287,18 @@ _BUILDERS: dict[str, Any] = {
         d.get("baseline"),
         current_label=d["current_label"],
         baseline_label=d.get("baseline_label", "pinned baseline"),
+        building_usd=d.get("building_usd"),
     ),
     "countermeasures": lambda d: figures.countermeasures_figure(d["outcomes"]),
     "uncertainty": lambda d: figures.uncertainty_figure(d),
+    "frontier": lambda d: _frontier_figure(d),
 }
+
+
+def _frontier_figure(d: dict[str, Any]) -> Any:
+    from dispersal.present.frontier_figures import frontier_figure
+
+    return frontier_figure(d)
 
 
 #: Matplotlib is not thread-safe and Streamlit runs each session in its own thread: one figure at a time.
@@ -282,6 +370,10 @@ def _estimate_tab(est: dict[str, Any], ui: dict[str, Any]) -> None:
         _table(present_rows.cost_rows(est))
         st.subheader("WAN traffic per node")
         _table(present_rows.traffic_rows(est))
+    if est.get("sites"):
+        st.subheader("Per site")
+        st.caption(present_rows.sync_pacing_text(est))
+        _table(present_rows.site_rows(est))
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -376,7 +468,7 @@ def _planner_tab(ui: dict[str, Any], built: logic.Built) -> None:
     else:
         st.success(
             f"Cheapest: {p['nodes']:,} nodes of {p['chips_per_node']}x {p['hardware']} {p['precision']}, "
-            f"{p['algorithm']}, {F.count(p['params'])} parameters, {F.days(p['days'])}, "
+            f"{F.algorithm(p)}, {F.count(p['params'])} parameters, {F.days(p['days'])}, "
             f"{F.money(p['cost_usd'])}."
         )
         show_figure("plan", p)
@@ -385,10 +477,10 @@ def _planner_tab(ui: dict[str, Any], built: logic.Built) -> None:
     if p.get("failures"):
         with st.expander("Hardware that cannot reach the target"):
             _table([{"hardware": k, "why": v} for k, v in p["failures"].items()])
-    _compare(p_args, b2, b3)
+    _compare(p_args, b2, b3, p.get("centralized_cost_usd"))
 
 
-def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any) -> None:
+def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any, building_usd: float | None = None) -> None:
     """Cost vs bandwidth / distance / target for the last plan, with a pinned baseline beside it."""
     st.subheader("Compare: cost vs bandwidth, distance and target")
     if pin_col.button("Pin this plan as the baseline", key="pin_go"):
@@ -415,6 +507,9 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any) -> None:
         base["sweeps"] = _sweeps(base["args"])
     axis = st.radio("Chart cost against", list(views.SWEEPS), horizontal=True, key="cmp_axis")
     data: dict[str, Any] = {"axis": axis, "current": cmp[1][axis], "current_label": "this scenario"}
+    if building_usd and axis != "target":
+        # One building's cost is the same at every WAN rate and distance (it has no WAN): the premium axis.
+        data["building_usd"] = float(building_usd)
     if base:
         data.update(baseline=base["sweeps"][axis], baseline_label="pinned baseline")
     show_figure("curve", data)
@@ -423,6 +518,9 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any) -> None:
         row = {
             axis: F.sig(r["x"], 3),
             "cost": F.money(r["cost_usd"]) if r["cost_usd"] else "infeasible",
+            "premium": F.factor(r["cost_usd"] / building_usd)
+            if r["cost_usd"] and building_usd and axis != "target"
+            else "-",
             "plan": r["label"],
         }
         if base:
@@ -469,7 +567,69 @@ def _resilience_tab(est: dict[str, Any] | None, built: logic.Built, label: str) 
 
 @st.cache_data(show_spinner=False, max_entries=16)
 def _frontier_cached(args_json: str) -> dict[str, Any]:
-    return questions.run_frontier(json.loads(args_json))
+    return views.run_report_frontier(json.loads(args_json))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _frontier_view_cached(req_json: str) -> dict[str, Any]:
+    return views.run_frontier_request(json.loads(req_json))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _frontier_year_cached(req_json: str) -> dict[str, Any]:
+    req = json.loads(req_json)
+    return questions.run_frontier_year(req["plan"], req["premiums"])
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _monitor_cached(args_json: str) -> dict[str, Any]:
+    return questions.run_monitor(json.loads(args_json))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _fleet_cached(scenario_json: str, mode: str, metric: str) -> dict[str, Any]:
+    return questions.run_fleet(json.loads(scenario_json), mode, metric)
+
+
+def _json_arg(fn: Any) -> Any:
+    return lambda d: fn(json.dumps(d, sort_keys=True, default=str))
+
+
+def _frontier_tab(built: logic.Built, ui: dict[str, Any], label: str) -> None:
+    _scenario_caption(label)
+    c = st.columns(3)
+    for col, k in zip(c, ("fr_targets", "fr_premiums", "fr_samples"), strict=True):
+        widget(k, col)
+    if built.scenario is None:
+        _blocked()
+        return
+    msg = views.frontier_view(
+        st, _ui(), show_figure, _json_arg(_frontier_view_cached), _json_arg(_frontier_year_cached)
+    )
+    if msg:
+        st.info(msg)
+
+
+def _monitor_tab(built: logic.Built, ui: dict[str, Any], label: str) -> None:
+    _scenario_caption(label)
+    widget("mon_lose_sites", st.columns(3)[0])
+    if built.scenario is None:
+        _blocked()
+        return
+    msg = views.monitor_view(st, _ui(), _json_arg(_monitor_cached))
+    if msg:
+        st.info(msg)
+
+
+def _fleet_tab(built: logic.Built, ui: dict[str, Any], label: str) -> None:
+    _scenario_caption(label)
+    widget("fleet_metric", st.columns(3)[0])
+    if built.scenario is None:
+        _blocked()
+        return
+    msg = views.fleet_view(st, _ui(), built.mode.value, _fleet_cached)
+    if msg:
+        st.info(msg)
 
 
 def _report_section(ui: dict[str, Any], built: logic.Built, label: str) -> None:
@@ -556,7 +716,18 @@ def main() -> None:
             f"Scenario: {label} | {built.mode.value} mode | max duration "
             f"{F.days_of(built.scenario.duration_s)} days | share this view by copying the URL"
         )
-    tabs = st.tabs(["Estimate", "Planner", "Countermeasures", "Uncertainty", "Resilience"])
+    tabs = st.tabs(
+        [
+            "Estimate",
+            "Planner",
+            "Frontier",
+            "Monitor",
+            "Fleet",
+            "Countermeasures",
+            "Uncertainty",
+            "Resilience",
+        ]
+    )
     with tabs[0]:
         _scenario_caption(label)
         if est is not None:
@@ -567,10 +738,16 @@ def main() -> None:
         _scenario_caption(label)
         _planner_tab(ui, built)
     with tabs[2]:
-        _optional_tab(views.countermeasures_view, built, ui, label)
+        _frontier_tab(built, ui, label)
     with tabs[3]:
-        _optional_tab(views.uncertainty_view, built, ui, label)
+        _monitor_tab(built, ui, label)
     with tabs[4]:
+        _fleet_tab(built, ui, label)
+    with tabs[5]:
+        _optional_tab(views.countermeasures_view, built, ui, label)
+    with tabs[6]:
+        _optional_tab(views.uncertainty_view, built, ui, label)
+    with tabs[7]:
         _resilience_tab(est, built, label)
     _report_section(ui, built, label)
     _glossary()

@@ -357,7 +357,7 @@ def _digest(args: Mapping[str, Any]) -> str:
 
 
 #: The session keys `report_parts` reads: the stored results, the used plan and the convention.
-REPORT_STATE = ("_plan", "_unc", "_cm", "_origin", "cm_convention")
+REPORT_STATE = ("_plan", "_unc", "_cm", "_origin", "cm_convention", "_mon", "_fr")
 
 
 def report_parts(
@@ -395,9 +395,19 @@ def report_parts(
     cm = None if isinstance(cm, str) else cm
     fr = None
     if frontier:
-        fr = (run_frontier or (lambda a: questions.run_frontier(json.loads(a))))(
-            json.dumps(args, sort_keys=True)
-        )
+        # The frontier's P(reach) takes as many draws as the Monte Carlo (`dispersal report --uncertainty N`
+        # draws both); none when the Uncertainty tab has not run.
+        req = {
+            "plan": args,
+            "samples": int(unc["samples"]) if unc else 0,
+            "seed": int(unc["seed"]) if unc else 0,
+        }
+        fr = (run_frontier or (lambda a: run_report_frontier(json.loads(a))))(json.dumps(req, sort_keys=True))
+    convention = str(session.get("cm_convention", "report"))
+    mon_args = monitor_request(ui, convention)
+    mon_stored = session.get("_mon")
+    mon = mon_stored[1] if mon_stored and mon_stored[0] == _digest(mon_args) else None
+    mon = None if isinstance(mon, str) else mon
     parts = ReportParts(
         plan=questions.with_reach(plan, unc) if plan is not None else None,
         links=args["links"],
@@ -407,8 +417,17 @@ def report_parts(
         uncertainty=unc,
         resilience={k: ui[k] for k in present_resilience.DEFAULTS},
         label=label,
+        monitor=mon,
+        monitor_days=float(mon_args["max_duration_s"]) / 86400.0 if mon is not None else None,
+        target=str(ui["plan_target"]),
+        regime=str(ui["plan_regime"]),
     )
-    return {"parts": parts, "use_plan": use_plan, "convention": session.get("cm_convention", "report")}
+    return {"parts": parts, "use_plan": use_plan, "convention": convention}
+
+
+def run_report_frontier(req: Mapping[str, Any]) -> dict[str, Any]:
+    """The report's frontier: `questions.run_frontier` at the plan's target with ``samples`` draws."""
+    return questions.run_frontier(req["plan"], int(req["samples"]), int(req["seed"]))
 
 
 def report_command(ui: Mapping[str, Any], parts: Mapping[str, Any], frontier: bool) -> str:
@@ -416,14 +435,23 @@ def report_command(ui: Mapping[str, Any], parts: Mapping[str, Any], frontier: bo
     --set options of the sidebar's values; a used plan is --use-plan from the scenario it was planned in)."""
     rp: ReportParts = parts["parts"]
     out = [f"dispersal report {ui['preset']} --mode {ui['mode']} --target {ui['plan_target']}"]
-    if rp.plan is not None:
-        out.append("--plan --use-plan" if parts["use_plan"] else "--plan")
-    if frontier:
-        out.append("--frontier")
-    if rp.counter is not None:
-        out.append("--counter" + (" --convention scenario" if parts["convention"] == "scenario" else ""))
+    # `dispersal report` answers everything by default: the sections the app has not computed are
+    # switched off (--no-...), those it has are the defaults.
+    out.append(("--use-plan" if parts["use_plan"] else "") if rp.plan is not None else "--no-plan")
+    if not frontier:
+        out.append("--no-frontier")
+    if rp.monitor is None:
+        out.append("--no-monitor")
+    elif int(ui.get("mon_lose_sites", 1)) != 1:
+        out.append(f"--monitor-lose-sites {int(ui['mon_lose_sites'])}")
+    if rp.counter is None:
+        out.append("--no-counter")
+    if parts["convention"] == "scenario" and (rp.counter is not None or rp.monitor is not None):
+        out.append("--convention scenario")
     if rp.uncertainty is not None:
         out.append(f"--uncertainty {int(rp.uncertainty['samples'])} --seed {int(rp.uncertainty['seed'])}")
+    else:
+        out.append("--uncertainty 0")
     for key, flag in (
         ("plan_regime", "--plan-regime"),
         ("plan_metric", "--metric"),
@@ -450,7 +478,7 @@ def report_command(ui: Mapping[str, Any], parts: Mapping[str, Any], frontier: bo
             out.append(f"{flag} {ui[key]!r}")
     if not parts["use_plan"]:
         out += [f"--set {k}={v}" for k, v in set_options(ui)]
-    return " ".join(out)
+    return " ".join(x for x in out if x)
 
 
 def set_options(ui: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -467,3 +495,227 @@ def set_options(ui: Mapping[str, Any]) -> list[tuple[str, str]]:
         )
         out.append((k, text))
     return out
+
+
+# --- Frontier, Monitor and Fleet (issue 34) --------------------------------------------------------------
+
+
+def frontier_request(ui: Mapping[str, Any]) -> dict[str, Any]:
+    """The Frontier view's question from the UI state: planner arguments (the Planner's regime, the
+    sidebar's mode, links and budget), the targets (empty = the Planner's), premiums, draws and seed."""
+    plan = plan_args(ui, logic.scenario_dict(ui))
+    targets = questions.parse_targets(str(ui.get("fr_targets") or "")) or [str(ui["plan_target"])]
+    return {
+        "plan": plan,
+        "targets": targets,
+        "premiums": questions.parse_premiums(str(ui.get("fr_premiums") or "1.5, 2, 5")),
+        "samples": int(ui.get("fr_samples", 100)),
+        "seed": 0,
+    }
+
+
+def run_frontier_request(req: Mapping[str, Any]) -> dict[str, Any]:
+    """`questions.run_frontier` for a `frontier_request` (the app caches this on its JSON)."""
+    return questions.run_frontier(
+        req["plan"], int(req["samples"]), int(req["seed"]), targets=req["targets"], premiums=req["premiums"]
+    )
+
+
+def frontier_view(
+    st: Any,
+    ui: Mapping[str, Any],
+    show: Any,
+    run: Callable[[dict[str, Any]], dict[str, Any]],
+    run_year: Callable[[dict[str, Any]], dict[str, Any]],
+) -> str | None:
+    """Where dispersal stops: the frontier table (every field the analysis returns), P(reach) and the
+    bands per cell, the largest target at N sites, what binds, and on request the algorithm generations
+    (`--year`). ``run`` / ``run_year``: the cached computations (JSON in, dict out)."""
+    from dispersal.present import frontier as pf
+
+    try:
+        req = frontier_request(ui)
+    except ValueError as exc:
+        st.error(logic.relabel(logic.one_line(exc)))
+        return None
+    st.caption(
+        "The limits of a dispersed run per target and premium over one datacenter (one building of the same "
+        f"compute): regime {req['plan']['regime']} (Planner tab), {req['plan']['mode']} mode, "
+        f"{req['samples']:,} Monte Carlo draws per target, seed 0. Same numbers as `"
+        + questions.frontier_command(req["plan"], req["samples"], 0, req["targets"], req["premiums"])
+        + "` (the frontier replaces the links by each grid bandwidth and uses the planner's budget)."
+    )
+    key = _digest(req)
+    if st.button("Compute the frontier", key="fr_go", type="primary"):
+        with st.spinner(
+            f"Searching {len(req['targets'])} target(s) x {len(req['premiums'])} premiums and drawing "
+            f"{req['samples']:,} Monte Carlo draws per target (cached afterwards)..."
+        ):
+            try:
+                st.session_state["_fr"] = (key, run(req))
+            except ValueError as exc:
+                st.session_state["_fr"] = (key, logic.one_line(exc))
+    stored = st.session_state.get("_fr")
+    if stored is None:
+        return (
+            "Press 'Compute the frontier' (one target without draws: seconds; 100 draws per target: tens of "
+            "seconds on two cores)."
+        )
+    if stored[0] != key:
+        st.info("Inputs changed since this was computed; press the button to update.")
+    if isinstance(stored[1], str):
+        st.error(stored[1])
+        return None
+    fr = stored[1]
+    st.markdown("**" + pf.headline(fr) + "**")
+    show("frontier", fr)
+    st.subheader("Where it stops, per target and premium")
+    st.table(pf.limit_rows(fr))
+    st.subheader("The largest target at N sites")
+    st.table(pf.at_sites_rows(fr))
+    for n in fr.get("notes", []):
+        st.caption(str(n))
+    if st.checkbox("Algorithm generations (dispersal frontier --year)", key="fr_year"):
+        ykey = _digest({"plan": req["plan"], "premiums": req["premiums"]})
+        cached = st.session_state.get("_fr_year")
+        if cached is None or cached[0] != ykey:
+            with st.spinner("Planning each algorithm generation on the bandwidth grid..."):
+                cached = (ykey, run_year({"plan": req["plan"], "premiums": req["premiums"]}))
+            st.session_state["_fr_year"] = cached
+        st.table(pf.year_rows(cached[1]))
+        for n in cached[1].get("notes", []):
+            st.caption(str(n))
+    return None
+
+
+def monitor_request(ui: Mapping[str, Any], convention: str) -> dict[str, Any]:
+    """The Monitor view's `monitor.compare` arguments under the countermeasure convention ``convention``
+    (the Countermeasures tab's radio): one convention for both tabs' P(detect)."""
+    conv = convention_args({**ui, "cm_convention": convention}, logic.scenario_dict(ui))
+    return questions.monitor_args(conv, str(ui["plan_target"]), int(ui.get("mon_lose_sites", 1)))
+
+
+def monitor_view(
+    st: Any, ui: Mapping[str, Any], run: Callable[[dict[str, Any]], dict[str, Any]]
+) -> str | None:
+    """One building vs N sites as a monitor sees them: power per site against grid classes, shipments,
+    staff, WAN, P(detect) per channel and aggregated, survivability."""
+    from dispersal.present import monitor as pm
+
+    convention = str(st.session_state.get("cm_convention", "report"))
+    try:
+        args = monitor_request(ui, convention)
+    except ValueError as exc:
+        st.error(logic.relabel(logic.one_line(exc)))
+        return None
+    days = float(args["max_duration_s"]) / 86400.0
+    st.caption(
+        f"Convention (shared with the Countermeasures tab, whose radio picks it): {CONVENTION_LABELS[convention]}"
+        f": {args['mode']} mode, {days:g}-day budget, {float(args['wan_bits_per_s']) / 1e6:g} Mbps / "
+        f"{float(args['latency_s']) * 1e3:g} ms per site, regime {args['regime_name']}, target "
+        f"{ui['plan_target']} FLOP. CLI: `{questions.monitor_command(args)}`"
+        + (
+            ""
+            if abs(days - 740) < 1e-9 and abs(float(args["latency_s"]) - 0.1) < 1e-12
+            else f" (the CLI plans with 740 days / 100 ms; this view with {days:g} days)"
+        )
+        + "."
+    )
+    key = _digest(args)
+    if st.button("Compare one building with N sites", key="mon_go", type="primary"):
+        with st.spinner("Planning one building and the N-site plan, then what each monitor sees..."):
+            try:
+                st.session_state["_mon"] = (key, run(args))
+            except ValueError as exc:
+                st.session_state["_mon"] = (key, logic.one_line(exc))
+    stored = st.session_state.get("_mon")
+    if stored is None:
+        return "Press the button (two plans and the detection model: seconds)."
+    if stored[0] != key:
+        st.info("Inputs changed since this was computed; press the button to update.")
+    if isinstance(stored[1], str):
+        st.error(stored[1])
+        return None
+    d = stored[1]
+    st.markdown("**" + pm.convention_line(d, days) + ".**")
+    st.table(pm.compare_table(d))
+    for c in d["comparisons"]:
+        for r in c["reasons"]:
+            st.warning(r)
+    with st.expander("Detection rates and monitor parameters (sourced or assumed)"):
+        st.table(pm.rate_rows(d))
+        for k, v in d["formulas"].items():
+            st.caption(f"{k}: {v}")
+    return None
+
+
+def fleet_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The best option of each algorithm (`FleetAnswer.to_dict()['per_algorithm']`), best first, with the
+    shared algorithm name (`formats.algorithm`)."""
+    from dispersal.present import formats as F
+
+    out = []
+    for o in d.get("per_algorithm", []):
+        out.append(
+            {
+                "algorithm": F.algorithm(o),
+                "codec": str(o["codec"]),
+                "model": F.count(float(o["params"])),
+                "tokens": F.count(float(o["tokens"])),
+                "H": f"{int(o['inner_steps']):,}",
+                "days": F.sig(float(o["run_time_s"]) / 86400.0, 4),
+                "utilisation": F.percent(float(o["utilisation"]), 1),
+                "C_local": F.flop(float(o["c_local_flop"])),
+                "C_quality": F.flop(float(o["c_quality_flop"])),
+                "loss": F.sig(float(o["loss"]), 4),
+                "cost": F.money(float(o["cost_usd"])),
+            }
+        )
+    return out
+
+
+def fleet_view(
+    st: Any, ui: Mapping[str, Any], mode: str, run: Callable[[str, str, str], dict[str, Any]]
+) -> str | None:
+    """What the sidebar's fleet best trains (`dispersal fleet`): model, tokens, H, codec, algorithm, with
+    the binding constraint. ``run(scenario_json, mode, metric)``: the cached search."""
+    import json
+
+    sd = logic.scenario_dict(ui)
+    metric = str(ui.get("fleet_metric", "c_quality"))
+    st.caption(
+        "The sidebar's fleet (nodes, hardware, links, days, regime) as it stands; the search runs over "
+        f"algorithm, codec, model size and H (metric {metric}). Same as `dispersal fleet` on this scenario "
+        f"with `--mode {mode} --metric {metric}`."
+    )
+    key = json.dumps([sd, mode, metric], sort_keys=True)
+    # On a button (not on every rerun: Streamlit draws every tab on each edit, and the search takes a
+    # second or two); the answer is cached per fleet, mode and metric.
+    if st.button("Find the best use of this fleet", key="fleet_go", type="primary"):
+        with st.spinner("Searching algorithm x codec x model size x H for this fleet..."):
+            try:
+                st.session_state["_fleet"] = (key, run(json.dumps(sd, sort_keys=True), mode, metric))
+            except ValueError as exc:
+                st.session_state["_fleet"] = (key, logic.relabel(logic.one_line(exc)))
+    stored = st.session_state.get("_fleet")
+    if stored is None:
+        return "Press the button (one to two seconds; cached per fleet)."
+    if stored[0] != key:
+        st.info("The fleet changed since this was computed; press the button to update.")
+    if isinstance(stored[1], str):
+        st.error(stored[1])
+        return None
+    d = stored[1]
+    for line in d.get("lines", []):
+        st.markdown(line.replace("$", "\\$"))
+    if d.get("binding"):
+        st.caption(
+            f"What binds: {d['binding']} (gains if relaxed: "
+            + ", ".join(f"{k} x{float(v):.3g}" for k, v in (d.get("gains") or {}).items())
+            + ")."
+        )
+    rows = fleet_rows(d)
+    if rows:
+        st.subheader("Best per algorithm")
+        st.table(rows)
+    return None

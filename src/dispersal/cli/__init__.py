@@ -16,7 +16,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from dispersal import __version__
+from dispersal.present.formats import release
 
 try:  # typer >= 0.24 vendors Click as typer._click; older releases use click itself
     from typer._click import exceptions as _cx
@@ -87,7 +87,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        typer.echo(f"dispersal {__version__}")
+        typer.echo(release())
         raise typer.Exit()
 
 

@@ -325,6 +325,10 @@ def plan_cmd(
         quiet=json_,
     )
     if json_:
+        from dispersal.present.rows import plan_download
+
+        for d in dicts:  # the download side of the WAN traffic (the plan's fields are the upload's)
+            d["wan_download"] = plan_download(d)
         print_json(dicts)
         return
     _print_plans(plans, dicts, tables, runners_up)

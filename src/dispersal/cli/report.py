@@ -41,10 +41,14 @@ from dispersal.model.inputs.errors import InputError
 _EPILOG = (
     "Same options, same report as the app's 'Download the report' (its Planner settings are --target, "
     "--plan-regime, --metric, --objective, --search, --links; its Countermeasures convention --convention; "
-    "its Monte Carlo --uncertainty 200 --seed 0; its Resilience settings --lose-sites, --lose-at, --down-for, "
+    "its Monte Carlo --uncertainty 200 --seed 0 (default here 100); its Resilience settings --lose-sites, --lose-at, --down-for, "
     "--run-days). --use-plan reports the plan's own scenario, as the app's 'Use this plan as the scenario'. "
     'JSON: {"path", "scenario", "label", "mode", "sections"}. Exit 0 = written (feasible or not), 2 = bad input.'
 )
+
+#: Monte Carlo draws of the default report (uncertainty section and the frontier's P(reach)): 100 keeps
+#: the default report near a minute of CPU on the 2-core machine (docs/app.md); --uncertainty 200 is the app's.
+DEFAULT_DRAWS = 100
 
 _RES_KEYS = {"mtbf": "res_chip_mtbf_h", "restart": "res_restart_h", "max_chips": "res_max_chips"}
 _CHOICES = {
@@ -131,22 +135,41 @@ def report_cmd(
         typer.Option(help="Compute target, FLOP, of the plan, frontier, countermeasures and uncertainty."),
     ] = "1e25",
     plan: Annotated[
-        bool, typer.Option("--plan", help="Plan --target with this scenario's links and budget: answer card.")
-    ] = False,
+        bool,
+        typer.Option(
+            "--plan/--no-plan", help="Plan --target with this scenario's links and budget: answer card."
+        ),
+    ] = True,
     use_plan: Annotated[
         bool, typer.Option("--use-plan", help="Report the plan's own scenario (implies --plan).")
     ] = False,
     frontier: Annotated[
-        bool, typer.Option("--frontier", help="The limits of dispersal at --target (premiums 1.5x, 2x, 5x).")
-    ] = False,
+        bool,
+        typer.Option(
+            "--frontier/--no-frontier",
+            help="The limits of dispersal at --target (premiums 1.5x, 2x, 5x), --uncertainty draws for P(reach).",
+        ),
+    ] = True,
+    monitor: Annotated[
+        bool,
+        typer.Option(
+            "--monitor/--no-monitor",
+            help="One building vs N sites as a monitor sees them, under the countermeasure --convention.",
+        ),
+    ] = True,
     counter: Annotated[
         bool,
-        typer.Option("--counter", help="Every countermeasure lever and the default bundles at --target."),
-    ] = False,
+        typer.Option(
+            "--counter/--no-counter", help="Every countermeasure lever and the default bundles at --target."
+        ),
+    ] = True,
     uncertainty: Annotated[
         int,
-        typer.Option(help="Monte Carlo draws per target at 0.01x-10x --target (0 = no section; app: 200)."),
-    ] = 0,
+        typer.Option(
+            help="Monte Carlo draws per target at 0.01x-10x --target, and per frontier target for its "
+            "P(reach) (0 = no uncertainty section, frontier undrawn; the app: 200)."
+        ),
+    ] = DEFAULT_DRAWS,
     seed: Annotated[int, typer.Option(help="Seed of --uncertainty.")] = 0,
     plan_regime: Annotated[
         str, typer.Option(help="The planner's regime (the app's Planner: treaty).")
@@ -163,6 +186,10 @@ def report_cmd(
         ),
     ] = "report",
     lose_sites: Annotated[int, typer.Option(help="Resilience: sites that go dark.")] = 1,
+    monitor_lose_sites: Annotated[
+        int,
+        typer.Option(help="Monitor: sites lost for ever in its survivability rows (the app's Monitor tab)."),
+    ] = 1,
     lose_at: Annotated[float, typer.Option(help="Resilience: they go dark after this many days.")] = 10.0,
     down_for: Annotated[
         float | None, typer.Option(help="Resilience: dark for this many days (default: for ever).")
@@ -183,8 +210,10 @@ def report_cmd(
         bool, typer.Option("--json", help='Print {"path", "scenario", "label", "mode", "sections"} as JSON.')
     ] = False,
 ) -> None:
-    """Write one self-contained HTML report (tables, embedded plots, full JSON) for a scenario, and with
-    --plan, --frontier, --counter and --uncertainty N the app's other views for the same question.
+    """Write one self-contained HTML report (tables, embedded plots, full JSON) for a scenario. By default
+    it answers: the plan's answer card (premium, P(reach)), the frontier, the monitor comparison, the
+    countermeasures, the uncertainty, the estimate and resilience; --no-plan, --no-frontier, --no-monitor,
+    --no-counter and --uncertainty 0 narrow it.
 
     Exit status: 0 written (feasible or not), 2 bad input.
     """
@@ -236,15 +265,21 @@ def report_cmd(
     conv = q.convention_args(
         convention, s.to_dict(), mode=m.value, metric=metric, search=search, regime=plan_regime
     )
+    number_in(monitor_lose_sites, "monitor_lose_sites", 0, 1_000_000)
+    mon_args = q.monitor_args(conv, target, monitor_lose_sites) if monitor else None
     parts = ReportParts(
         plan=q.with_reach(p, unc) if p is not None else None,
         links=links,
-        frontier=q.run_frontier(args) if frontier else None,
+        frontier=q.run_frontier(args, uncertainty, seed) if frontier else None,
         counter=q.run_countermeasures(target, conv) if counter else None,
         convention=q.describe_convention(conv),
         uncertainty=unc,
         resilience={**DEFAULTS, **settings},
         label=label,
+        monitor=q.run_monitor(mon_args) if mon_args is not None else None,
+        monitor_days=float(mon_args["max_duration_s"]) / 86400.0 if mon_args is not None else None,
+        target=target,
+        regime=plan_regime,
     )
     atomic_write_text(path, render_html(s, m, source=scenario, parts=parts))
     if json_:
@@ -254,7 +289,9 @@ def report_cmd(
 
 
 def _print_json(path: Path, scenario: str, label: str, mode: str, parts: Any) -> None:
-    sections = [k for k in ("plan", "frontier", "counter", "uncertainty") if getattr(parts, k) is not None]
+    sections = [
+        k for k in ("plan", "frontier", "monitor", "counter", "uncertainty") if getattr(parts, k) is not None
+    ]
     print_json(
         {
             "path": str(path),

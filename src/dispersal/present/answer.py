@@ -134,15 +134,13 @@ def answer_card(
     `estimate`: the plan's own estimate (``estimate(plan.scenario).to_dict()``) for the traffic in
     both directions; `samples`: `UncertaintyResult.to_dict()` of the same target for P(reach).
     """
-    from dispersal import __version__
-
     target = F.flop(float(p["target_flop"]), unit=True)
     metric = str(p["metric"])
     links_text = _links(p, links)
     if p.get("feasible"):
         headline = (
             f"{target} ({metric}) for {F.money(float(p['cost_usd']))}: {int(p['nodes']):,} nodes of "
-            f"{p['chips_per_node']}x {p['hardware']} {p['precision']}, {p['algorithm']}, "
+            f"{p['chips_per_node']}x {p['hardware']} {p['precision']}, {F.algorithm(p)}, "
             f"{F.count(float(p['params']))} parameters, {F.days(float(p['days']))}"
         )
         cost = F.money(float(p["cost_usd"]))
@@ -163,7 +161,7 @@ def answer_card(
         lines.append(("WAN traffic per node", traffic_text(estimate)))
     prem = p.get("cost_premium")
     cite = (
-        f"dispersal {version or __version__}, {p['mode']} mode, metric {metric}, {p['search']} search, "
+        f"{('dispersal ' + version) if version else F.release()}, {p['mode']} mode, metric {metric}, {p['search']} search, "
         f"objective {p.get('objective', 'cost')}, regime {p.get('regime', '')}; {links_text}"
         + (f", {F.days(b)} budget" if (b := _budget_days(p)) is not None else "")
         + _searched(p)
@@ -196,7 +194,7 @@ def plan_label(p: Mapping[str, Any]) -> str:
     report --use-plan`): "plan: 1e25 FLOP c_quality, 48 x 8x a100_80gb fp16, diloco, 740 d, ..."."""
     return (
         f"plan: {F.flop(float(p['target_flop']), unit=True)} {p['metric']}, {int(p['nodes']):,} x "
-        f"{p['chips_per_node']}x {p['hardware']} {p['precision']}, {p['algorithm']}, "
+        f"{p['chips_per_node']}x {p['hardware']} {p['precision']}, {F.algorithm(p)}, "
         f"{F.days(float(p['days']))}, {p['mode']} mode, regime {p.get('regime', '')}"
     )
 

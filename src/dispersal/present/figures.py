@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocator
 
@@ -255,10 +256,15 @@ def cost_curve_figure(
     *,
     current_label: str = "this scenario",
     baseline_label: str = "pinned baseline",
+    building_usd: float | None = None,
 ) -> Chart:
     """Cheapest plan's cost against bandwidth, distance or target; a pinned baseline dashed beside it.
 
     Rows are `views.sweep_row` dicts: x, cost_usd (None = infeasible) and a label of the plan.
+    `building_usd`: one datacenter's cost for the same target (the premium's denominator; not for the
+    target axis, where it changes with x): drawn as a line with the 2x line, and a right-hand axis in
+    multiples of it, so "when does the premium pass 2x" is read off the chart. Every point carries its
+    value label (hover is lost in print).
     """
     xlabel, logx = SWEEP_AXES[axis]
     fig = Figure(figsize=(WIDTH_IN, 3.6))
@@ -285,7 +291,17 @@ def cost_curve_figure(
         for x, y, text in pts:
             (pt,) = ax.plot([x], [y], ls="", marker=mk, ms=12, alpha=0.0)
             xs = F.flop(x, unit=True) if axis == "target" else F.integer(x)
-            _mark(chart, pt, f"{name}: {F.money(y)} at {xs} ({text})")
+            prem = f", {F.sig(y / building_usd, 3)}x one building" if building_usd else ""
+            _mark(chart, pt, f"{name}: {F.money(y)} at {xs}{prem} ({text})")
+            ax.annotate(
+                F.money(y, 2) + (f" ({F.sig(y / building_usd, 2)}x)" if building_usd else ""),
+                (x, y),
+                xytext=(0, 7 if colour == CURRENT else -14),
+                textcoords="offset points",
+                ha="center",
+                fontsize=FONT - 1,
+                color=colour,
+            )
         for r in rows:
             if r.get("cost_usd") is None:
                 ax.axvline(float(r["x"]), color=colour, ls=":", lw=1, alpha=0.6)
@@ -294,7 +310,34 @@ def cost_curve_figure(
         ax.xaxis.set_major_formatter(
             FuncFormatter(lambda v, _pos: f"{v:,.0f}" if axis != "target" else f"{v:.0e}")
         )
-    _money_axis(ax, "y", [r.get("cost_usd") for rows, *_ in series for r in rows])
+    costs = [r.get("cost_usd") for rows, *_ in series for r in rows]
+    if building_usd:
+        costs += [building_usd, 2 * building_usd]
+        for k, style in ((1.0, "-"), (2.0, "--")):
+            ax.axhline(k * building_usd, color="#555555", ls=style, lw=1)
+            ax.annotate(
+                f"one building {F.money(building_usd)}" if k == 1 else "2x one building",
+                (0.01, k * building_usd),
+                xycoords=("axes fraction", "data"),
+                xytext=(0, 3),
+                textcoords="offset points",
+                fontsize=FONT - 1,
+                color="#333333",
+            )
+        chart.alt += f"; one building costs {F.money(building_usd)} (solid line; dashed: 2x)"
+    _money_axis(ax, "y", costs)
+    if building_usd:
+        b = float(building_usd)
+
+        def to_premium(y: Any) -> Any:
+            return np.asarray(y, dtype=float) / b
+
+        def to_cost(m: Any) -> Any:
+            return np.asarray(m, dtype=float) * b
+
+        right = ax.secondary_yaxis("right", functions=(to_premium, to_cost))
+        right.set_ylabel("premium over one building")
+        right.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}x"))
     ax.set_xlabel(xlabel)
     ax.set_ylabel("cheapest plan cost")
     _style(ax, f"Cost vs {axis} (dotted: no plan reaches the target)")
@@ -357,20 +400,29 @@ def countermeasures_figure(outcomes: Sequence[Mapping[str, Any]]) -> Chart:
 
 
 def _number_points(ax: Any, points: Sequence[tuple[int, float, float]]) -> None:
-    """Write each point's number beside it; a number that would overlap one already written moves
-    up in steps of one text line (positions compared on screen, after the axes' limits are set)."""
+    """Write each point's number beside it. Points whose labels would overlap on screen (after the axes'
+    limits are set) share one label, "3, 7, 12", written next to the first of them: a number never
+    drifts away from its point (it did: "12" stacked up at ~5x for a 1x lever)."""
     fig = ax.figure
     to_px = ax.transData.transform
     line_px = (FONT + 1) * fig.dpi / 72.0
-    taken: list[tuple[float, float]] = []
+    groups: list[tuple[float, float, list[int], float, float]] = []
     for n, x, y in points:
         px, py = to_px((x, y))
-        ty = py + 4 * fig.dpi / 72.0
-        while any(abs(px - qx) < 2.5 * line_px and abs(ty - qy) < line_px for qx, qy in taken):
-            ty += line_px
-        taken.append((px, ty))
-        dy_pt = (ty - py) * 72.0 / fig.dpi
-        ax.annotate(str(n), (x, y), fontsize=FONT - 1, xytext=(5, dy_pt), textcoords="offset points")
+        for g in groups:
+            if abs(px - g[0]) < 2.0 * line_px and abs(py - g[1]) < line_px:
+                g[2].append(n)
+                break
+        else:
+            groups.append((px, py, [n], x, y))
+    for _px, _py, ns, x, y in groups:
+        ax.annotate(
+            ", ".join(str(n) for n in ns),
+            (x, y),
+            fontsize=FONT - 1,
+            xytext=(6, 2),
+            textcoords="offset points",
+        )
 
 
 def _multiple_axis(ax: Any, values: Sequence[float]) -> None:
@@ -438,7 +490,7 @@ def uncertainty_figure(res: Mapping[str, Any]) -> Chart:
     top.set_yticks([0, 0.5, 1], ["0%", "50%", "100%"])
     top.set_ylabel("share of draws")
     _style(top, "P(reach): draws that reach each target")
-    top.legend(fontsize=FONT - 2, loc="upper center", ncols=2, frameon=False)
+    top.legend(fontsize=FONT - 1, loc="upper center", ncols=2, frameon=False)
     ax.fill_between(xs, lo, hi, color=CURRENT, alpha=0.25, label="P10-P90 (draws that reach)")
     ax.plot(xs, mid, color=CURRENT, lw=2, label="P50")
     ax.plot(xs, nom, color="k", ls="--", lw=1, marker="o", ms=4, label="nominal plan")

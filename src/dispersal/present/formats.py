@@ -21,6 +21,65 @@ def plural(n: int, noun: str) -> str:
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
+def release() -> str:
+    """The release a citation names: "dispersal 0.3.0", plus the commit ("dispersal 0.3.0, commit
+    4837990") when running from a git checkout (read from .git without running git; none in a wheel)."""
+    from dispersal import __version__
+
+    commit = _commit()
+    return f"dispersal {__version__}" + (f", commit {commit}" if commit else "")
+
+
+def _commit() -> str:
+    """The short commit of the source checkout, or "" (no .git above the package, or unreadable)."""
+    from pathlib import Path
+
+    here = Path(__file__).resolve()
+    for root in here.parents:
+        git = root / ".git"
+        if git.is_file():  # a worktree: "gitdir: /path/.git/worktrees/name"
+            text = git.read_text(encoding="utf-8").strip()
+            git = Path(text.removeprefix("gitdir:").strip()) if text.startswith("gitdir:") else git
+        if git.is_dir():
+            try:
+                head = (git / "HEAD").read_text(encoding="utf-8").strip()
+                if head.startswith("ref:"):
+                    ref = head.split(None, 1)[1]
+                    common = git / "commondir"
+                    base = (
+                        (git / common.read_text(encoding="utf-8").strip()).resolve()
+                        if common.is_file()
+                        else git
+                    )
+                    for g in (git, base):
+                        if (g / ref).is_file():
+                            return (g / ref).read_text(encoding="utf-8").strip()[:7]
+                    packed = base / "packed-refs"
+                    if packed.is_file():
+                        for line in packed.read_text(encoding="utf-8").splitlines():
+                            if line.endswith(" " + ref):
+                                return line[:7]
+                    return ""
+                return head[:7]
+            except OSError:
+                return ""
+    return ""
+
+
+def algorithm(d: Any) -> str:
+    """The one name of an algorithm across planner, fleet, app and report: the Scenario's ``algorithm``
+    value (what ``--algorithm`` and scenario files take). The planner labels its overlapped DiLoCo
+    "diloco" while the plan's scenario says "streaming"; this returns "streaming" for it, so a plan card,
+    a fleet answer and a shared URL (``algorithm=streaming``) name the same algorithm. Hierarchical adds
+    its group size. ``d``: a plan / option / fleet option dict (with ``scenario`` when known)."""
+    sc = d.get("scenario") if hasattr(d, "get") else None
+    name = (
+        str(sc.get("algorithm")) if isinstance(sc, dict) and sc.get("algorithm") else str(d.get("algorithm"))
+    )
+    group = d.get("group_size") or 0
+    return f"{name} (groups of {group})" if name == "hierarchical" and group else name
+
+
 def money(usd: float, digits: int = 3) -> str:
     """Dollars with a k/M/B/T suffix: ``"$31.4M"``."""
     return units.format_money(usd, digits)

@@ -154,7 +154,18 @@ def plan_provenance(p: Mapping[str, Any], links: str) -> str:
         f"{F.duration(lat)}, {side}, {F.days(days)}. "
         "Rahman 2026's tables quote paper mode, metric c_local, bisect search."
     )
-    row = paper_row(float(p["target_flop"]), up, down, lat, days)
+    # The paper's rows are all under the treaty's 16-H100 rule: a figure for another regime (e.g.
+    # treaty_hbm) would quote a cost for a different rule, so none is quoted then.
+    row = (
+        paper_row(float(p["target_flop"]), up, down, lat, days)
+        if p.get("regime", "treaty") == "treaty"
+        else None
+    )
     if row is not None:
-        text += f" The paper's {row.table} row '{row.label}' quotes {F.money(row.cost_usd)}."
+        same = p["mode"] == "paper" and p["metric"] == "c_local"
+        text += f" The paper's {row.table} row '{row.label}' quotes {F.money(row.cost_usd)}" + (
+            "." if same else f" (paper mode, c_local; this plan is {p['mode']} mode, {p['metric']})."
+        )
+    elif p.get("regime", "treaty") != "treaty":
+        text += f" The paper has no row for regime {p['regime']} (its tables are under the treaty's rule)."
     return text

@@ -35,6 +35,36 @@ def parse_target(text: str) -> float:
     return units.parse_flop(str(text), "target")
 
 
+def parse_targets(text: str, *, allow_empty: bool = True) -> list[str]:
+    """A comma list of compute targets ("1e24, 1e25") -> the texts, each checked (InputError naming
+    'target'); empty -> [] when allowed. At most 8 targets (each one is a frontier search)."""
+    parts = [p.strip() for p in str(text).split(",") if p.strip()]
+    if not parts and not allow_empty:
+        raise InputError("target", "must be a compute target such as 1e25, got nothing")
+    if len(parts) > 8:
+        raise InputError("target", f"at most 8 targets, got {len(parts)}")
+    for p in parts:
+        parse_target(p)
+    return parts
+
+
+def parse_premiums(text: str) -> list[float]:
+    """A comma list of premiums over one datacenter ("1.5, 2, 5") -> floats in [1, 1e6] (x); 1 to 5 of
+    them (InputError naming 'premium')."""
+    out = []
+    for p in [p.strip() for p in str(text).split(",") if p.strip()]:
+        try:
+            x = float(p)
+        except ValueError:
+            raise InputError("premium", f"cannot parse {p!r} as a number") from None
+        if not (math.isfinite(x) and 1.0 <= x <= 1e6):
+            raise InputError("premium", f"must be in [1, 1e6] x one datacenter, got {p}")
+        out.append(x)
+    if not 1 <= len(out) <= 5:
+        raise InputError("premium", f"give 1 to 5 premiums, got {len(out)}")
+    return out
+
+
 def planner_args(
     sd: Mapping[str, Any],
     *,
@@ -210,15 +240,32 @@ def run_uncertainty(
     return {"points": points, "samples": samples, "seed": seed}
 
 
-def run_frontier(plan: Mapping[str, Any], samples: int = 0, seed: int = 0) -> dict[str, Any]:
-    """`frontier.frontier` at the plan's target, regime and mode, the plan's constraints (its links are
-    replaced by each grid bandwidth there) -> Frontier.to_dict()."""
+#: The Frontier view's premiums over one datacenter (as `dispersal frontier`'s default).
+FRONTIER_PREMIUMS: tuple[float, ...] = (1.5, 2.0, 5.0)
+#: The Frontier view's site counts for "the largest target at N sites" (`dispersal frontier`'s default).
+FRONTIER_SITES: tuple[int, ...] = (10, 100, 1000)
+
+
+def run_frontier(
+    plan: Mapping[str, Any],
+    samples: int = 0,
+    seed: int = 0,
+    *,
+    targets: Sequence[str] | None = None,
+    premiums: Sequence[float] = FRONTIER_PREMIUMS,
+    sites: Sequence[int] = FRONTIER_SITES,
+) -> dict[str, Any]:
+    """`frontier.frontier` at the plan's target (or ``targets``), regime and mode, the plan's constraints
+    (its links are replaced by each grid bandwidth there), ``samples`` Monte Carlo draws per target for
+    P(reach) and the bands -> Frontier.to_dict()."""
     from dispersal.model.analyses.frontier import frontier
     from dispersal.model.search.planner import Constraints
 
     return dict(
         frontier(
-            targets_flop=(parse_target(plan["target"]),),
+            targets_flop=tuple(parse_target(t) for t in (targets or [plan["target"]])),
+            premiums=tuple(float(x) for x in premiums),
+            sites=tuple(int(n) for n in sites),
             regime_name=plan["regime"],
             constraints=Constraints(**plan["constraints"]),
             mode=plan["mode"],
@@ -226,6 +273,84 @@ def run_frontier(plan: Mapping[str, Any], samples: int = 0, seed: int = 0) -> di
             seed=seed,
         ).to_dict()
     )
+
+
+def frontier_command(
+    plan: Mapping[str, Any], samples: int, seed: int, targets: Sequence[str], premiums: Sequence[float]
+) -> str:
+    """The `dispersal frontier` command line with the same targets, premiums, regime, mode and draws
+    (the CLI plans with the planner's default links and budget: 100 ms, 740 days)."""
+    out = [
+        "dispersal frontier",
+        "--target " + ",".join(str(t) for t in targets),
+        "--premium " + ",".join(f"{float(x):g}" for x in premiums),
+        f"--regime {plan['regime']} --mode {plan['mode']} --samples {int(samples)} --seed {int(seed)}",
+    ]
+    return " ".join(out)
+
+
+def run_frontier_year(
+    plan: Mapping[str, Any], premiums: Sequence[float] = FRONTIER_PREMIUMS
+) -> dict[str, Any]:
+    """`frontier_time.frontier_over_time` at the plan's target, regime and mode: the least bandwidth per
+    site within each premium per algorithm generation, then trend projections (`dispersal frontier
+    --year`)."""
+    from dispersal.model.analyses import frontier_time as ft
+
+    return dict(
+        ft.frontier_over_time(
+            target_flop=parse_target(plan["target"]),
+            premiums=tuple(float(x) for x in premiums),
+            regime_name=plan["regime"],
+            mode=plan["mode"],
+        ).to_dict()
+    )
+
+
+def monitor_args(conv: Mapping[str, Any], target: str, lose_sites: int = 1) -> dict[str, Any]:
+    """`monitor.compare` keywords under a countermeasure convention (`convention_args` output), so the
+    Monitor view's P(detect) and the Countermeasures tab's are computed under ONE convention: its mode,
+    regime, WAN (as the N-site plan's per-site link), latency and window (the time budget)."""
+    from dispersal.model.analyses.countermeasures import Convention
+
+    c = Convention(**conv)
+    return {
+        "targets_flop": [parse_target(target)],
+        "wan_bits_per_s": c.bandwidth_bits_per_s,
+        "latency_s": c.latency_s,
+        "max_duration_s": c.days * units.SECONDS_PER_DAY,
+        "regime_name": c.base_regime,
+        "mode": c.mode,
+        "lose_sites": int(lose_sites),
+    }
+
+
+def run_monitor(args: Mapping[str, Any]) -> dict[str, Any]:
+    """`monitor.compare(**args)` (one building vs the N-site plan; `monitor_args` output as ``args``)."""
+    from dispersal.model.analyses import monitor
+
+    return dict(monitor.compare(**{**args, "targets_flop": tuple(args["targets_flop"])}))
+
+
+def monitor_command(args: Mapping[str, Any]) -> str:
+    """The `dispersal frontier --compare` command with the same target, WAN, mode, regime and site loss
+    (it plans with the planner's 100 ms / 740-day defaults; other windows have no CLI flag yet)."""
+    t = ",".join(f"{float(x):g}" for x in args["targets_flop"])
+    return (
+        f"dispersal frontier --compare --target {t} --wan {float(args['wan_bits_per_s']) / 1e6:g}Mbps "
+        f"--mode {args['mode']} --regime {args['regime_name']} --lose-sites {int(args['lose_sites'])}"
+    )
+
+
+def run_fleet(sd: Mapping[str, Any], mode: str, metric: str = "c_quality") -> dict[str, Any]:
+    """`fleet.fleet_search` on this scenario (the sidebar's fleet) -> FleetAnswer.to_dict() plus its
+    answer sentences (`dispersal fleet`'s, shared)."""
+    from dispersal.model.inputs.scenario import Scenario
+    from dispersal.model.search.fleet import fleet_search
+    from dispersal.present.fleet import answer_lines
+
+    ans = fleet_search(Scenario.from_dict(dict(sd)), mode=mode, metric=metric)
+    return {**ans.to_dict(), "lines": answer_lines(ans)}
 
 
 def reach_samples(unc: Mapping[str, Any] | None, target: str) -> dict[str, Any] | None:

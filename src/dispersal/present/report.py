@@ -14,11 +14,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dispersal import __version__
 from dispersal.model.inputs.scenario import Mode, Scenario
 from dispersal.model.run.estimate import estimate
 from dispersal.present import export, figures, provenance, rows
 from dispersal.present import formats as F
+from dispersal.present import frontier as present_frontier
+from dispersal.present import monitor as present_monitor
 from dispersal.present.answer import plan_card
 from dispersal.present.resilience import DEFAULTS as RESILIENCE_DEFAULTS
 from dispersal.present.resilience import resilience
@@ -26,6 +27,10 @@ from dispersal.present.resilience import resilience
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:980px;margin:2em auto;padding:0 1em;
 color:#222;line-height:1.45}
+table{max-width:100%}td,th{overflow-wrap:anywhere;word-break:break-word}
+svg{max-width:100%;height:auto}
+@media print{body{max-width:none;margin:0;padding:0;font-size:10pt}table{font-size:8pt}td,th{padding:2px 4px}
+details{display:none}h2{break-after:avoid}figure,table{break-inside:avoid}}
 h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:1.8em;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;margin:.6em 0;font-size:.9em}td,th{border:1px solid #ddd;padding:3px 8px;
 text-align:left;vertical-align:top}th{background:#f4f4f4}
@@ -55,12 +60,25 @@ def _img(chart: figures.Chart, alt: str) -> str:
 def _inputs_rows(s: Scenario) -> list[dict[str, str]]:
     out = []
     for k, v in s.to_dict().items():
+        if k in ("site", "churn"):
+            continue  # the sites are their own table (`_site_input_rows`), not a Python list
         if v is None:
             text = "(mode default)" if k not in ("tokens", "active_params") else "(derived)"
         else:
             text = F.by_key(k, v, plain=True)
         out.append({"input": k, "value": text})
     return out
+
+
+def _site_input_rows(s: Scenario) -> list[dict[str, str]]:
+    """The scenario's [[site]] tables, one row each, every key formatted by its name."""
+    d = s.to_dict().get("site") or []
+    keys = list(dict.fromkeys(k for r in d for k in r))
+    return [{k: F.by_key(k, r[k], plain=True) if k in r else "-" for k in keys} for r in d]
+
+
+def _churn_rows(s: Scenario) -> list[dict[str, str]]:
+    return [{k: str(v) for k, v in r.items()} for r in s.to_dict().get("churn") or []]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,40 +100,17 @@ class ReportParts:
     uncertainty: Mapping[str, Any] | None = None
     resilience: Mapping[str, Any] = field(default_factory=lambda: dict(RESILIENCE_DEFAULTS))
     label: str = ""
+    monitor: Mapping[str, Any] | None = None
+    """`monitor.compare` output (one building vs N sites), under the countermeasure convention."""
+    monitor_days: float | None = None
+    target: str = ""
+    regime: str = ""
 
 
-def _frontier_rows(fr: Mapping[str, Any]) -> list[dict[str, str]]:
-    """One row per (target, premium) of a `Frontier.to_dict()`."""
-    out = []
-    for lim in fr.get("limits", []):
-        bw = lim.get("least_bandwidth_bits_per_s")
-        kw = lim.get("power_per_site_kw")
-        out.append(
-            {
-                "target": F.flop(float(lim["target_flop"]), unit=True),
-                "premium": f"{F.sig(float(lim['premium']))}x",
-                "budget": F.money_or(lim.get("budget_usd"), "-"),
-                "least bandwidth per site": F.bandwidth(bw) if bw is not None else "-",
-                "sites": f"{lim['sites']:,}" if lim.get("sites") is not None else "-",
-                # `hardware` already reads "50x a100_40gb BF16" (chips per site included).
-                "node": str(lim.get("hardware") or "-"),
-                "kW per site": F.sig(kw) if kw is not None else "-",
-                "binds": str(lim.get("binds", "")),
-                "distance": str(lim.get("distance_binds", "")),
-            }
-        )
-    return out
+def _frontier_chart(fr: Mapping[str, Any]) -> figures.Chart:
+    from dispersal.present.frontier_figures import frontier_figure
 
-
-def _reach_line(fr: Mapping[str, Any]) -> str:
-    parts = [
-        f"{F.flop(float(r['target_flop']), unit=True)}: "
-        + ("not drawn" if r.get("p_reach") is None else F.percent(float(r["p_reach"]), 0))
-        for r in fr.get("p_reach", [])
-    ]
-    rate = fr.get("reach_bandwidth_bits_per_s")
-    at = F.bandwidth(float(rate)) if rate is not None else "the reach bandwidth"
-    return f"P(reach) at {at}: " + ("; ".join(parts) or "not drawn")
+    return frontier_figure(fr)
 
 
 def _sections(parts: ReportParts) -> list[str]:
@@ -132,12 +127,34 @@ def _sections(parts: ReportParts) -> list[str]:
         fr = parts.frontier
         out += [
             "<h2>Frontier: where dispersal stops</h2>",
-            f"<p class='note'>{html.escape(str(fr.get('mode', '')))} mode, metric "
-            f"{html.escape(str(fr.get('metric', '')))}, regime {html.escape(str(fr.get('regime', '')))}. "
-            f"{html.escape(_reach_line(fr))}. "
+            f"<p class='note'>{html.escape(present_frontier.headline(fr))} Links: each grid bandwidth per site "
+            f"(the frontier replaces the scenario's WAN), the planner's budget. "
             + html.escape("; ".join(str(n) for n in fr.get("notes", [])))
             + "</p>",
-            _table(_frontier_rows(fr)),
+            _img(_frontier_chart(fr), "frontier"),
+            # On its side (one column per target and premium): every field the analysis returns fits A4.
+            _table(
+                present_frontier.limit_columns(fr)
+                if len(fr.get("limits", [])) <= 6
+                else present_frontier.limit_rows(fr)
+            ),
+            "<h3>The largest target at N sites</h3>",
+            _table(present_frontier.at_sites_rows(fr)),
+        ]
+    if parts.monitor is not None:
+        d = parts.monitor
+        out += [
+            "<h2>Monitor: one building vs N sites</h2>",
+            f"<p class='note'>Convention (shared with the countermeasures below): "
+            f"{html.escape(present_monitor.convention_line(d, parts.monitor_days))}.</p>",
+            _table(present_monitor.compare_table(d)),
+            "<p class='note'>"
+            + html.escape(
+                "; ".join(
+                    f"{r['channel']} {r['parameter']} = {r['value']:g} ({r['status']})" for r in d["rates"]
+                )
+            )
+            + "</p>",
         ]
     if parts.counter is not None:
         cm = list(parts.counter)
@@ -161,6 +178,32 @@ def _sections(parts: ReportParts) -> list[str]:
             _table(rows.uncertainty_rows(u)),
         ]
     return out
+
+
+def _title(label: str, m: Mode, parts: ReportParts, scenario: Scenario) -> str:
+    """The report's title names what it shows: the scenario (label, not a preset's paper-row title in
+    another mode), the mode, the regime and the target of its plan and frontier."""
+    # The planner's regime when a planner section is shown; else the scenario's own.
+    asked = any(
+        x is not None for x in (parts.plan, parts.frontier, parts.monitor, parts.counter, parts.uncertainty)
+    )
+    bits = [f"{m.value} mode", f"regime {(parts.regime if asked and parts.regime else scenario.regime)}"]
+    if parts.target and (parts.plan is not None or parts.frontier is not None):
+        bits.append(f"target {parts.target} FLOP")
+    return f"{label} ({', '.join(bits)})"
+
+
+def _contents(parts: ReportParts) -> str:
+    """The sections this report holds, in order (a reader sees at once what was asked)."""
+    names = [
+        ("Plan (answer card)", parts.plan),
+        ("Frontier", parts.frontier),
+        ("Monitor", parts.monitor),
+        ("Countermeasures", parts.counter),
+        ("Uncertainty", parts.uncertainty),
+    ]
+    have = [n for n, v in names if v is not None] + ["Estimate", "Resilience", "Inputs"]
+    return f"<p class='note'>Sections: {html.escape(', '.join(have))}.</p>"
 
 
 def render_html(
@@ -187,14 +230,20 @@ def render_html(
     )
     res = resilience(est, parts.resilience)
     label = parts.label or (f"scenario {source}" if source else scenario.name)
+    title = _title(label, m, parts, scenario)
     parts_html = [
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>",
-        f"<title>dispersal report: {html.escape(scenario.name)}</title><style>{_CSS}</style></head><body>",
-        f"<h1>{html.escape(scenario.name)}</h1>",
-        f"<p class='note'>Scenario shown: {html.escape(label)}. dispersal {html.escape(__version__)}, "
-        f"{m.value} mode"
+        f"<title>dispersal report: {html.escape(title)}</title><style>{_CSS}</style></head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        f"<p class='note'>Scenario shown: {html.escape(label)} (its title: {html.escape(scenario.name)}). "
+        f"{html.escape(F.release())}, {m.value} mode"
         + (f", from {html.escape(source)}" if source else "")
-        + f", generated {_dt.date.today().isoformat()}. Status: {status}.</p>",
+        + f", generated {_dt.date.today().isoformat()}. Status: {status}. Cite this as: "
+        f"{html.escape(F.release())}, dispersal report {html.escape(source or scenario.name)}, {m.value} mode"
+        + (f", target {html.escape(parts.target)} FLOP" if parts.target else "")
+        + (f", planner regime {html.escape(parts.regime)}" if parts.regime else "")
+        + ".</p>",
+        _contents(parts),
         *_sections(parts),
         "<h2>Estimate: headline</h2>",
         f"<p class='note'>{html.escape(provenance.estimate_provenance(est, provenance.links_of(scenario)))}</p>",
@@ -212,6 +261,15 @@ def render_html(
         _table(rows.cost_rows(est)),
         "<h2>WAN traffic per node</h2>",
         _table(rows.traffic_rows(est)),
+        *(
+            [
+                "<h2>Per site</h2>",
+                f"<p class='note'>{html.escape(rows.sync_pacing_text(est))}</p>",
+                _table(rows.site_rows(est)),
+            ]
+            if est.get("sites")
+            else []
+        ),
         "<h2>Resilience: goodput vs scale</h2>",
         f"<p class='note'>{html.escape(res['caption'])}</p>",
         _img(
@@ -223,6 +281,12 @@ def render_html(
         _table(res["site_loss_rows"]),
         "<h2>Inputs</h2>",
         _table(_inputs_rows(scenario)),
+        *(["<h3>Sites</h3>", _table(_site_input_rows(scenario))] if scenario.sites else []),
+        *(
+            ["<h3>Churn (nodes joining and leaving)</h3>", _table(_churn_rows(scenario))]
+            if scenario.churn
+            else []
+        ),
         "<h2>Full result (Estimate.to_dict())</h2>",
         f"<details><summary>JSON</summary><pre>{html.escape(export.to_json(est))}</pre></details>",
         "</body></html>\n",

@@ -103,6 +103,33 @@ def _loss_rows(loss: Any, budget_days: float) -> list[dict[str, str]]:
     return rows
 
 
+def which_site(est: Mapping[str, Any], lose: int) -> str:
+    """Which site(s) go dark, and why it matters. Identical nodes: equal shares, so which ones does not
+    matter. Mixed sites: the ones with the largest share of the work (nodes x tokens per inner step; ties
+    broken by the site that paces the compute), the worst case; the loss model itself takes equal shares
+    of 1/N, so the text says how far the picked sites' share is from that."""
+    sites = [s for s in est.get("sites") or [] if int(s.get("nodes", 0)) > 0]
+    if not sites or lose <= 0:
+        return "sites are equal shares, so which ones does not matter"
+    total = sum(float(s["nodes"]) * float(s.get("local_batch_tokens") or 0.0) for s in sites) or 1.0
+
+    def share(s: Mapping[str, Any]) -> float:
+        return float(s["nodes"]) * float(s.get("local_batch_tokens") or 0.0) / total
+
+    worst = sorted(sites, key=lambda s: (-share(s), not s.get("paces_compute")))[:lose]
+    shares = [share(s) for s in worst]
+    if max(shares) - min(share(s) for s in sites) < 1e-9:
+        return "the sites carry equal shares of the work, so which ones does not matter"
+    names = ", ".join(f"{s['name']} ({F.percent(share(s), 0)} of the work)" for s in worst)
+    paces = [s["name"] for s in worst if s.get("paces_compute")]
+    why = f"; {', '.join(paces)} also paces the compute" if paces else ""
+    return (
+        f"the worst case: {names} {'goes' if len(worst) == 1 else 'go'} dark, the largest share of the work{why}; the loss model counts each "
+        f"site as 1/{len(sites)} = {F.percent(1 / len(sites), 0)}, so with unequal sites it understates a "
+        f"large site's loss and overstates a small one's"
+    )
+
+
 def resilience(est: Mapping[str, Any], settings: Mapping[str, Any], points: int = 25) -> dict[str, Any]:
     """Goodput vs scale and the site-loss outcome for a fleet shaped like this estimate
     (`resilience.goodput_vs_scale`, `resilience.goodput`, `resilience.site_loss`)."""
@@ -129,8 +156,8 @@ def resilience(est: Mapping[str, Any], settings: Mapping[str, Any], points: int 
         f"{loss_in['lose_sites']} of {F.plural(spec.sites, 'site')} "
         f"{'goes' if loss_in['lose_sites'] == 1 else 'go'} dark after {F.sig(loss_in['lose_at_h'] / 24)} days, "
         + ("for ever" if down is None else f"for {F.days(down / 24)}")
-        + f", in a planned run of {F.days(loss_in['run_h'] / 24)} (sites are equal shares, so which ones does "
-        "not matter). Each algorithm's target is its own no-loss work over the planned run: the rows compare "
+        + f", in a planned run of {F.days(loss_in['run_h'] / 24)} ({which_site(est, loss_in['lose_sites'])}). "
+        "Each algorithm's target is its own no-loss work over the planned run: the rows compare "
         "each algorithm with itself. The budget is 1.2 x the planned run, "
         f"{F.days(budget_days)} (`SiteLossScenario`'s 20% schedule slack, an assumption), not the scenario's "
         "time limit. Same numbers as `dispersal resilience` with these inputs."

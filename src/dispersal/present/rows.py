@@ -238,8 +238,7 @@ def plan_rows(plan_dict: Mapping[str, Any]) -> list[dict[str, str]]:
                 "rank": str(i + 1),
                 "node": f"{o['chips_per_node']}x {o['hardware']} {o['precision']}",
                 "nodes": f"{o['nodes']:,}",
-                "algorithm": o["algorithm"]
-                + (f" (groups of {o['group_size']})" if o["algorithm"] == "hierarchical" else ""),
+                "algorithm": F.algorithm(o),
                 "params": F.count(o["params"]),
                 "days": F.sig(o["days"]),
                 "cost": F.money(o["cost_usd"]),
@@ -267,9 +266,10 @@ def sweep_row(x: float, p: Mapping[str, Any]) -> dict[str, Any]:
         "x": x,
         "cost_usd": float(p["cost_usd"]) if ok else None,
         "label": (
-            f"{p['nodes']:,} x {p['chips_per_node']}x {p['hardware']} {p['precision']}, {p['algorithm']}"
+            f"{p['nodes']:,} x {p['chips_per_node']}x {p['hardware']} {p['precision']}, {F.algorithm(p)}"
             if ok
-            else "infeasible: " + "; ".join(p.get("reasons", []))[:80]
+            # The first reason whole, without its "closest" tail (never cut mid-sentence).
+            else "infeasible: " + (str((p.get("reasons") or ["no plan"])[0]).split("; closest:")[0])
         ),
     }
 
@@ -368,3 +368,55 @@ def uncertainty_rows(res: Mapping[str, Any]) -> list[dict[str, str]]:
             }
         )
     return rows
+
+
+def site_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
+    """Per site of a mixed-site estimate (``Estimate.to_dict()["sites"]``): its share of the work (its
+    nodes' tokens per inner step over the fleet's), hardware, utilisation, whether it paces the compute,
+    and how busy its link is each way. [] for identical nodes."""
+    sites = d.get("sites") or []
+    total = sum(float(s["nodes"]) * float(s.get("local_batch_tokens") or 0.0) for s in sites) or 1.0
+    out = []
+    for s in sites:
+        share = float(s["nodes"]) * float(s.get("local_batch_tokens") or 0.0) / total
+        out.append(
+            {
+                "site": f"{s['name']}" + (f" ({s['region']})" if s.get("region") else ""),
+                "nodes": f"{int(s['nodes']):,} x {s['chips_per_node']}x {s['hardware']}",
+                "share of the work": F.percent(share, 0),
+                "utilisation": F.percent(float(s["utilisation"]), 0),
+                "paces compute": "yes (slowest inner step)" if s.get("paces_compute") else "no",
+                "link up / down": f"{F.bandwidth(float(s['up_bits_per_s']))} / {F.bandwidth(float(s['down_bits_per_s']))}",
+                "link busy up / down": f"{F.percent(float(s['link_utilisation_up']), 0)} / "
+                f"{F.percent(float(s['link_utilisation_down']), 0)}",
+                "fits memory": "yes" if s.get("fits", True) else "no",
+            }
+        )
+    return out
+
+
+def sync_pacing_text(d: Mapping[str, Any]) -> str:
+    """What paces the sync of a mixed-site estimate, in words ("" for identical nodes)."""
+    pacing = d.get("sync_pacing")
+    if not pacing or not d.get("sites"):
+        return ""
+    return f"The sync is paced by the {pacing}; the compute by the site marked 'paces compute'."
+
+
+def plan_download(plan_dict: Mapping[str, Any]) -> dict[str, float] | None:
+    """The download side of a plan's WAN traffic per node, from the plan's own estimate (its scenario,
+    its mode): mean and peak Mbps, bytes per sync and how busy the downlink is; the upload side is the
+    plan's own ``mean_wan_mbps_per_node`` / ``peak_wan_mbps_per_node``. None for an infeasible plan."""
+    if not plan_dict.get("feasible") or not plan_dict.get("scenario"):
+        return None
+    from dispersal.model.inputs.scenario import Scenario
+    from dispersal.model.run.estimate import estimate
+
+    est = estimate(Scenario.from_dict(dict(plan_dict["scenario"])), mode=str(plan_dict["mode"])).to_dict()
+    t = est["traffic"]
+    return {
+        "mean_down_mbps_per_node": float(t.get("mean_down_mbps", 0.0)),
+        "peak_down_mbps_per_node": _down_peak_mbps(est),
+        "down_bytes_per_sync": float(t.get("down_bytes_per_sync", 0.0)),
+        "link_utilisation_down": float(t.get("link_utilisation_down", 0.0)),
+    }

@@ -459,8 +459,8 @@ def _serve_decoupled(cfg: TestbedConfig, out: Path, store: SignedStore, host: st
     merges what is pending and writes OUT/summary.json (decoupled_run.summary, as run_decoupled)."""
     import torch
 
-    from dispersal.testbed.decoupled import Evaluator, SyncServer
-    from dispersal.testbed.decoupled_run import Metrics, make_syncer, summary
+    from dispersal.testbed.decoupled_run import Evaluator, Metrics, make_syncer, summary
+    from dispersal.testbed.decoupled_wire import SyncServer
 
     torch.set_num_threads(1)
     out.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ Every rate's status (sourced / assumed) is read from its data file's source text
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import tomllib
 from collections.abc import Sequence
@@ -249,6 +250,8 @@ def compare(
     mode: Mode | str = Mode.DEFAULT,
     lose_sites: int = 1,
     params: det.DetectionParams | None = None,
+    latency_s: float | None = None,
+    max_duration_s: float | None = None,
 ) -> dict[str, Any]:
     """For each target: one building (`planner.centralized_baseline`) vs the N-site plan: the planner's
     cheapest at `wan_bits_per_s` per site, or with `premium` the frontier plan (the least grid
@@ -260,7 +263,13 @@ def compare(
     case = SurvivalCase(lose_sites=lose_sites)
     regime(regime_name)  # an unknown regime fails here, before any planning
     m = Mode(mode)
+    # latency_s / max_duration_s: a stated convention (the app's, shared with the countermeasures); None
+    # keeps the planner's defaults (100 ms, 740 days), which `dispersal frontier --compare` uses.
     c = Constraints(bandwidth_up_bits_per_s=wan_bits_per_s, bandwidth_down_bits_per_s=wan_bits_per_s)
+    if latency_s is not None:
+        c = dataclasses.replace(c, latency_s=latency_s)
+    if max_duration_s is not None:
+        c = dataclasses.replace(c, max_duration_s=max_duration_s)
     out = []
     for t in targets_flop:
         base = planner.centralized_baseline(t, constraints=c, mode=m)

@@ -204,6 +204,11 @@ FITTED_FIELDS = ("u0", "u1", "b0", "kb", "p", "q", "delta")
 TAIL_FIELDS = ("tail_scale", "tail_size_exponent", "muon_offset", "muon_penalty_ratio")
 """Stage 2 (M = 16 and the inner optimizer: MuLoCo), fitted with stage 1 held at its values."""
 RANGE_FIELDS = ("tail_tokens_exponent", "tail_batch_exponent")
+TAIL_EXPONENT_FLOOR = 0.0
+"""Lowest tail exponent the Monte Carlo draws, dimensionless: 0 (the critical batch neither shrinks with
+tokens nor grows with the per-replica batch; Merrill et al. 2025, arXiv 2505.23971, see a plateau, never
+a fall). Applied to the testbed's measured interval (issue 32), whose low end for the tokens exponent is
+-0.35 at 2 seeds."""
 """Not fitted: sourced ranges (`quality_tail.toml`) that the Monte Carlo draws uniformly."""
 SAMPLED_FIELDS = FITTED_FIELDS + TAIL_FIELDS + RANGE_FIELDS
 """Every field the Monte Carlo draws (`QualitySamples` carries each as an array)."""
@@ -321,6 +326,7 @@ def critical_replicas(
     *,
     tokens: npt.ArrayLike | None = None,
     replica_batch_tokens: npt.ArrayLike | None = None,
+    amplitude: npt.ArrayLike | None = None,
 ) -> Arr:
     """K, replicas: the critical replica count of the tail,
 
@@ -340,7 +346,10 @@ def critical_replicas(
     (~ P^(kb + kappa)) and falls with H and with the replica penalty."""
     qq = QualityParams() if q is None else q
     fx = _fixed(qq)
-    amp = penalty_amplitude(inner_steps, params, inner_optimizer, qq)
+    # `amplitude`: a(P, H, opt) already computed by the caller (`log_loss_ratio`)
+    amp = (
+        penalty_amplitude(inner_steps, params, inner_optimizer, qq) if amplitude is None else _arr(amplitude)
+    )
     mx = fx.fit_replicas_max
     k = _arr(qq.tail_scale) * fx.loss_compute_slope * mx ** (1.0 - _arr(qq.p)) / amp  # lambda M_x / e
     k = k * (_arr(params) / fx.pivot_params) ** _arr(qq.tail_size_exponent)
@@ -418,7 +427,9 @@ def log_loss_ratio(
     s_in = (np.minimum(m, mj) ** p - 1.0) / p
     # between M_j and M_x the elasticity is held at 1 (M g(M) flat), never above it
     flat = s * np.log(np.clip(m, mj, mx) / mj)
-    k = critical_replicas(h, n, opt, qq, tokens=tokens, replica_batch_tokens=replica_batch_tokens)
+    k = critical_replicas(
+        h, n, opt, qq, tokens=tokens, replica_batch_tokens=replica_batch_tokens, amplitude=amp
+    )
     tail = s * np.log((np.maximum(m, mx) + k) / (mx + k))
     out = _arr(qq.u0) + _arr(qq.u1) * xc + np.where(is_mu, _arr(qq.muon_offset), 0.0) + amp * s_in
     out = out + flat + _arr(qq.delta) * (f > 1.0) + tail
@@ -534,13 +545,41 @@ def efficiency(
     code = np.asarray(mapping)
     if code.size and not np.all(np.isin(code, list(MAPPING_CODES.values()))):
         raise InputError("quality_mapping", "codes must be 0 (compute) or 1 (loss)")
-    kw = {"tokens": tokens, "replica_batch_tokens": replica_batch_tokens}
-    g = compute_fraction(replicas, inner_steps, params, fragments, q, inner_optimizer, **kw)
+    lr = log_loss_ratio(
+        replicas,
+        inner_steps,
+        params,
+        fragments,
+        q,
+        inner_optimizer,
+        tokens=tokens,
+        replica_batch_tokens=replica_batch_tokens,
+    )
+    return efficiency_from_log_ratio(code, lr, loss_nats, e, a, b, alpha, beta, tokens_per_param, q)
+
+
+def efficiency_from_log_ratio(
+    mapping: npt.ArrayLike,
+    log_ratio: npt.ArrayLike,
+    loss_nats: npt.ArrayLike,
+    e: npt.ArrayLike,
+    a: npt.ArrayLike,
+    b: npt.ArrayLike,
+    alpha: npt.ArrayLike,
+    beta: npt.ArrayLike,
+    tokens_per_param: npt.ArrayLike,
+    q: QualityLike | None = None,
+) -> Arr:
+    """`efficiency` from ln r already computed (`log_loss_ratio`): g = min(g_max, r^(-1/s)) where
+    `mapping` is 0, the loss-space bound where it is 1."""
+    code = np.asarray(mapping)
+    qq = QualityParams() if q is None else q
+    lr = _arr(log_ratio)
+    g = np.clip(np.exp(-lr / _fixed(qq).loss_compute_slope), np.finfo(np.float64).tiny, _fixed(qq).g_max)
     is_loss = code == MAPPING_CODES[QualityMapping.LOSS]
     if not np.any(is_loss):  # the Chinchilla inversions are the costly part; skip them when unused
         return np.asarray(np.broadcast_to(g, np.broadcast_shapes(g.shape, code.shape)), dtype=np.float64)
-    r = loss_ratio(replicas, inner_steps, params, fragments, q, inner_optimizer, **kw)
-    ls = loss_space_fraction(loss_nats, r, e, a, b, alpha, beta, tokens_per_param)
+    ls = loss_space_fraction(loss_nats, np.exp(lr), e, a, b, alpha, beta, tokens_per_param)
     return np.asarray(np.where(is_loss, ls, g), dtype=np.float64)
 
 
@@ -650,9 +689,16 @@ def tail_exponent_ranges() -> dict[str, tuple[float, float, str]]:
         lo, hi = (float(v) for v in lit[name]["range"])
         label = "literature"
         if name in tb:
-            lo, hi = min(lo, float(tb[name]["ci_low"])), max(hi, float(tb[name]["ci_high"]))
+            m = tb[name]
+            # An interval end that sits at the fit's own bound (`ci_at_fit_bound`) says the data did not
+            # bound that side: the envelope then takes the measured value there, not the bound.
+            at_lo, at_hi = (bool(b) for b in m.get("ci_at_fit_bound", (False, False)))
+            lo = min(lo, float(m["value"]) if at_lo else float(m["ci_low"]))
+            hi = max(hi, float(m["value"]) if at_hi else float(m["ci_high"]))
             label = "literature + testbed (measured at small scale)"
-        out[name] = (lo, hi, label)
+        # No source reports a critical batch that shrinks as training goes on (Merrill et al. 2025: it
+        # plateaus), so a measured interval reaching below 0 is clipped at `TAIL_EXPONENT_FLOOR`.
+        out[name] = (max(lo, TAIL_EXPONENT_FLOOR), hi, label)
     return out
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dispersal.model.inputs.decoupled import MERGE_RULE_CODES
+from dispersal.model.inputs.errors import InputError
 from dispersal.model.kernel import chinchilla, quality
 from dispersal.model.kernel.context import Arr, BoolArr, Inputs, as_float
 from dispersal.model.kernel.efficiency import eta_comp, eta_h
@@ -101,7 +102,12 @@ def quality_stage(
     gmask = live & distributed & ~legacy_q
     if gmask.any():
         # The loss mapping's bound reads the loss before the replica penalty (other factors applied).
-        L_pre = chinchilla.loss(Pa, D * e_c * e_a * q_tr, ce, ca, cb, cal, cbe)
+        # (read only by the loss mapping: skipped when no configuration uses it)
+        L_pre = (
+            chinchilla.loss(Pa, D * e_c * e_a * q_tr, ce, ca, cb, cal, cbe)
+            if np.any(qmap == quality.MAPPING_CODES[quality.QualityMapping.LOSS])
+            else np.full((), np.nan)
+        )
         tail = _Tail(D, replica_batch_tokens)
         _fitted_penalty(inp, gmask, qmap, replicas, h_pen, streaming, fragments, L_pre, q_eff, L_rep, tail)
         if merge is not None:
@@ -129,13 +135,22 @@ def quality_stage(
         useful = lv(np.broadcast_to(C_local * q_tr, shape))
         with np.errstate(invalid="ignore", divide="ignore"):
             chi_n = np.minimum(1.0, Cn / useful)
-        L[at] = np.where(fl, Ln, lv(np.broadcast_to(L, shape)))
-        chi = np.array(np.broadcast_to(chi, shape))
-        chi[at] = np.where(fl, chi_n, lv(chi))
+        if np.all(fl):  # the usual default-mode call: no paper-mode element to keep
+            L[at] = Ln
+            chi = np.full(shape, np.nan)
+            chi[at] = chi_n
+        else:
+            L[at] = np.where(fl, Ln, lv(np.broadcast_to(L, shape)))
+            chi = np.array(np.broadcast_to(chi, shape))
+            chi[at] = np.where(fl, chi_n, lv(chi))
     chi = np.where(untrained, 0.0, chi)
     L = np.where(untrained, np.inf, L)
     # Paper mode keeps its product order (C_local chi) q_trust, byte for byte.
-    c_quality = np.where(legacy_q, C_local * chi * q_tr, C_local * q_tr * chi)
+    c_quality = (
+        C_local * q_tr * chi
+        if not np.any(legacy_q)
+        else np.where(legacy_q, C_local * chi * q_tr, C_local * q_tr * chi)
+    )
     return {
         "eta_h": e_h,
         "eta_comp": e_c,
@@ -198,12 +213,14 @@ def _fitted_penalty(
         "tokens": gl(tail.tokens),
         "replica_batch_tokens": None if tail.replica_batch_tokens is None else gl(tail.replica_batch_tokens),
     }
-    q_eff[gmask] = quality.efficiency(
-        np.maximum(gl(qmap), 0.0).astype(np.int64),
-        m_q,
-        h_q,
-        gl(P),
-        frag_q,
+    # ln r once: both the efficiency and the printed loss ratio read it
+    lr = quality.log_loss_ratio(m_q, h_q, gl(P), frag_q, qp, opt_q, **kw)
+    codes = np.maximum(gl(qmap), 0.0).astype(np.int64)
+    if codes.size and not np.all(np.isin(codes, list(quality.MAPPING_CODES.values()))):
+        raise InputError("quality_mapping", "codes must be 0 (compute) or 1 (loss)")
+    q_eff[gmask] = quality.efficiency_from_log_ratio(
+        codes,
+        lr,
         gl(L),
         gl(k("chinchilla_e")),
         gl(k("chinchilla_a")),
@@ -212,10 +229,8 @@ def _fitted_penalty(
         gl(k("chinchilla_beta")),
         gl(k("tokens_per_param_optimal")),
         qp,
-        opt_q,
-        **kw,
     )
-    L_rep[gmask] = quality.loss_ratio(m_q, h_q, gl(P), frag_q, qp, opt_q, **kw)
+    L_rep[gmask] = np.exp(lr)
 
 
 def _merge_penalty(

@@ -18,7 +18,7 @@ def branch(c: Common) -> Branch:
     # (The fragment sync is skipped when no configuration splits the model: the common case.)
     T_frag = T_sync if c.one_fragment else topology.sync(c, P / c.fragments, N, c.f_N, c.up, c.down, c.lat)[0]
     if c.inp.has("fragment_sync_time_s"):
-        # Sites: each fragment paced on its own slowest edge (`kernel.site_groups`).
+        # Sites: each fragment paced on its own slowest edge (`sites.groups`).
         T_frag = np.where(N > 1, c.g("fragment_sync_time_s") * c.f_N, 0.0)
     zero, ones = no_sync(c)
     H, cyc = schedule.diloco_steps(c, N, T_sync, T_frag, c.T_step, zero)

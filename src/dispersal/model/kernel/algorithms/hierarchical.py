@@ -17,7 +17,7 @@ from dispersal.model.kernel.efficiency import straggler_factor
 
 def _groups(c: Common) -> Arr:
     """floor(N / n_g) groups, or the optional input ``site_groups`` (the regions of [[site]] tables,
-    `kernel.site_groups`)."""
+    `sites.groups`)."""
     return c.g("site_groups") if c.inp.has("site_groups") else np.floor(c.N / c.g("group_size"))
 
 
@@ -36,7 +36,7 @@ def branch(c: Common) -> Branch:
     T_reg_g, u_reg, d_reg = topology.sync(c, P, n_g, f_ng, reg_bw, reg_bw, reg_lat)
     T_reg = np.where(c.agg == AGG_PAPER, (2.0 * P * c.wire / reg_bw + reg_lat) * f_ng, T_reg_g)
     if c.inp.has("regional_sync_time_s"):
-        # Sites: the slowest regional group's paced sync, straggler factor included (`kernel.site_groups`).
+        # Sites: the slowest regional group's paced sync, straggler factor included (`sites.groups`).
         T_reg = c.g("regional_sync_time_s")
     # On a shared link the leader's regional and global syncs take turns: give each half the
     # regional cycle (H_in covers twice the regional sync), then H_reg rounds hide one global sync.

@@ -32,7 +32,7 @@ def branch(c: Common) -> Branch:
         T_sync if c.one_fragment else topology.sync(c, P_pp / c.fragments, G, f_G, c.up, c.down, c.lat)[0]
     )
     if c.inp.has("fragment_sync_time_s"):
-        # Sites: each stage's fragment paced on its own slowest edge (`kernel.site_groups`).
+        # Sites: each stage's fragment paced on its own slowest edge (`sites.groups`).
         T_frag = np.where(G > 1, c.g("fragment_sync_time_s") * f_G, 0.0)
     # The busiest stage (a middle one) sends activations forward and gradients back every step:
     # 2A bits each way (A for a 2-stage pipeline's end stages).

@@ -1,0 +1,186 @@
+"""Issue 34: the Frontier, Monitor and Fleet views show the CLI's numbers (`--json` through the shared
+`dispersal.present` rows), warn about bad link values, and a used plan's provenance survives a link."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from dispersal.app import logic, views
+from dispersal.cli import app as cli_app
+from dispersal.present import formats as F
+
+APP = Path(__file__).resolve().parents[2] / "src" / "dispersal" / "app" / "streamlit_app.py"
+
+
+def _cli_json(*argv: str) -> Any:
+    r = CliRunner().invoke(cli_app, [*argv, "--json"])
+    assert r.exit_code == 0, r.output
+    return json.loads(r.stdout)
+
+
+def _apptest(query: dict[str, str]) -> Any:
+    pytest.importorskip("streamlit", reason="the web app needs streamlit: pip install 'dispersal[app]'")
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(APP), default_timeout=600)
+    for k, v in query.items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def _tables(at: Any) -> list[list[dict[str, str]]]:
+    """Every st.table of the page as rows of strings."""
+    out = []
+    for t in at.table:
+        df = t.value
+        out.append(
+            [{str(c): str(v) for c, v in zip(df.columns, row, strict=True)} for row in df.itertuples(False)]
+        )
+    return out
+
+
+def _button(at: Any, key: str) -> Any:
+    return next(b for b in at.button if b.key == key)
+
+
+def test_bad_view_values_in_a_link_are_warned_about_and_ignored() -> None:
+    ui, warnings = logic.ui_from_query(
+        {"fr_premiums": "0.5, 2", "fr_samples": "-3", "fr_targets": "1e25, lots", "mon_lose_sites": "x"}
+    )
+    base = logic.default_ui()
+    for key in ("fr_premiums", "fr_samples", "fr_targets", "mon_lose_sites"):
+        assert ui[key] == base[key]
+        assert any(w.startswith(f"ignored {key}=") for w in warnings), warnings
+    assert any("Premiums (x one datacenter): premium: must be in [1, 1e6]" in w for w in warnings), warnings
+    ok, none = logic.ui_from_query({"fr_premiums": "1.5, 3", "fr_targets": "1e24,1e26", "fr_samples": "0"})
+    assert none == [] and ok["fr_premiums"] == "1.5, 3" and ok["fr_samples"] == 0
+
+
+def test_a_used_plan_keeps_its_provenance_in_the_url_until_an_edit() -> None:
+    p = {
+        "target_flop": 1e25,
+        "metric": "c_quality",
+        "nodes": 48,
+        "chips_per_node": 50,
+        "hardware": "a100_80gb",
+        "precision": "bf16",
+        "algorithm": "diloco",
+        "days": 740.0,
+        "mode": "default",
+        "regime": "treaty",
+        "scenario": {**logic.scenario_dict(logic.default_ui()), "algorithm": "streaming"},
+    }
+    ui, origin = logic.ui_from_plan(logic.default_ui(), p)
+    assert origin["label"].startswith("plan: 1e+25 FLOP c_quality, 48 x 50x a100_80gb bf16, streaming,")
+    q = logic.query_from_ui(ui, origin)
+    assert q[logic.ORIGIN_PARAM] == origin["label"] and q["algorithm"] == "streaming"
+    back, warnings = logic.ui_from_query(q)
+    assert warnings == []
+    restored = logic.origin_from_query(q, back)
+    assert restored is not None and logic.scenario_label(back, restored) == origin["label"]
+    edited = {**ui, "num_nodes": 7}
+    assert logic.ORIGIN_PARAM not in logic.query_from_ui(edited, origin)
+    assert logic.origin_from_query({logic.ORIGIN_PARAM: "preset x"}, back) is None
+
+
+def test_one_algorithm_name_across_planner_fleet_and_app() -> None:
+    """The planner's overlapped DiLoCo is "streaming" wherever it is named (its scenario's value)."""
+    plan = {"algorithm": "diloco", "scenario": {"algorithm": "streaming"}, "group_size": 0}
+    assert F.algorithm(plan) == "streaming"
+    assert F.algorithm({"algorithm": "diloco", "scenario": {"algorithm": "diloco"}}) == "diloco"
+    assert F.algorithm({"algorithm": "hierarchical", "group_size": 4}) == "hierarchical (groups of 4)"
+
+
+@pytest.mark.slow
+def test_fleet_view_equals_dispersal_fleet_json() -> None:
+    """The Fleet tab shows `dispersal fleet --json`'s best per algorithm and its answer sentences."""
+    at = _apptest({})
+    _button(at, "fleet_go").click()
+    at.run()
+    assert not at.exception and not at.error
+    cli = _cli_json("fleet", "--scenario", "paper_threat_model", "--mode", "default")
+    want = views.fleet_rows(cli)
+    assert want and want in _tables(at)
+    text = " ".join(m.value for m in at.markdown)
+    assert f"codec {cli['best']['codec']}" in text and f"H = {cli['best']['inner_steps']:,}" in text
+
+
+@pytest.mark.slow
+def test_frontier_view_equals_dispersal_frontier_json() -> None:
+    at = _apptest({"fr_samples": "0", "fr_targets": "1e25", "fr_premiums": "1.5, 2, 5"})
+    _button(at, "fr_go").click()
+    at.run()
+    assert not at.exception and not at.error
+    cli = _cli_json("frontier", "--target", "1e25", "--premium", "1.5,2,5", "--samples", "0")
+    from dispersal.present.frontier import at_sites_rows, limit_rows
+
+    tables = _tables(at)
+    assert limit_rows(cli) in tables
+    assert at_sites_rows(cli) in tables
+
+
+@pytest.mark.slow
+def test_monitor_view_equals_dispersal_frontier_compare_json() -> None:
+    """Under "this scenario's" convention (default mode, 740 days, 100 Mbps / 100 ms: the CLI's
+    defaults), the Monitor tab equals `dispersal frontier --compare --wan 100Mbps --json`."""
+    at = _apptest({})
+    next(r for r in at.radio if r.key == "cm_convention").set_value("scenario")
+    at.run()
+    _button(at, "mon_go").click()
+    at.run()
+    assert not at.exception and not at.error
+    cli = _cli_json("frontier", "--compare", "--target", "1e25", "--wan", "100Mbps", "--mode", "default")
+    from dispersal.present.monitor import compare_table
+
+    assert compare_table(cli) in _tables(at)
+    assert any("default mode, regime treaty, 740-day time budget" in m.value for m in at.markdown)
+
+
+def test_every_cli_preset_is_in_the_app_and_sites_round_trip() -> None:
+    """Mixed-site presets were filtered out; `?preset=intellect1_schedule` said "no such preset"."""
+    from dispersal.model.inputs.presets import scenario_names
+
+    assert set(scenario_names()) <= set(logic.FIELD_BY_KEY["preset"].choices)
+    ui, warnings = logic.ui_from_query({"preset": "intellect1_schedule"})
+    assert warnings == [] and "[[site]]" in ui["sites_toml"] and "[[churn]]" in ui["sites_toml"]
+    built = logic.build(ui)
+    assert built.scenario is not None and len(built.scenario.sites) >= 3 and built.scenario.churn
+    edited = {**ui, "sites_toml": ui["sites_toml"].replace("nodes = 4", "nodes = 5", 1)}
+    assert logic.build(edited).scenario is not None
+    q = logic.query_from_ui(edited)
+    back, warnings = logic.ui_from_query(q)
+    assert warnings == [] and back["sites_toml"] == edited["sites_toml"]
+    bad = {**ui, "sites_toml": "[[site]]\nname = 'x'"}
+    assert logic.build(bad).scenario is None
+
+
+def test_site_loss_names_the_site_that_matters() -> None:
+    """Sites of 2, 3 and 1 nodes: the report said which one goes dark "does not matter"."""
+    from dispersal.present.resilience import which_site
+
+    est = {
+        "sites": [
+            {"name": "a", "nodes": 2, "local_batch_tokens": 1e6},
+            {"name": "b", "nodes": 3, "local_batch_tokens": 1e6, "paces_compute": True},
+            {"name": "c", "nodes": 1, "local_batch_tokens": 1e6},
+        ]
+    }
+    text = which_site(est, 1)
+    assert text.startswith("the worst case: b (50% of the work) goes dark") and "1/3 = 33%" in text
+    assert "does not matter" in which_site({"sites": []}, 1)
+
+
+@pytest.mark.slow
+def test_mixed_site_preset_per_site_rows_equal_the_cli_estimate() -> None:
+    from dispersal.present.rows import site_rows
+
+    at = _apptest({"preset": "intellect1_schedule"})
+    assert not at.exception and not at.error and not at.warning
+    cli = _cli_json("estimate", "--scenario", "intellect1_schedule")
+    want = site_rows(cli)
+    assert want and want in _tables(at)
