@@ -37,7 +37,6 @@ from typing import Any, cast
 import torch
 import torch.distributed as dist
 
-from dispersal.testbed import checkpoint
 from dispersal.testbed.codecs import CRC_BYTES, make_codec
 from dispersal.testbed.config import TestbedConfig
 from dispersal.testbed.data import open_datasets
@@ -385,7 +384,7 @@ class Worker(GroupState, RoundTools):
             }
         self.check_divergence([i["header"][H_LOSS] for i in infos if i["trusted"]])
 
-    # ------------------------------------------------------------------ metrics, checkpoints
+    # ------------------------------------------------------------------ metrics
     @torch.no_grad()
     def evaluate(self) -> float:
         """Mean loss of the global weights on fixed validation batches (same for every run and seed)."""
@@ -401,47 +400,6 @@ class Worker(GroupState, RoundTools):
             return sum(losses) / len(losses)
         finally:
             self._excluded_s += time.perf_counter() - t0
-
-    def _checkpoint(self) -> None:
-        r = self.round  # rounds completed
-        # Fault plan: killed half-way through this checkpoint's write (rank 0: global.pt; others:
-        # their own file). The write is atomic, so only a temporary file is left behind.
-        due = [s for s in self.kill_ckpt_steps if s <= r * self.cfg.round_steps and self.incarnation == 0]
-        kill_midway = (lambda: self._await_kill(due[0], "checkpoint")) if due else None
-        checkpoint.save_worker(
-            self.out, r, self.wid, self.worker_state(), midway=None if self.rank == 0 else kill_midway
-        )
-        if len(self.members) > 1 and not self.ms.barrier(f"ckpt/{self.gen}/{r}", self.members):
-            return
-        if self.rank == 0:
-            state = {k: v for k, v in self._transfer_state().items() if k != "round"}
-            checkpoint.save_global(self.out, r, {"round": r, **state}, midway=kill_midway)
-
-    def _resume(self) -> None:
-        got = checkpoint.load_resume(self.out, self.wid, self.numel, log=self._log_ckpt)
-        if got is None:
-            return
-        g, w = got
-        self.round, self.tokens, self.stats = int(g["round"]), int(g["tokens"]), g["stats"]
-        self.verdicts = g.get("verdicts") or self.verdicts
-        self.global_flat = g["global"].clone()
-        self.outer.load_state_dict(g["outer"])
-        self.outer_step.load_rule_state(g.get("rule"))
-        if w is not None:
-            set_flat_params(self.params, w["model"])
-            self.opt.load_state_dict(w["inner"])
-            for codec, st in zip(self.codecs, w["codecs"], strict=True):
-                if st:
-                    codec.load_state_dict(st)
-            for k, v in w["counters"].items():
-                setattr(self.link.counters, k, v)
-            self.pending = w["pending"]
-        else:
-            set_flat_params(self.params, self.global_flat)
-            self.opt.load_state_dict(g["inner"])
-
-    def _log_ckpt(self, **fields: Any) -> None:
-        log_event(self.out, worker=self.wid, **fields)
 
     # ------------------------------------------------------------------ the loop (round_machine.py decides)
     @property
