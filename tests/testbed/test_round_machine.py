@@ -31,6 +31,7 @@ from dispersal.testbed.round_machine import (
     Train,
     Waited,
     WaitForStep,
+    seen_generation,
 )
 
 pytestmark = pytest.mark.torch
@@ -42,7 +43,8 @@ class FakeGroup:
     """Plays the transport: a generation counter, a member list, and scripted outcomes.
 
     ``fail_rounds``: rounds whose sync fails (a member is gone: it is left out of the next generation);
-    ``seen``: round -> a generation some member saw published in that round's frames;
+    ``claims``: round -> each frame's (generation seen published, trusted) in that round's sync;
+    ``published``: the newest generation the coordinator really published;
     ``back``: worker -> the generation that lists it when a hold for it ends (absent: the hold times
     out); ``no_group_after``: Form calls after which no group can be formed (the run timed out)."""
 
@@ -51,7 +53,8 @@ class FakeGroup:
     gen: int = 0
     fail_rounds: set[int] = field(default_factory=set)
     gone: list[str] = field(default_factory=list)
-    seen: dict[int, int] = field(default_factory=dict)
+    claims: dict[int, list[tuple[int, bool]]] = field(default_factory=dict)
+    published: int = 10**6
     back: dict[str, int] = field(default_factory=dict)
     diverge_round: int = -1
     no_group_after: int = 10**6
@@ -87,7 +90,7 @@ class FakeGroup:
                 self.round = r + 1  # the worker counts the round done, failed or not
                 return Synced(
                     ok=r not in self.fail_rounds,
-                    seen_gen=self.seen.get(r, self.gen),
+                    seen_gen=seen_generation(self.gen, self.claims.get(r, []), lambda: self.published),
                     diverged=r == self.diverge_round,
                 )
         return None
@@ -208,20 +211,46 @@ def test_a_rejoin_planned_before_the_resume_point_is_not_held_for() -> None:
 
 
 def test_a_newer_generation_seen_in_the_frames_grows_the_group_after_the_round() -> None:
-    m, g = RoundMachine(rounds=3, round_steps=K), FakeGroup(seen={0: 4, 2: 9})
+    m, g = (
+        RoundMachine(rounds=3, round_steps=K),
+        FakeGroup(claims={0: [(1, True), (4, True)], 2: [(9, True)]}),
+    )
     drive(m, g)
     i = g.log.index(Record(round=0, final=False, log=True, checkpoint=False))
     assert g.log[i + 1] == Form(min_gen=4, mode="grow")
     assert not any(isinstance(a, Form) and a.min_gen == 9 for a in g.log)  # not after the last round
 
 
-def test_a_rejected_update_is_a_good_sync_its_sender_stays() -> None:
-    """The rule leaving w1's update out (bad tag, non-finite, an outlier) is decided inside the sync:
-    the worker reports a good sync, and the machine must not treat it as a member gone."""
-    m, g = RoundMachine(rounds=3, round_steps=K), FakeGroup()
-    drive(m, g)
-    assert not any(isinstance(a, Drop | Hold) or (isinstance(a, Form) and a.mode != "start") for a in g.log)
-    assert [a.round for a in g.log if isinstance(a, Record)] == [0, 1, 2] and m.members == ("w0", "w1")
+def test_a_rejected_update_is_a_good_sync_and_its_header_is_not_believed() -> None:
+    """w1's frame fails its tag in round 1 (the rule leaves it out, inside the sync) and claims a
+    generation 7: the round counts, w1 stays in the group, and nobody re-forms for generation 7. A
+    trusted member's claim past what the coordinator published is capped at the published one."""
+    m = RoundMachine(rounds=4, round_steps=K)
+    g = FakeGroup(claims={1: [(1, True), (7, False)], 2: [(1, True), (8, True)]}, published=3)
+    assert drive(m, g) == Finish(completed=True)
+    assert m.members == ("w0", "w1")
+    assert [
+        (type(a).__name__, getattr(a, "round", a.min_gen if isinstance(a, Form) else None))
+        for a in g.log
+        if isinstance(a, Form | Drop | Hold | Record)
+    ] == [
+        ("Form", 1),
+        ("Record", 0),
+        ("Record", 1),  # w1's forged generation 7: no re-form
+        ("Record", 2),
+        ("Form", 3),  # w0's generation 8 capped at the published generation 3
+        ("Record", 3),
+    ]
+
+
+def test_seen_generation_reads_the_published_one_only_when_a_claim_is_newer() -> None:
+    def never() -> int:
+        raise AssertionError("published generation read without a newer claim")
+
+    assert seen_generation(5, [(5, True), (3, True), (9, False)], never) == 5
+    assert seen_generation(5, [], never) == 5
+    assert seen_generation(5, [(6, True), (8, True)], lambda: 7) == 7
+    assert seen_generation(5, [(6, True)], lambda: 9) == 6
 
 
 def test_divergence_stops_the_loop_without_a_checkpoint() -> None:

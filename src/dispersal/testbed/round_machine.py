@@ -27,7 +27,7 @@ a failed collective or barrier (a member gone) drops the round.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 # ---------------------------------------------------------------------------- actions (machine -> worker)
@@ -162,6 +162,16 @@ class Synced:
 
 
 Event = Waited | Joined | Back | Synced | None
+
+
+def seen_generation(gen: int, claims: Iterable[tuple[int, bool]], published: Callable[[], int]) -> int:
+    """Synced's ``seen_gen``: the newest generation the members' frames say was published, from the
+    (generation, trusted) claim of each frame of a sync. A frame whose tag failed (untrusted) is not
+    believed at all, and no header moves the group past what the coordinator really published
+    (``published`` is read only when a claim is newer than ``gen``)."""
+    seen = max([g for g, trusted in claims if trusted], default=gen)
+    return min(seen, published()) if seen > gen else gen
+
 
 # ---------------------------------------------------------------------------- the machine
 

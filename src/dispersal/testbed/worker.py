@@ -79,6 +79,7 @@ from dispersal.testbed.round_machine import (
     Train,
     Waited,
     WaitForStep,
+    seen_generation,
 )
 from dispersal.testbed.rounds import RoundTools
 from dispersal.testbed.secure import SecretError, load_secret, pin_transport
@@ -364,9 +365,8 @@ class Worker(GroupState, RoundTools):
             if self.cfg.algorithm == "diloco":
                 set_flat_params(self.params, self.global_flat)
         self._record(infos, up_bytes, down_bytes)
-        seen = max([int(i["header"][H_GEN]) for i in infos if i["trusted"]], default=self.gen)
-        # A member's header cannot move the group past what the coordinator really published.
-        return True, min(seen, self.ms.published_gen()) if seen > self.gen else self.gen
+        claims = [(int(i["header"][H_GEN]), bool(i["trusted"])) for i in infos]
+        return True, seen_generation(self.gen, claims, self.ms.published_gen)
 
     def _record(self, infos: list[dict[str, Any]], up_bytes: int, down_bytes: int) -> None:
         self.tokens += len(infos) * self.cfg.round_steps * self.cfg.batch_size * self.cfg.block_size
