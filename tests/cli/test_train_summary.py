@@ -38,5 +38,5 @@ def test_aggregator_help_names_the_real_defaults() -> None:
     cmd = typer.main.get_command(app).commands["train"]  # type: ignore[attr-defined]
     (opt,) = [p for p in cmd.params if p.name == "aggregator"]
     assert opt.help.endswith(
-        f"Default: {TRUSTED_DEFAULT} for a trusted run, {UNTRUSTED_DEFAULT} with --trust untrusted."
+        f"Default: {UNTRUSTED_DEFAULT} with 3 or more workers or --trust untrusted, else {TRUSTED_DEFAULT}."
     )

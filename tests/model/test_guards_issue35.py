@@ -40,7 +40,7 @@ def _cell(monkeypatch: pytest.MonkeyPatch, cost_below_usd: float, reaches_below:
         )
     pick = SimpleNamespace(
         sites=4, chips_per_site=8, hardware="h100_sxm", power_per_site_kw=10.0, days=30.0,
-        mean_wan_mbps_per_site=500.0, cost_usd=150.0,
+        mean_wan_mbps_per_site=500.0, cost_usd=150.0, replicas=4,
     )  # fmt: skip
     eng = SimpleNamespace(
         reaches=lambda _combos, _cond, _t: reaches_below,

@@ -9,7 +9,7 @@ import pytest
 
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Scenario, as_arrays, kernel_inputs
-from dispersal.model.kernel import kernel, quality
+from dispersal.model.kernel import kernel, quality_draws
 
 
 def _configs(mode: str, n: int, seed: int) -> dict[str, np.ndarray]:
@@ -41,7 +41,7 @@ def test_chunked_equals_one_piece(mode: str, monkeypatch: pytest.MonkeyPatch) ->
     x = _configs(mode, n, 1)
     rng = np.random.default_rng(2)
     ov: dict[str, np.ndarray | float] = {"chinchilla_a": rng.uniform(300, 500, n), "mfu_scale": 1.0}
-    qp = quality.sample_quality_params(rng, n)
+    qp = quality_draws.sample_quality_params(rng, n)
     whole = kernel.evaluate(x, DEFAULT_PARAMS, ov, qp)
     monkeypatch.setattr(kernel, "CHUNK_CONFIGS", 7)
     _same(kernel.evaluate(x, DEFAULT_PARAMS, ov, qp), whole)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from dispersal.model.analyses.quality_fit import load_points, run
 from dispersal.model.inputs.errors import InputError
-from dispersal.model.kernel import chinchilla, quality
+from dispersal.model.kernel import chinchilla, quality, quality_draws
 from dispersal.model.kernel.quality import (
     FIT_RANGES,
     MAPPING_CODES,
@@ -31,8 +31,8 @@ from dispersal.model.kernel.quality import (
     loss_space_fraction,
     mapping_code,
     penalty_amplitude,
-    sample_quality_params,
 )
+from dispersal.model.kernel.quality_draws import sample_quality_params
 
 POINTS = load_points()["point"]
 # Besiroglu et al. 2024 Chinchilla refit (the kernel's defaults), for the loss-space bound
@@ -176,7 +176,7 @@ def test_extrapolation_flags() -> None:
 
 
 def test_samples_follow_the_fit_covariance() -> None:
-    names, mean, cov = quality.fitted_covariance()
+    names, mean, cov = quality_draws.fitted_covariance()
     s = sample_quality_params(np.random.default_rng(0), 20000)
     draws = np.stack([getattr(s, n) for n in names], axis=1)
     sd = np.sqrt(np.diag(cov))
@@ -189,7 +189,7 @@ def test_samples_follow_the_fit_covariance() -> None:
 
 
 def test_defaults_equal_fit_file() -> None:
-    names, mean, _ = quality.fitted_covariance()
+    names, mean, _ = quality_draws.fitted_covariance()
     q = QualityParams()
     assert [getattr(q, n) for n in names] == pytest.approx(list(mean), rel=1e-12)
 
@@ -201,7 +201,7 @@ def test_fit_reruns_to_the_packaged_values(tmp_path: Path, capsys: pytest.Captur
     printed = capsys.readouterr().out
     assert "max |residual| Charles Table 4" in printed and "leave-2.4B-out" in printed
     new = tomllib.loads(out.read_text(encoding="utf-8"))
-    assert new["values"] == pytest.approx(quality.load_fit()["values"], rel=1e-6)
+    assert new["values"] == pytest.approx(quality_draws.load_fit()["values"], rel=1e-6)
     assert new["max_abs_residual_ratio_fit"] < 0.006
     assert new["leave_out_2p4b_max_abs_error_ratio"] < 0.003
 
@@ -277,7 +277,7 @@ def test_every_large_m_point_named_with_residual() -> None:
 
 
 def test_tail_samples_follow_the_stage2_covariance() -> None:
-    names, mean, cov = quality.tail_covariance()
+    names, mean, cov = quality_draws.tail_covariance()
     assert names == ("ln_tail_scale", *quality.TAIL_FIELDS[1:])
     s = sample_quality_params(np.random.default_rng(3), 20000)
     draws = np.stack([np.log(s.tail_scale), *(getattr(s, n) for n in names[1:])], axis=1)

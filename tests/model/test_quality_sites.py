@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,16 +22,15 @@ from dispersal.model.inputs.catalog import accelerator
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Scenario
 from dispersal.model.kernel import chinchilla
-from dispersal.model.run.estimate import estimate
 from dispersal.model.kernel.quality import (
     QualityParams,
     compute_fraction,
     critical_replicas,
     junction_replicas,
     penalty_amplitude,
-    sample_quality_params,
-    tail_exponent_ranges,
 )
+from dispersal.model.kernel.quality_draws import sample_quality_params, tail_exponent_ranges
+from dispersal.model.run.estimate import estimate
 
 Q = QualityParams()
 
@@ -135,7 +135,7 @@ def test_more_sites_never_lower_c_quality(
     training alone; choosing H is the automatic schedule's job (issue 31 item 3, H choice)."""
     note(f"{hw} {n}+{k} sites, P {p:.3g}, H {h}, b {b:g}, {bw:.3g} bit/s, {algo}")
     fp8 = accelerator(hw).dense_fp8_flop_per_s > 0
-    kw = {
+    kw: dict[str, Any] = {
         "hardware": hw,
         "precision": "fp8" if fp8 else "bf16",
         "params": p,

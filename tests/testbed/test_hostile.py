@@ -111,7 +111,9 @@ def _attack(out: Path, seen: dict[str, Any], stop: threading.Event) -> None:
         with socket.create_connection((rhost, int(rport)), timeout=5) as s:
             s.sendall(encode_message(meta, body, secret=WRONG))
             s.settimeout(5)
-            seen.setdefault("relay_closed", []).append(s.recv(1) == b"")
+            while s.recv(65536):  # the relay's challenge, then the close
+                pass
+            seen.setdefault("relay_closed", []).append(True)
     seen["done"] = True
 
 
@@ -154,11 +156,8 @@ def test_a_hostile_process_on_the_host_cannot_steer_a_run(tmp_path: Path) -> Non
         ("w2", "genv"),
     } <= forged
     relay = [(e["claimed"], e["why"]) for e in ev if e["event"] == "relay_rejected"]
-    assert relay == [
-        ("w1", "unauthenticated hello"),
-        ("w1", "unauthenticated message"),
-        ("w0", "unauthenticated message"),
-    ]
+    unread = "expected a hello (bad magic, a body, or too long): closed unread"
+    assert relay == [("w1", "unauthenticated hello"), ("?", unread), ("?", unread)]  # frames: not even read
     # every later sync still went through the relay with all three members
     recs = [json.loads(ln) for ln in (tmp_path / "relay.jsonl").read_text().splitlines()]
     assert [r["round"] for r in recs] == list(range(8)) and all(len(r["members"]) == 3 for r in recs)
@@ -218,7 +217,7 @@ def _strict(text: str) -> Any:
 
 
 def test_a_poisoned_update_under_plain_averaging_ends_the_run_as_diverged(tmp_path: Path) -> None:
-    """w2 sends its pseudo-gradient x1e6 from the start under plain averaging (the trusted default):
+    """w2 sends its pseudo-gradient x1e6 from the start under plain averaging (``--aggregator mean``, one flag away from the default):
     the model is wrecked in the first round, every member stops in the same round, and the run ends
     completed: false, diverged: true, with the reason, the attack and strict JSON outputs."""
     cfg = TestbedConfig(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import random
-import socket
 import sysconfig
 import threading
 import time
@@ -241,19 +240,11 @@ def test_a_member_that_disconnects_aborts_the_round_at_once() -> None:
     relay = Relay(spec, Aggregator("none", 64, 0.01, secret=SECRET))
     host, port = relay.start()
     try:
-        gone = socket.create_connection((host, port))
-        from dispersal.testbed.netlink import encode_message
-
-        # w1 says who it is (a frame for an older round), then its process dies
-        gone.sendall(
-            encode_message(
-                {"worker": "w1", "gen": 1, "round": 0, "part": 0, "numel": 4, "members": ["w1"]},
-                _frame(1, torch.ones(4)),
-                secret=SECRET,
-            )
-        )
+        # w1 connects (challenge, hello), then its process dies
+        w1 = RelayLink(host, port, "w1", 10.0, secret=SECRET, spec=spec)
+        w1.connect()
         time.sleep(0.2)
-        gone.close()
+        w1.close()
         time.sleep(0.2)
         link = RelayLink(host, port, "w0", 10.0, secret=SECRET, spec=spec)
         t0 = time.monotonic()

@@ -33,6 +33,17 @@ def test_registry_and_defaults() -> None:
     assert TRUSTED_DEFAULT == "mean" and UNTRUSTED_DEFAULT in RULES
 
 
+def test_the_default_rule_is_robust_from_three_workers_whatever_the_trust() -> None:
+    """Issue 35: one attacker of three wrecked a default (trusted) run; mean stays one flag away."""
+    from dispersal.testbed.config import TestbedConfig
+
+    assert TestbedConfig(workers=3).aggregator == UNTRUSTED_DEFAULT == "trimmed_mean"
+    assert TestbedConfig(workers=8, trust="trusted").aggregator == "trimmed_mean"
+    assert TestbedConfig(workers=2).aggregator == "mean"  # trimmed_mean of 2 trims nothing anyway
+    assert TestbedConfig(workers=2, trust="untrusted").aggregator == "trimmed_mean"
+    assert TestbedConfig(workers=3, aggregator="mean").aggregator == "mean"
+
+
 def test_mean_exact_and_nonfinite_rejected() -> None:
     agg, v = make_aggregator("mean")([t(1, 2), t(3, 4), t(math.nan, 0)])
     assert agg.tolist() == [2.0, 3.0]

@@ -346,7 +346,7 @@ def test_train_help_works_and_names_the_new_options() -> None:
         "UP[/DOWN]/LATENCY[/JITTER]",
         "--attack",
         "--aggregator",
-        "trimmed_mean with --trust",
+        "trimmed_mean with 3 or more workers",
         "--trust",
     ):
         assert text in res.output

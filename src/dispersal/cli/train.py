@@ -105,7 +105,7 @@ def train(
         str,
         typer.Option(
             help="Aggregation rule of the outer step: mean, norm_preserving, clip, trimmed_mean, median, "
-            "gauntlet. Default: mean for a trusted run, trimmed_mean with --trust untrusted."
+            "gauntlet. Default: trimmed_mean with 3 or more workers or --trust untrusted, else mean."
         ),
     ] = "",
     outer_lr: Annotated[

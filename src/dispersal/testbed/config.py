@@ -25,8 +25,8 @@ DEVICES = ("cpu", "cuda")
 PRECISIONS = ("fp32", "bf16")
 COMM_BACKENDS = ("gloo", "nccl")
 TRUST = ("trusted", "untrusted")
-"""trusted: one operator's own workers (plain averaging by default); untrusted: peers that may lie
-(several machines, independent providers): the robust default rule."""
+"""trusted: one operator's own workers; untrusted: peers that may lie (several machines, independent
+providers). Both default to the robust rule from 3 workers on (config.default_aggregator)."""
 BPE_DEFAULT_VOCAB = 4096
 """Tokens of the locally trained BPE when --vocab-size is not given (256 bytes + 3,840 merges): small
 enough that the embedding stays a minor part of the ``tiny`` and ``small`` models' parameters."""
@@ -52,13 +52,16 @@ def aggregator_names() -> list[str]:
     return sorted({"mean", *AGGREGATORS})
 
 
-def default_aggregator(trust: str) -> str:
-    """robust.TRUSTED_DEFAULT / robust.UNTRUSTED_DEFAULT for a trusted / untrusted run."""
+def default_aggregator(trust: str, workers: int = 0) -> str:
+    """robust.UNTRUSTED_DEFAULT (trimmed_mean) for an untrusted run and for any run of at least
+    robust.ROBUST_MIN_WORKERS (3) workers; robust.TRUSTED_DEFAULT (mean) for a trusted run of fewer
+    (``workers`` 0: not known, the trusted default)."""
     try:
         from dispersal.testbed import robust
     except ImportError:
         return "mean"
-    return str(robust.TRUSTED_DEFAULT if trust == "trusted" else robust.UNTRUSTED_DEFAULT)
+    robust_here = trust != "trusted" or workers >= robust.ROBUST_MIN_WORKERS
+    return str(robust.UNTRUSTED_DEFAULT if robust_here else robust.TRUSTED_DEFAULT)
 
 
 def check_attack(text: str) -> str:
@@ -219,8 +222,8 @@ class TestbedConfig:
     trust: str = "trusted"
     """trusted | untrusted: picks the default aggregation rule (see ``aggregator``)."""
     aggregator: str = ""
-    """Aggregation rule of the outer step (outer.make_rule / robust.py); "" = robust.TRUSTED_DEFAULT for
-    a trusted run, robust.UNTRUSTED_DEFAULT for an untrusted one."""
+    """Aggregation rule of the outer step (outer.make_rule / robust.py); "" = default_aggregator:
+    trimmed_mean with 3 or more workers or an untrusted run, mean for a trusted run of 1-2 workers."""
     attacks: tuple[str, ...] = ()
     """Attack specs 'WORKER:KIND[=VALUE][@stepN]' (attacks.parse_attack): what a worker sends instead
     of its honest update."""
@@ -334,7 +337,9 @@ class TestbedConfig:
         require(self.trust in TRUST, "trust", f"one of {', '.join(TRUST)}, got {self.trust!r}")
         require(self.divergence_factor > 1, "divergence-factor", f"> 1, got {self.divergence_factor}")
         rules = aggregator_names()
-        object.__setattr__(self, "aggregator", self.aggregator or default_aggregator(self.trust))
+        object.__setattr__(
+            self, "aggregator", self.aggregator or default_aggregator(self.trust, self.workers)
+        )
         require(
             self.aggregator in rules,
             "aggregator",

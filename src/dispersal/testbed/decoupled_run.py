@@ -86,31 +86,83 @@ class Metrics:
             fh.write(json.dumps(_clean(row), allow_nan=False) + "\n")
 
 
+def _json(raw: bytes | None) -> dict[str, Any]:
+    try:
+        row = json.loads(raw) if raw is not None else {}
+    except (ValueError, RecursionError):
+        return {}
+    return row if isinstance(row, dict) else {}
+
+
+def incarnation_rows(store: Any, worker: str, processes: int) -> list[dict[str, Any]]:
+    """One row per process a worker id had (its signed claim ``incarnation/<w>/<n>`` exists; at most
+    ``processes``: the first and one per planned rejoin), with that process's last reported counters
+    (``learner_row/<w>/<n>``; empty if it reported none)."""
+    rows = []
+    for n in range(processes):
+        if store.get(f"incarnation/{worker}/{n}") is None:
+            break
+        rows.append({"incarnation": n, **_json(store.get(f"learner_row/{worker}/{n}"))})
+    return rows
+
+
+SUMMED = ("rounds", "bytes_sent", "bytes_received", "compute_s", "exposed_s", "tokens", "refused")
+
+
+def _add_up(incs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every incarnation's work added up (clock and wall time: the latest, they are not additive)."""
+    done = [r for r in incs if r.get("rounds") is not None]
+    if not done:
+        return {}
+    total: dict[str, Any] = {k: sum(r.get(k, 0) for r in done) for k in SUMMED}
+    total["clock_s"] = max(r.get("clock_s", 0.0) for r in done)
+    total["train_wall_s"] = max(r.get("train_wall_s", 0.0) for r in done)
+    return total
+
+
 def summary(
-    cfg: TestbedConfig, out: Path, syncer: Any, store: Any, timed_out: bool, wall_s: float, final_val: float
+    cfg: TestbedConfig,
+    out: Path,
+    syncer: Any,
+    store: Any,
+    timed_out: bool,
+    wall_s: float,
+    final_val: float,
+    lost: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """summary.json of a decoupled run: every learner's counters added up over its incarnations
+    (``incarnations_per_worker`` lists each one), replacements that trained nothing named in
+    ``idle_replacements``, lost learners in ``workers_lost`` (supervisor.honest)."""
     from dispersal._io import atomic_write_text, dumps_json
+    from dispersal.testbed.faults import FaultPlan
+    from dispersal.testbed.honesty import honest
     from dispersal.testbed.rounds import _util
 
+    plan = FaultPlan.parse(cfg.faults)
     rows: dict[str, dict[str, Any]] = {}
+    procs = {w: 1 + sum(f.worker == w for f in plan.of("rejoin")) for w in cfg.worker_ids}
+    incs = {w: incarnation_rows(store, w, procs[w]) for w in cfg.worker_ids}
     for w in cfg.worker_ids:
-        raw = store.get(f"learner_done/{w}")
-        try:
-            rows[w] = json.loads(raw) if raw is not None else {}
-        except ValueError:
-            rows[w] = {}
+        rows[w] = _json(store.get(f"learner_done/{w}"))
+    idle = [
+        {"worker": w, "incarnation": r["incarnation"]}
+        for w, rs in incs.items()
+        for r in rs
+        if r["incarnation"] > 0 and not r.get("rounds")
+    ]
     limit = cfg.divergence_factor * math.log(cfg.vocab_size)
     diverged = "" if final_val <= limit else f"final validation loss {final_val:.4g} > {limit:.3g}"
     # Every learner reached the end except those the fault plan kills for good (their island stopped;
     # the run goes on without them, as a synchronous group does without a dead member).
-    from dispersal.testbed.faults import FaultPlan
-
-    plan = FaultPlan.parse(cfg.faults)
     gone = {f.worker for f in plan.of("kill")} - {f.worker for f in plan.of("rejoin")}
     done = {w for w, r in rows.items() if r.get("rounds") is not None}
     finished = bool(done) and done >= set(cfg.worker_ids) - gone
     reason = "timed out" if timed_out else ("" if finished else "a learner did not finish")
-    stats = {w: r for w, r in rows.items() if r}
+    stats = {w: t for w in cfg.worker_ids if (t := _add_up(incs[w]))}
+    if idle and not reason:
+        reason = "a replacement trained nothing: " + ", ".join(
+            f"{x['worker']}#{x['incarnation']}" for x in idle
+        )
     summary = {
         "completed": not timed_out and finished and not diverged,
         "diverged": bool(diverged),
@@ -133,11 +185,17 @@ def summary(
         "exposed_comm_s_per_worker": {w: r["exposed_s"] for w, r in stats.items()},
         "utilisation": {w: _util(r) for w, r in stats.items()},
         "rounds_per_worker": {w: r["rounds"] for w, r in stats.items()},
+        "incarnations_per_worker": {
+            w: [{k: r[k] for k in ("incarnation", "rounds", "bytes_sent") if k in r} for r in rs]
+            for w, rs in incs.items()
+        },
+        "idle_replacements": idle,
         "updates_rejected": dict(syncer.rejected),
         "train_wall_s": max((r["train_wall_s"] for r in stats.values()), default=0.0),
         "run_wall_s": wall_s,
         "config": cfg.to_dict(),
     }
+    summary = honest(summary, cfg, lost or [], members_key="")
     atomic_write_text(out / "summary.json", dumps_json(summary) + "\n")
     return summary
 

@@ -186,6 +186,7 @@ class Learner(Worker):
                 refused=why,
             )
             self.ms.set_progress(first + k, force=r == self.cfg.rounds - 1)
+            self._report(done, final=False)  # a learner killed later still has its work counted
         self.train_wall_s = time.perf_counter() - t_loop
         client.close()
         self._report(done)
@@ -208,8 +209,10 @@ class Learner(Worker):
         if not self.store.wait_valid(keys, self.cfg.rejoin_timeout_s):
             log_event(self.out, worker=self.wid, event="start_alone", waited_s=self.cfg.rejoin_timeout_s)
 
-    def _report(self, done: dict[str, int]) -> None:
-        """This learner's counters for the supervisor's summary (a signed store value, JSON)."""
+    def _report(self, done: dict[str, int], final: bool = True) -> None:
+        """This learner's counters for the supervisor's summary (signed store values, JSON): after
+        every round under ``learner_row/<w>/<incarnation>`` (so the summary can add up every
+        incarnation, a killed one included), and at the end under ``learner_done/<w>`` too."""
         c = self.link.counters
         row = {
             "incarnation": self.incarnation,
@@ -223,8 +226,10 @@ class Learner(Worker):
             "clock_s": c.clock_s,
             "train_wall_s": self.train_wall_s,
         }
-        self.store.set(f"learner_done/{self.wid}", json.dumps(row))
-        log_event(self.out, worker=self.wid, event="learner_done", **row)
+        self.store.set(f"learner_row/{self.wid}/{self.incarnation}", json.dumps(row))
+        if final:
+            self.store.set(f"learner_done/{self.wid}", json.dumps(row))
+            log_event(self.out, worker=self.wid, event="learner_done", **row)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -250,7 +255,14 @@ def main(argv: list[str] | None = None) -> None:
     host, port = args.store.rsplit(":", 1)
     wid = args.worker or f"w{os.environ.get('RANK', '0')}"
     learner = Learner(cfg, wid, host, int(port), Path(args.out), args.incarnation, secret)
-    learner.run(False, args.join_at_step)
+    try:
+        learner.run(False, args.join_at_step)
+    finally:
+        # The heartbeat thread must not be inside a store call while the interpreter tears torch
+        # down (seen: "terminate called without an active exception", SIGABRT after a clean finish).
+        learner.heartbeat.stop()
+        if learner.heartbeat.is_alive():
+            learner.heartbeat.join(2.0)
 
 
 if __name__ == "__main__":

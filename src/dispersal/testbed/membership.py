@@ -19,6 +19,7 @@ decided by the worker (worker._sync_state), called back from :meth:`Membership.f
 from __future__ import annotations
 
 import json
+import secrets
 import threading
 import time
 from collections.abc import Callable
@@ -49,20 +50,85 @@ def connect_store(
     )
 
 
-class Heartbeat(threading.Thread):
-    """Writes hb/<worker> = time every 0.3 s on its own store connection (a frozen worker stops)."""
+HEARTBEAT_PERIOD_S = 0.3
+"""How often a worker rewrites its heartbeat (the coordinator's timeout is several periods)."""
 
-    def __init__(self, store: SignedStore, worker: str) -> None:
+
+def heartbeat_value(incarnation: int, seq: int, gen: int) -> str:
+    """hb/<w>'s value: this process's incarnation, a counter that rises by one every beat, and the
+    generation the worker is in. Signed with the key (SignedStore), so it cannot be forged; the
+    coordinator accepts a beat only if its counter is higher than the last one it saw from that
+    incarnation, so writing back captured beats (a replay) does not count as a beat."""
+    return json.dumps({"inc": incarnation, "seq": seq, "gen": gen}, separators=(",", ":"))
+
+
+def parse_heartbeat(raw: bytes | None) -> tuple[int, int, int] | None:
+    """(incarnation, seq, gen) of a verified heartbeat value; None if absent or not one."""
+    if raw is None:
+        return None
+    try:
+        d = json.loads(raw)
+        vals = (d["inc"], d["seq"], d["gen"])
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return None
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+        return None
+    return vals
+
+
+class Heartbeat(threading.Thread):
+    """Writes hb/<worker> = heartbeat_value(incarnation, seq, generation) every HEARTBEAT_PERIOD_S on
+    its own store connection, seq rising by one each time (a frozen worker stops)."""
+
+    def __init__(
+        self,
+        store: SignedStore,
+        worker: str,
+        incarnation: int = 0,
+        generation: Callable[[], int] = lambda: 0,
+    ) -> None:
         super().__init__(daemon=True)
         self.store, self.worker = store, worker
+        self.incarnation, self.generation = incarnation, generation
+        self.seq = 0
+        self._halt = threading.Event()
+
+    def stop(self) -> None:
+        self._halt.set()
 
     def run(self) -> None:
-        while True:
+        while not self._halt.is_set():
+            self.seq += 1
             try:
-                self.store.set(f"hb/{self.worker}", repr(time.time()))
+                value = heartbeat_value(self.incarnation, self.seq, self.generation())
+                self.store.set(f"hb/{self.worker}", value)
             except Exception:
                 return
-            time.sleep(0.3)
+            self._halt.wait(HEARTBEAT_PERIOD_S)
+
+
+MAX_INCARNATIONS = 1 << 20
+"""Claims tried before giving up (a store flooded with forged claim keys is a denial of service)."""
+
+
+def claim_incarnation(store: SignedStore, worker: str) -> int:
+    """This process's incarnation: the lowest n >= the store counter's next value whose signed claim
+    key ``incarnation/<w>/<n>`` this process writes first (compare-and-set on an absent key).
+
+    The counter ``incarnation/<w>`` (``add``) cannot carry a tag: a local process can write it back
+    to an old value (a replay) and a restarted worker would take an incarnation already used, so the
+    group would take it for the old process. The claim keys are signed and only ever created: a number
+    once claimed (or occupied by any value, even a forged one) is skipped, so no two processes of a
+    run share an incarnation whatever the counter says."""
+    n = int(store.raw.add(f"incarnation/{worker}", 1)) - 1
+    token = secrets.token_hex(16).encode()
+    for _ in range(MAX_INCARNATIONS):
+        key = f"incarnation/{worker}/{n}"
+        sealed = store.seal(key, token)
+        if bytes(store.raw.compare_set(key, "", sealed)) == sealed:
+            return n
+        n += 1
+    raise RuntimeError(f"{worker}: no free incarnation after {MAX_INCARNATIONS} claims")
 
 
 class Membership:
@@ -140,10 +206,13 @@ class Membership:
         incs, newer_incs = old[1], newer[1]
         return any(w in incs and newer_incs.get(w, incs[w]) != incs[w] for w in members)
 
-    def barrier(self, key: str, members: list[str], gen: int | None = None) -> bool:
+    def barrier(
+        self, key: str, members: list[str], gen: int | None = None, newer_aborts: bool = False
+    ) -> bool:
         """Store barrier of ``members`` (of generation ``gen``, default the current one): each member
         writes its own signed ``key/<w>``; wait until every member's is there and genuine, giving up if
-        a newer generation drops one of them (bounded by run_timeout_s)."""
+        a newer generation drops one of them, or (``newer_aborts``: a rendezvous) if any newer one is
+        published (bounded by run_timeout_s)."""
         if len(members) == 1:
             return True
         gen = self.gen if gen is None else gen
@@ -154,6 +223,10 @@ class Membership:
             if self.store.wait_valid(keys, 0.2):
                 return True
             if self.broken(gen, members) or self.finished():
+                return False
+            # Two joiners registered a tick apart give generations g and g+1; a member still waiting
+            # at g's rendezvous for a joiner that went on to g+1 would wait until the run timeout.
+            if newer_aborts and self.published_gen() > gen:
                 return False
         return False
 
@@ -215,7 +288,7 @@ class Membership:
             g, members = found
             # Judged against generation g's own member list: comparing with the old group (which still
             # lists the dead worker) would make a survivor leave the rendezvous its peers then wait for.
-            if not self.barrier(f"rdv/{g}", members, gen=g):
+            if not self.barrier(f"rdv/{g}", members, gen=g, newer_aborts=True):
                 min_gen = g + 1
                 continue
             if dist.is_initialized():

@@ -40,6 +40,7 @@ import contextlib
 import json
 import math
 import random
+import secrets
 import socket
 import struct
 import threading
@@ -88,6 +89,18 @@ MAGIC = b"DSPL"
 PREFIX = struct.Struct("!4sII")  # magic, metadata length, body length; then meta, body, 32-byte tag
 MAX_META_BYTES = 64 << 10
 """Largest metadata a message may announce (a few hundred bytes in practice): more is refused unread."""
+MAX_HELLO_BYTES = 512
+"""Largest hello (the first message of a connection, ~100 bytes): the only bytes a stranger can make
+the relay read, so the only buffering an unauthenticated peer gets."""
+MAX_META_DEPTH = 4
+"""Deepest JSON nesting a message's metadata may have (frames use 2: an object holding a list);
+deeper is refused before parsing, so ``[`` x 60,000 cannot exhaust the parser's recursion."""
+HELLO_TIMEOUT_S = 10.0
+"""A connection that has not answered its challenge within this time is closed (a slow-loris peer
+sending its hello a byte at a time holds one socket for at most this long)."""
+NONCE_BYTES = 16
+"""The relay's per-connection challenge (128 random bits): a hello answers it, so a replayed hello
+(captured from an earlier connection) carries the wrong nonce and is refused."""
 WORKER_ID = r"w\d{1,6}"
 
 
@@ -143,6 +156,50 @@ def _split(prefix: bytes, max_body: int) -> tuple[int, int]:
     return meta_len, body_len
 
 
+def json_depth(raw: bytes | bytearray) -> int:
+    """Deepest ``[`` / ``{`` nesting of a JSON text, counting brackets inside strings too (so it is an
+    upper bound: a worker's metadata has none there)."""
+    depth = deepest = 0
+    for b in raw:
+        if b in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif b in b"]}":
+            depth -= 1
+    return deepest
+
+
+def parse_meta(raw: bytes | bytearray) -> Any:
+    """JSON metadata with its nesting bounded by MAX_META_DEPTH; ValueError (never RecursionError)."""
+    if json_depth(raw) > MAX_META_DEPTH:
+        raise ValueError(f"metadata nested deeper than {MAX_META_DEPTH}")
+    try:
+        return json.loads(raw)
+    except RecursionError:  # unreachable after the depth bound; kept so no parser limit can escape
+        raise ValueError("metadata nested too deep") from None
+
+
+def hello_problem(meta: Any, nonce: bytes, max_gen: int | None) -> str:
+    """Why a verified hello is not an answer to this connection's challenge ("" if it is): the nonce
+    must be this connection's, the worker id well formed, generation and round integers (the
+    generation no newer than the published one)."""
+    import re
+
+    if not isinstance(meta, dict) or not meta.get("hello"):
+        return "expected a hello"
+    if meta.get("nonce") != nonce.hex():
+        return "hello does not answer this connection's challenge (replayed?)"
+    if not re.fullmatch(WORKER_ID, str(meta.get("worker"))):
+        return "bad worker"
+    for k in ("gen", "round"):
+        v = meta.get(k)
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 2**53:
+            return f"bad {k}"
+    if max_gen is not None and meta["gen"] > max_gen:
+        return "generation not published"
+    return ""
+
+
 def _meta_problem(meta: Any, max_numel: int) -> str:
     """Why an (authenticated) upload's metadata cannot be used ("" if it can): types and ranges."""
     import re
@@ -150,7 +207,7 @@ def _meta_problem(meta: Any, max_numel: int) -> str:
     if not isinstance(meta, dict) or not re.fullmatch(WORKER_ID, str(meta.get("worker"))):
         return "bad worker"
     if meta.get("hello"):
-        return ""
+        return "a second hello on one connection"
     for k in ("gen", "round", "part", "numel"):
         v = meta.get(k)
         if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v < 2**53:
@@ -326,29 +383,37 @@ class Relay:
 
     # -- per connection
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Challenge, hello, then the worker's messages. Until the hello has answered this
+        connection's nonce the peer is a stranger: at most MAX_HELLO_BYTES of it are read, nothing of
+        it is shaped or counted on any worker's emulated link, and its refusal aborts no round."""
         sock = writer.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         worker = None
         try:
+            nonce = secrets.token_bytes(NONCE_BYTES)
+            writer.write(encode_message({"challenge": nonce.hex()}, secret=self.secret))
+            await writer.drain()
+            try:
+                worker = await asyncio.wait_for(self._hello(reader, nonce), HELLO_TIMEOUT_S)
+            except TimeoutError:
+                self._reject("?", f"no hello within {HELLO_TIMEOUT_S:g} s")
+                return
+            if worker is None:
+                return
+            self.writers[worker] = writer
+            self.closed.discard(worker)
             while True:
                 got = await self._read_shaped(reader, worker)
                 if got is None:
                     return
-                meta, body, first_s, claimed = got
-                why = _meta_problem(meta, self.max_numel) or (
-                    "connection used by another worker" if worker not in (None, claimed) else ""
-                )
-                if not why and not meta.get("hello") and self.max_gen is not None:
+                meta, body, first_s = got
+                why = _meta_problem(meta, self.max_numel)
+                if not why and self.max_gen is not None:
                     why = "generation not published" if meta["gen"] > self.max_gen() else ""
                 if why:
-                    self._reject(claimed, why)
+                    self._reject(worker, why)
                     return
-                worker = claimed
-                if meta.get("hello"):  # a (re)connected worker: its earlier connection is history
-                    self.writers[worker] = writer
-                    self.closed.discard(worker)
-                    continue
                 self._accept(meta, body, first_s, writer)
         except (ConnectionError, asyncio.IncompleteReadError, OSError):
             return
@@ -359,19 +424,44 @@ class Relay:
                 self._abort_rounds_of(worker, writer, "connection of " + worker + " closed")
             writer.close()
 
+    async def _hello(self, reader: asyncio.StreamReader, nonce: bytes) -> str | None:
+        """The connection's first message: a hello of at most MAX_HELLO_BYTES, no body, whose tag
+        verifies and whose nonce is this connection's. Returns the worker, or None (reported)."""
+        try:
+            prefix = await reader.readexactly(PREFIX.size)
+        except asyncio.IncompleteReadError:
+            return None
+        magic, meta_len, body_len = PREFIX.unpack(prefix)
+        if magic != MAGIC or body_len or meta_len > MAX_HELLO_BYTES:
+            self._reject("?", "expected a hello (bad magic, a body, or too long): closed unread")
+            return None
+        raw = await reader.readexactly(meta_len + MAC_BYTES)
+        meta_raw, tag = raw[:meta_len], raw[meta_len:]
+        if not verify(self.secret, tag, b"relay", meta_raw, b""):
+            self._reject(_claimed(meta_raw), "unauthenticated hello")
+            return None
+        try:
+            meta = parse_meta(meta_raw)
+        except ValueError as exc:
+            self._reject("?", f"malformed hello: {exc}"[:120])
+            return None
+        why = hello_problem(meta, nonce, None if self.max_gen is None else self.max_gen())
+        if why:
+            self._reject(_claimed(meta_raw), why)
+            return None
+        return str(meta["worker"])
+
     def _reject(self, claimed: str, why: str) -> None:
         self.rejected.append((claimed[:40], why))
         if self.on_reject is not None:
             self.on_reject(claimed[:40], why)
 
     async def _read_shaped(
-        self, reader: asyncio.StreamReader, worker: str | None
-    ) -> tuple[dict[str, Any], bytearray, float, str] | None:
-        """Read one message through the worker's uplink; returns when its last segment is delivered.
-        None when the connection closed, or (after reporting it) when the message is too large,
-        malformed or fails its tag."""
-        import re
-
+        self, reader: asyncio.StreamReader, worker: str
+    ) -> tuple[dict[str, Any], bytearray, float] | None:
+        """Read one message of ``worker`` (its connection answered the challenge) through its uplink;
+        returns when its last segment is delivered. None when the connection closed, or (after
+        reporting it) when the message is too large, malformed, claims another worker or fails its tag."""
         loop = asyncio.get_running_loop()
         try:
             prefix = await reader.readexactly(PREFIX.size)
@@ -380,22 +470,14 @@ class Relay:
         first_s = loop.time()
         try:
             meta_len, body_len = _split(prefix, self.max_body)
-            meta_raw = await reader.readexactly(meta_len)  # small: read first to learn the sender
-            meta = json.loads(meta_raw)
-            claimed = str(meta["worker"]) if isinstance(meta, dict) and "worker" in meta else "?"
+            meta_raw = await reader.readexactly(meta_len)
+            meta = parse_meta(meta_raw)
         except (ConnectionError, ValueError) as exc:
-            self._reject(worker or "?", f"malformed message: {exc}"[:120])
+            self._reject(worker, f"malformed message: {exc}"[:120])
             return None
-        if not re.fullmatch(WORKER_ID, claimed):
-            self._reject(claimed, "bad worker")
+        if not isinstance(meta, dict) or meta.get("worker") != worker:
+            self._reject(worker, "connection used by another worker")
             return None
-        if meta.get("hello"):  # connection set-up, like TCP's handshake: not shaped, not counted
-            rest = await reader.readexactly(body_len + MAC_BYTES)
-            if not verify(self.secret, rest[body_len:], b"relay", meta_raw, rest[:body_len]):
-                self._reject(claimed, "unauthenticated hello")
-                return None
-            return meta, bytearray(), first_s, claimed
-        worker = claimed
         up, _ = self._pipes(worker)
         last = up.schedule(PREFIX.size + meta_len, first_s)[-1][0]
         body = bytearray()
@@ -416,7 +498,7 @@ class Relay:
         if not verify(self.secret, tag, b"relay", meta_raw, body):
             self._reject(worker, "unauthenticated message")
             return None
-        return meta, body, first_s, worker
+        return meta, body, first_s
 
     def _key(self, meta: dict[str, Any]) -> tuple[int, int, int]:
         return int(meta["gen"]), int(meta["round"]), int(meta["part"])
@@ -530,6 +612,14 @@ class Relay:
             if mine is None or mine[1] is writer:
                 rnd.frames.pop(worker, None)
                 self._abort(key, why)
+
+
+def _claimed(meta_raw: bytes | bytearray) -> str:
+    """The worker a (refused) hello names, for the log only: never parsed as JSON (it is unverified)."""
+    import re
+
+    m = re.search(rb'"worker":"(w\d{1,6})"', bytes(meta_raw))
+    return m.group(1).decode() if m else "?"
 
 
 def start_relay(

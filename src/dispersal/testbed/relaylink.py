@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from dispersal.testbed.counters import LinkCounters
-from dispersal.testbed.netlink import PREFIX, RelaySpec, _split, encode_message
+from dispersal.testbed.netlink import PREFIX, RelaySpec, _split, encode_message, parse_meta
 from dispersal.testbed.secure import MAC_BYTES, verify
 
 
@@ -61,6 +61,8 @@ class RelayLink:
         self.spec = spec or RelaySpec()
         self.counters = LinkCounters()
         self.sock: socket.socket | None = None
+        self.gen, self.round = 0, 0
+        """The generation and round this worker is in (the hello binds them to the relay's nonce)."""
 
     def _deadline_s(self, nbytes: int, members: int) -> float:
         """How long to wait for a reply: ``timeout_s`` on top of twice the shaped transfer time, so a
@@ -81,11 +83,27 @@ class RelayLink:
 
     def _connect(self) -> socket.socket:
         """Connect and say who this is, so that the relay stops treating this worker's earlier
-        (closed) connection as a dead member before this one sends its first frame."""
+        (closed) connection as a dead member before this one sends its first frame.
+
+        The relay opens with a signed challenge (a fresh nonce); the hello answers it with the nonce,
+        this worker, its generation and round under the run secret, so a hello captured from an
+        earlier connection is refused."""
         if self.sock is None:
             s = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
-            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            s.sendall(encode_message({"worker": self.worker, "hello": True}, secret=self.secret))
+            try:
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                challenge, _, _ = _recv_message(s, time.monotonic() + self.timeout_s, self.secret)
+                hello = {
+                    "worker": self.worker,
+                    "hello": True,
+                    "nonce": str(challenge.get("challenge")),
+                    "gen": self.gen,
+                    "round": self.round,
+                }
+                s.sendall(encode_message(hello, secret=self.secret))
+            except BaseException:
+                s.close()
+                raise
             self.sock = s
         return self.sock
 
@@ -119,6 +137,7 @@ class RelayLink:
             "members": list(members),
         }
         msg = encode_message(meta, body, secret=self.secret)
+        self.gen, self.round = gen, round_index
         t0 = time.perf_counter()
         wait_s = self._deadline_s(len(msg), len(members))
         deadline = time.monotonic() + wait_s
@@ -205,7 +224,7 @@ def _recv_message(
     if not verify(secret, tag, b"relay", meta_raw, body):
         raise ConnectionError("relay reply failed its tag")
     try:
-        meta = json.loads(meta_raw)
+        meta = parse_meta(meta_raw)
         if not isinstance(meta, dict):
             raise ValueError("not an object")
     except ValueError as exc:

@@ -16,8 +16,10 @@ What this does not do: the store's counters (``add``) cannot carry a tag, so the
 uses none whose forgery matters (barriers and the generation are signed keys, see membership.py); torch's
 own rendezvous keys for gloo are unsigned, so a forger can disturb a group's formation (a denial of
 service, bounded by the collective timeout) but every frame and state transfer it could inject fails
-its tag. Replays of an old value under the same key are possible; frames bind generation, round and
-sender, so a replayed frame is rejected.
+its tag. Replays of an old value under the same key are possible, so every value whose freshness
+matters carries its own: heartbeats a counter checked to rise (membership.heartbeat_value), the
+incarnation a signed claim key that is only ever created (membership.claim_incarnation), frames their
+generation, round and sender, the relay's hello the nonce of its connection (netlink.hello_problem).
 """
 
 from __future__ import annotations
@@ -164,12 +166,13 @@ class SignedStore:
         self.raw, self.secret, self.on_forged = raw, secret, on_forged
         self._reported: set[tuple[str, bytes]] = set()
 
-    def _seal(self, key: str, value: bytes) -> bytes:
+    def seal(self, key: str, value: bytes) -> bytes:
+        """What ``set`` stores under ``key``: the tag over (key, value), then the value."""
         return mac(self.secret, key.encode(), value) + value
 
     def set(self, key: str, value: str | bytes) -> None:
         data = value.encode() if isinstance(value, str) else value
-        self.raw.set(key, self._seal(key, data))
+        self.raw.set(key, self.seal(key, data))
 
     def _open(self, key: str, sealed: bytes) -> bytes | None:
         tag, value = sealed[:MAC_BYTES], sealed[MAC_BYTES:]

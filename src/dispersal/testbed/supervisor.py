@@ -28,6 +28,7 @@ the source, and everyone behind it resets its local model and inner optimizer (w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -36,26 +37,36 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from dispersal.testbed.config import TestbedConfig
 from dispersal.testbed.data import prepare_data
 from dispersal.testbed.events import log_event
 from dispersal.testbed.faults import FaultPlan
+from dispersal.testbed.honesty import honest
+from dispersal.testbed.membership import parse_heartbeat
 from dispersal.testbed.secure import SignedStore, listen_store, load_secret, new_secret, secret_env
 
 
 class Coordinator:
     """Decides the member list of each generation from registrations, deaths and failure reports."""
 
-    def __init__(self, store: SignedStore, worker_ids: list[str], heartbeat_timeout_s: float) -> None:
+    def __init__(
+        self,
+        store: SignedStore,
+        worker_ids: list[str],
+        heartbeat_timeout_s: float,
+        on_drop: Callable[[str, str], None] | None = None,
+    ) -> None:
+        """``on_drop(worker, why)``: a member left the group ("exited", "restarted" or "heartbeat")."""
         self.store, self.worker_ids, self.hb_timeout = store, worker_ids, heartbeat_timeout_s
+        self.on_drop = on_drop
         self.gen = 0
         self.members: list[str] = []
         self.member_inc: dict[str, int] = {}  # incarnation of each member when it was published
         self.registered: dict[str, int] = {}
         self.dead: dict[str, int] = {}
-        self._hb_seen: dict[str, tuple[bytes, float]] = {}
+        self._hb_seen: dict[str, tuple[int, int, float]] = {}  # worker -> (seq, gen, when it rose)
         self._failure_since: float | None = None
         self.started = time.monotonic()
 
@@ -63,16 +74,25 @@ class Coordinator:
         self.dead[worker] = max(incarnation, self.dead.get(worker, -1))
 
     def _fresh(self, worker: str, now: float) -> bool:
-        """Heartbeat changed within the timeout (judged on this clock, so machines' clocks may differ)."""
+        """A new beat within the timeout (judged on this clock, so machines' clocks may differ).
+
+        A beat is new only if it is genuine (signed), from the registered incarnation, its counter is
+        higher than the last one seen and its generation not older: a changed value is not enough, or
+        writing back two captured beats in turn would keep a frozen worker in the group."""
         key = f"hb/{worker}"
-        if not self.store.raw.check([key]):
-            return True  # just registered, first beat not yet written
-        value = self.store.get(key) or b""  # a forged beat counts as no beat
         last = self._hb_seen.get(worker)
-        if last is None or last[0] != value:
-            self._hb_seen[worker] = (value, now)
-            return True
-        return now - last[1] < self.hb_timeout
+        if last is None:
+            self._hb_seen[worker] = last = (0, 0, now)  # registered now: the timeout starts here
+        if self.store.raw.check([key]):
+            beat = parse_heartbeat(self.store.get(key))  # a forged beat counts as no beat
+            if (
+                beat is not None
+                and beat[0] == self.registered.get(worker)
+                and beat[1] > last[0]
+                and beat[2] >= last[1]
+            ):
+                self._hb_seen[worker] = last = (beat[1], beat[2], now)
+        return now - last[2] < self.hb_timeout
 
     def alive(self, now: float) -> list[str]:
         out = []
@@ -98,6 +118,10 @@ class Coordinator:
 
     def tick(self, expected_at_start: int, start_grace_s: float = 120.0) -> None:
         now = time.monotonic()
+        if self.gen and self.store.get_int("genv") != self.gen:
+            # An older signed genv written back (a replay) would hold every worker at that generation:
+            # the coordinator owns the key and restores it within one tick.
+            self.store.set("genv", str(self.gen))
         alive = self.alive(now)
         if self.gen == 0:
             if alive and (len(alive) >= expected_at_start or now - self.started > start_grace_s):
@@ -110,6 +134,10 @@ class Coordinator:
         if not kept and not joiners:
             return
         if len(kept) < len(self.members) or joiners:
+            for w in self.members:
+                if w not in kept and self.on_drop is not None:
+                    why = "exited" if self.dead.get(w, -1) >= self.member_inc[w] else "heartbeat"
+                    self.on_drop(w, "restarted" if self.registered[w] != self.member_inc[w] else why)
             self.publish(kept + joiners)
             return
         if any(self.store.valid(f"failed/{self.gen}/{w}") for w in self.members):
@@ -171,6 +199,12 @@ def _start(cfg: TestbedConfig, out: Path, resume: bool) -> Path:
 
     out.mkdir(parents=True, exist_ok=True)
     if resume:
+        from dispersal.testbed.events import repair_jsonl
+
+        # A torn last event line (a process died mid-write) would glue itself to the next event.
+        got = repair_jsonl(out / "events.jsonl")
+        if got["torn_bytes"] or got["malformed_lines"]:
+            log_event(out, worker="supervisor", event="torn_log_line", path=str(out / "events.jsonl"), **got)
         # LATEST naming a missing round, or no intact round: a one-line error before any worker starts.
         checkpoint.resolve(out, log=lambda **f: log_event(out, worker="supervisor", **f))
     else:
@@ -190,6 +224,8 @@ class _Handshakes:
     def __init__(self, store: SignedStore, plan: FaultPlan, out: Path) -> None:
         self.store, self.plan, self.out = store, plan, out
         self.thaw_at: dict[str, float] = {}  # SIGSTOPped worker -> when to SIGCONT it
+        self.killed: set[str] = set()  # workers whose first process the plan killed
+        self.stopped: set[str] = set()  # workers the plan froze (a heartbeat drop is then planned)
 
     def poll(self, w: str, p: subprocess.Popen[bytes], incarnation: int) -> None:
         alive = p.poll() is None and incarnation == 0
@@ -197,12 +233,14 @@ class _Handshakes:
         if kill_at is not None:
             os.kill(p.pid, signal.SIGKILL)  # a real SIGKILL: no cleanup, sockets reset
             p.wait()
+            self.killed.add(w)
             log_event(self.out, worker=w, event="killed", step=kill_at)
             return
         stop_at = self.store.get_int(f"stopme/{w}") if alive else None
         if stop_at is not None:
             self.store.delete(f"stopme/{w}")
             os.kill(p.pid, signal.SIGSTOP)  # frozen: no exit, no socket reset, heartbeats stop
+            self.stopped.add(w)
             pause_s = self.plan.pauses(w).get(stop_at, 0.0)
             self.thaw_at[w] = time.monotonic() + pause_s
             log_event(self.out, worker=w, event="stopped", step=stop_at, pause_s=pause_s)
@@ -260,10 +298,22 @@ def run_local(
         on_forged=lambda key: log_event(out, worker="supervisor", event="forged_store_value", key=key),
     )
     port = store.raw.port
-    coord = Coordinator(store, cfg.worker_ids, cfg.heartbeat_timeout_s)
+    dropped: dict[str, dict[str, Any]] = {}  # heartbeat drops: a frozen or unreachable process
+
+    def on_drop(w: str, why: str) -> None:
+        steps = store.get_int(f"progress/{w}") or 0
+        log_event(out, worker=w, event="member_dropped", why=why, round=steps // cfg.round_steps)
+        # A process that is past its finish (done/<w>) stops beating while it exits: not lost.
+        if why == "heartbeat" and not store.valid(f"done/{w}") and not store.valid("finished"):
+            dropped.setdefault(
+                w, {"worker": w, "reason": "heartbeat lost", "round": steps // cfg.round_steps}
+            )
+
+    coord = Coordinator(store, cfg.worker_ids, cfg.heartbeat_timeout_s, on_drop=on_drop)
     relay = _start_relay(cfg, out, store, secret, "127.0.0.1", coord, fresh=not resume)
     where = {"store": f"127.0.0.1:{port}", "relay": f"{relay.host}:{relay.port}" if relay else None}
     log_event(out, worker="supervisor", event="listening", **where)
+    lost: list[dict[str, Any]] = []
     timed_out = supervise(
         cfg,
         out,
@@ -272,10 +322,13 @@ def run_local(
         tick=lambda: coord.tick(expected_at_start=len(cfg.worker_ids)),
         on_exit=coord.mark_dead,
         on_progress=on_progress,
+        lost=lost,
     )
     if relay is not None:
         relay.close(out / "relay.json")
-    return _final_summary(out, timed_out)
+    planned_stops = {e.get("worker") for e in _read_events(out) if e.get("event") == "stopped"}
+    unplanned = {w: row for w, row in dropped.items() if w not in planned_stops}
+    return _final_summary(out, timed_out, cfg, lost, unplanned)
 
 
 def supervise(
@@ -287,6 +340,7 @@ def supervise(
     tick: Callable[[], None] | None = None,
     on_exit: Callable[[str, int], None] | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    lost: list[dict[str, Any]] | None = None,
 ) -> bool:
     """Start every worker (``spawn(worker, incarnation, join_at_step)``), obey the fault plan's
     hand-shakes, restart planned rejoins, and wait (bounded by run_timeout_s) until every process has
@@ -307,6 +361,13 @@ def supervise(
             hands.poll(w, p, incarnation[w])
             if p.poll() is not None and (w, incarnation[w]) not in exited:
                 exited.add((w, incarnation[w]))
+                planned = incarnation[w] == 0 and w in hands.killed
+                if p.returncode != 0 and not planned and _finished(store, w):
+                    # Its work was done and handed over (done/<w>): a crash while exiting is an
+                    # event, not a lost worker.
+                    log_event(out, worker=w, event="exit_after_finish", reason=_exit_reason(p.returncode))
+                elif p.returncode != 0 and not planned:
+                    _lost(out, store, cfg, lost, w, incarnation[w], _exit_reason(p.returncode))
                 if on_exit is not None:
                     on_exit(w, incarnation[w])
         step = _progress(store, cfg.worker_ids)
@@ -334,11 +395,43 @@ def supervise(
             timed_out = False
             break
         time.sleep(0.1)
-    for p in procs.values():
+    for w, p in procs.items():
         if p.poll() is None:
             p.kill()
             p.wait()
+            _lost(out, store, cfg, lost, w, incarnation[w], "killed at the run timeout")
     return timed_out
+
+
+def _finished(store: SignedStore, worker: str) -> bool:
+    """The worker handed its results over (worker: done/<w>; learner: learner_done/<w>)."""
+    return store.valid(f"done/{worker}") or store.valid(f"learner_done/{worker}")
+
+
+def _exit_reason(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            return f"signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit code {returncode}"
+
+
+def _lost(
+    out: Path,
+    store: SignedStore,
+    cfg: TestbedConfig,
+    lost: list[dict[str, Any]] | None,
+    worker: str,
+    incarnation: int,
+    reason: str,
+) -> None:
+    """Record a worker process that ended other than by the plan (event ``worker_lost``)."""
+    steps = store.get_int(f"progress/{worker}") or 0
+    row = {"worker": worker, "incarnation": incarnation, "reason": reason, "round": steps // cfg.round_steps}
+    log_event(out, event="worker_lost", **row)
+    if lost is not None:
+        lost.append(row)
 
 
 def run_decoupled(
@@ -377,30 +470,62 @@ def run_decoupled(
     )
     module = "dispersal.testbed.learner"
     t0 = time.perf_counter()
+    lost: list[dict[str, Any]] = []
     timed_out = supervise(
         cfg,
         out,
         store,
         lambda w, inc, join_at: _spawn(cfg_path, out, w, port, inc, False, secret, join_at, module=module),
         on_progress=on_progress,
+        lost=lost,
     )
     wall_s = time.perf_counter() - t0
     server.merge_if_due(force=True)  # what is still pending when the last learner is gone
     server.close()
-    return summary(cfg, out, syncer, store, timed_out, wall_s, evaluate(syncer.theta))
+    return summary(cfg, out, syncer, store, timed_out, wall_s, evaluate(syncer.theta), lost)
 
 
-def _final_summary(out: Path, timed_out: bool) -> dict[str, Any]:
-    summary_path = out / "summary.json"
-    if summary_path.exists():
-        return cast(dict[str, Any], json.loads(summary_path.read_text()))
+def _read_events(out: Path) -> list[dict[str, Any]]:
+    path = out / "events.jsonl"
+    rows = []
+    for ln in path.read_text().splitlines() if path.exists() else []:
+        try:
+            row = json.loads(ln)
+        except ValueError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def _final_summary(
+    out: Path,
+    timed_out: bool,
+    cfg: TestbedConfig,
+    lost: list[dict[str, Any]],
+    dropped: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """summary.json as rank 0 wrote it (or a stub if nobody did), made honest about lost workers:
+    ``lost`` (processes that ended other than by the plan) and ``dropped`` (members the heartbeat
+    declared gone whose process did not exit: frozen or unreachable), the latter only when they are
+    not back in the final group."""
     from dispersal._io import atomic_write_text, dumps_json
 
-    summary = {
+    summary_path = out / "summary.json"
+    summary: dict[str, Any] = {
         "completed": False,
         "diverged": False,
         "reason": "timed out" if timed_out else "all workers exited without a summary",
     }
+    if summary_path.exists():
+        with contextlib.suppress(ValueError):
+            summary = json.loads(summary_path.read_text())
+    final = summary.get("final_members") or []
+    for w, row in (dropped or {}).items():
+        if w not in final and not any(x["worker"] == w for x in lost):
+            log_event(out, event="worker_lost", **row)
+            lost = [*lost, row]
+    summary = honest(summary, cfg, lost)
     atomic_write_text(summary_path, dumps_json(summary) + "\n")
     return summary
 

@@ -41,13 +41,13 @@ from dispersal.testbed.codecs import CRC_BYTES, make_codec
 from dispersal.testbed.config import TestbedConfig
 from dispersal.testbed.data import open_datasets
 from dispersal.testbed.device import ComputeClock, comm_device, process_group_backend, resolve_device
-from dispersal.testbed.events import log_event
+from dispersal.testbed.events import log_event, repair_jsonl
 from dispersal.testbed.faults import FaultPlan
 from dispersal.testbed.gpt import GPT, GPTConfig, configure_adamw, lr_at
 from dispersal.testbed.groupstate import GroupState
 from dispersal.testbed.iface import TransportError
 from dispersal.testbed.link import link_for, relay_finish_s, sync_rng
-from dispersal.testbed.membership import Heartbeat, Membership, connect_store
+from dispersal.testbed.membership import Heartbeat, Membership, claim_incarnation, connect_store
 from dispersal.testbed.outer import (
     NesterovOuter,
     OuterStep,
@@ -117,12 +117,17 @@ class Worker(GroupState, RoundTools):
         # Every process start takes the next incarnation from the store, so a process restarted with
         # an unchanged argv (torchrun --max-restarts, systemd, Kubernetes) is still a new one; the
         # ``incarnation`` argument is only a label for logs.
-        self.incarnation = int(self.store.raw.add(f"incarnation/{worker}", 1)) - 1
+        self.incarnation = claim_incarnation(self.store, worker)
         self.ms = Membership(self.store, worker, self.incarnation, out, cfg.run_timeout_s)
         print(transport.line(worker, f"{host}:{port}"), file=sys.stderr, flush=True)
         out.mkdir(parents=True, exist_ok=True)  # on a host of its own, --out may not exist yet
         log_event(out, worker=worker, event="transport", ifname=transport.ifname, address=transport.address)
-        self.heartbeat = Heartbeat(connect_store(host, port, secret, out, worker, 30.0), worker)
+        self.heartbeat = Heartbeat(
+            connect_store(host, port, secret, out, worker, 30.0),
+            worker,
+            self.incarnation,
+            generation=lambda: self.ms.gen,
+        )
         torch.manual_seed(cfg.seed)  # same initial weights everywhere (rank 0 broadcasts them anyway)
         self.device = resolve_device(cfg.device, self.index)
         self.comm_device = comm_device(self.device, cfg.comm_backend)
@@ -443,7 +448,7 @@ class Worker(GroupState, RoundTools):
                 )
             case Begin(truncate_metrics=truncate):
                 if truncate:
-                    _truncate_metrics(self.out / "metrics.jsonl", self.round)
+                    _truncate_metrics(self.out / "metrics.jsonl", self.round, self.out, self.wid)
                 self._t_loop = time.perf_counter()
             case Hold(worker=who, step=step):
                 self.ms.set_progress(step, force=True)  # the standby joiner waits for this step
@@ -482,13 +487,15 @@ class Worker(GroupState, RoundTools):
         return None
 
 
-def _truncate_metrics(path: Path, rounds_done: int) -> None:
-    if not path.exists():
-        return
-    keep = [ln for ln in path.read_text().splitlines() if ln and json.loads(ln)["round"] < rounds_done]
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text("".join(ln + "\n" for ln in keep))
-    tmp.replace(path)
+def _truncate_metrics(path: Path, rounds_done: int, out: Path | None = None, who: str = "w0") -> None:
+    """On --resume: keep the metrics rows of the rounds the checkpoint holds; a torn last line (the
+    previous run died mid-write) or a line that is not a JSON row is dropped and recorded as a
+    ``torn_log_line`` event, never a crash."""
+    got = repair_jsonl(
+        path, keep=lambda row: isinstance(row.get("round"), int) and row["round"] < rounds_done
+    )
+    if out is not None and (got["torn_bytes"] or got["malformed_lines"]):
+        log_event(out, worker=who, event="torn_log_line", path=str(path), **got)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -526,7 +533,14 @@ def main(argv: list[str] | None = None) -> None:
     except TransportError as exc:  # no interface the peers could reach: say what to set, no retry loop
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    w.run(args.resume, args.join_at_step)
+    try:
+        w.run(args.resume, args.join_at_step)
+    finally:
+        # The heartbeat thread must not be inside a store call while the interpreter tears torch
+        # down (seen: "terminate called without an active exception", SIGABRT after a clean finish).
+        w.heartbeat.stop()
+        if w.heartbeat.is_alive():
+            w.heartbeat.join(2.0)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dispersal._io import atomic_write_text
-from dispersal.model.kernel import quality
+from dispersal.model.kernel import quality, quality_draws
 from dispersal.model.kernel.quality import FITTED_FIELDS, TAIL_FIELDS, QualityParams
 
 Arr = npt.NDArray[np.float64]
@@ -633,7 +633,7 @@ def run(argv: list[str] | None = None) -> int:
         print(f"    {name}: float = {float(math.exp(v) if name == 'tail_scale' else v)!r}")
     text = to_toml(theta, cov, chi2, dof, fit_res, holdout, loo, tail_lines)
     if args.check:
-        current = quality.load_fit()
+        current = quality_draws.load_fit()
         same = np.allclose(
             np.asarray(current["values"], dtype=float), theta[: len(FITTED_FIELDS)], rtol=1e-6, atol=1e-12
         ) and np.allclose(np.asarray(current["tail"]["values"], dtype=float), theta2, rtol=1e-6, atol=1e-12)
@@ -641,7 +641,7 @@ def run(argv: list[str] | None = None) -> int:
             "\ncheck:", "packaged quality_fit.toml matches" if same else "packaged quality_fit.toml DIFFERS"
         )
         return 0 if same else 1
-    out = args.out or Path(str(resources.files("dispersal.data").joinpath(quality.FIT_FILE)))
+    out = args.out or Path(str(resources.files("dispersal.data").joinpath(quality_draws.FIT_FILE)))
     atomic_write_text(out, text)
     print(f"\nwrote {out}")
     return 0

@@ -38,10 +38,18 @@ from dispersal.model.kernel.schedule import SCHEDULE_GRID
 
 #: What the search reads of every evaluation (beyond what the caller wants).
 NEEDED: frozenset[str] = frozenset(
-    {"c_quality_flop", "time_ok", "run_time_s", "inner_steps", "regional_rounds", "algorithm_resolved", "replicas"}
+    {
+        "c_quality_flop",
+        "time_ok",
+        "run_time_s",
+        "inner_steps",
+        "regional_rounds",
+        "algorithm_resolved",
+        "replicas",
+        "outer_step_time_s",
+        "step_time_s",
+    }
 )
-#: What the walk's trial evaluations compute (the score only).
-TRIAL: frozenset[str] = frozenset({"c_quality_flop", "time_ok", "run_time_s"})
 #: Algorithms whose H (and H_reg) the choice sets: those that run `schedule.diloco_steps` or the
 #: hierarchical pacing. Decoupled DiLoCo keeps its own rule (its learners never wait: H is the link's).
 CHOSEN_ALGORITHMS = (ALGO_DILOCO, ALGO_HIERARCHICAL, ALGO_PP_DILOCO, ALGO_SITE_PP)
@@ -51,7 +59,7 @@ Evaluator = Callable[[Inputs, frozenset[str] | None], dict[str, Arr]]
 
 def score(r: Mapping[str, Arr]) -> Arr:
     """The quantity the choice maximises: C_quality (FLOP) where the run meets its time budget, else
-    minus the run time over... (any negative: a schedule that misses the budget ranks below every one
+    minus the run time (any negative: a schedule that misses the budget ranks below every one
     that meets it, the faster first); NaN (a search's overtraining window) ranks last."""
     q = np.where(r["time_ok"] > 0, r["c_quality_flop"], -r["run_time_s"])
     return np.where(np.isnan(q), -np.inf, q)
@@ -61,63 +69,74 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[st
     """Evaluate with `once` (the kernel's single evaluation) and, where default mode's rule applies
     (input ``schedule_rule`` > 0), replace each configuration's results by those of its best grid
     schedule (module docstring). Returns the outputs `want` (None: all)."""
-    base = once(inp, None if want is None else want | NEEDED)
+    ask = None if want is None else want | NEEDED
+    base = once(inp, ask)
     rule = inp.g("schedule_rule") > 0
     code = base["algorithm_resolved"]
     hier = code == ALGO_HIERARCHICAL
-    on = rule & np.isin(code, CHOSEN_ALGORITHMS) & (base["replicas"] > 1)
+    on = rule & np.isin(code, CHOSEN_ALGORITHMS) & (base["replicas"] > 1) & np.isfinite(score(base))
     h_free = on & (inp.g("inner_steps") <= 0)
     r_free = on & hier
     if inp.has("regional_rounds"):
         r_free &= inp.g("regional_rounds") <= 0
-    todo = h_free | r_free
+    todo = (h_free | r_free).ravel()
+    out = _only(base, want)
     if not todo.any():
-        return _only(base, want)
-    idx = np.flatnonzero(todo.ravel())
+        return out
+    idx = np.flatnonzero(todo)
+    flat = {k: v.reshape(-1) for k, v in out.items()}
     ih = np.searchsorted(SCHEDULE_GRID, base["inner_steps"].ravel()[idx])
     ir = np.searchsorted(SCHEDULE_GRID, base["regional_rounds"].ravel()[idx])
-    ih0, ir0 = ih.copy(), ir.copy()
     hf, rf = h_free.ravel()[idx], r_free.ravel()[idx]
     h_fixed = np.broadcast_to(inp.g("inner_steps"), inp.shape).ravel()[idx]
     best = score(base).ravel()[idx]
+    # A flat run whose outer step is all compute (the sync hidden) gains no tokens from a larger H,
+    # and C_quality at the same tokens does not rise with H: no need to try H one step up.
+    bound = (base["outer_step_time_s"] <= base["inner_steps"] * base["step_time_s"] * (1 + 1e-12)).ravel()[
+        idx
+    ]
     last = SCHEDULE_GRID.size - 1
-    # Steepest ascent; `came` remembers the step that led here (its reverse is known to be worse).
-    came_h, came_r = np.zeros(idx.size, np.int64), np.zeros(idx.size, np.int64)
+    # Steepest ascent; `came` is the step that led here (its reverse is known to be no better).
+    came_h = np.where(bound & ~rf, -1, 0)
+    came_r = np.zeros(idx.size, np.int64)
     moving = np.ones(idx.size, dtype=bool)
     while moving.any():
-        step_best = best.copy()
-        nh, nr = ih.copy(), ir.copy()
+        trials: list[tuple[npt.NDArray[np.intp], int, int]] = []
         for free, d_h, d_r in ((hf, -1, 0), (hf, 1, 0), (rf, 0, -1), (rf, 0, 1)):
-            came = came_h if d_h else came_r
-            d = d_h or d_r
-            pos = ih + d_h if d_h else ir + d_r
-            trial = moving & free & (pos >= 0) & (pos <= last) & (came != -d)
-            if not trial.any():
-                continue
-            sel = np.flatnonzero(trial)
-            r = once(_subset(inp, idx[sel], _sched(hf, h_fixed, ih + d_h, ir + d_r, sel)), TRIAL)
-            s = score(r)
-            up = s > step_best[sel]
+            came, pos, d = (came_h, ih + d_h, d_h) if d_h else (came_r, ir + d_r, d_r)
+            sel = np.flatnonzero(moving & free & (pos >= 0) & (pos <= last) & (came != -d))
+            if sel.size:
+                trials.append((sel, d_h, d_r))
+        if not trials:
+            break
+        # One evaluation for every trial of this round (the directions side by side).
+        sels = np.concatenate([t[0] for t in trials])
+        th = np.concatenate([ih[t[0]] + t[1] for t in trials])
+        tr = np.concatenate([ir[t[0]] + t[2] for t in trials])
+        r = once(_subset(inp, idx[sels], _sched(hf[sels], h_fixed[sels], th, tr)), ask)
+        s = score(r)
+        nh, nr = ih.copy(), ir.copy()
+        at = 0
+        for sel, d_h, d_r in trials:  # the directions in turn, so that the best one wins
+            part = slice(at, at + sel.size)
+            at += sel.size
+            up = s[part] > best[sel]
             win = sel[up]
-            step_best[win] = s[up]
-            nh[win], nr[win] = ih[win] + d_h, ir[win] + d_r
+            best[win], nh[win], nr[win] = s[part][up], ih[win] + d_h, ir[win] + d_r
+            for k, v in flat.items():
+                v[idx[win]] = r[k][part][up]
         moved = (nh != ih) | (nr != ir)
         came_h, came_r = np.where(moved, nh - ih, 0), np.where(moved, nr - ir, 0)
-        ih, ir, best, moving = nh, nr, step_best, moved
-    changed = np.flatnonzero((ih != ih0) | (ir != ir0))
-    out = _only(base, want)
-    if changed.size:
-        r = once(_subset(inp, idx[changed], _sched(hf, h_fixed, ih, ir, changed)), want)
-        for k, v in out.items():
-            v.ravel()[idx[changed]] = r[k]
+        ih, ir, moving = nh, nr, moved
     return out
 
 
-def _sched(hf: BoolArr, h_fixed: Arr, ih: npt.NDArray[np.int64], ir: npt.NDArray[np.int64], sel: Any) -> dict[str, Arr]:
-    """The requested schedule of the selected configurations: a grid H where H is chosen (else the
-    requested one) and a grid H_reg (used by hierarchical runs only)."""
-    h = np.where(hf[sel], SCHEDULE_GRID[np.clip(ih[sel], 0, SCHEDULE_GRID.size - 1)], h_fixed[sel])
-    return {"inner_steps": h, "regional_rounds": SCHEDULE_GRID[np.clip(ir[sel], 0, SCHEDULE_GRID.size - 1)]}
+def _sched(hf: BoolArr, h_fixed: Arr, ih: npt.NDArray[np.intp], ir: npt.NDArray[np.intp]) -> dict[str, Arr]:
+    """A requested schedule: grid H at index `ih` where H is chosen (`hf`; else the requested one) and
+    grid H_reg at index `ir` (read by hierarchical runs only)."""
+    last = SCHEDULE_GRID.size - 1
+    h = np.where(hf, SCHEDULE_GRID[np.clip(ih, 0, last)], h_fixed)
+    return {"inner_steps": h, "regional_rounds": SCHEDULE_GRID[np.clip(ir, 0, last)]}
 
 
 def _only(r: dict[str, Arr], want: frozenset[str] | None) -> dict[str, Arr]:

@@ -26,7 +26,7 @@ from dispersal.model.inputs import units
 from dispersal.model.inputs.errors import require
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import PAPER_MFU, Mode, Precision
-from dispersal.model.kernel import quality
+from dispersal.model.kernel import quality, quality_draws
 from dispersal.model.search import planner
 from dispersal.model.search.candidates import NodeType, hardware_variants, make_space
 
@@ -278,7 +278,7 @@ def _quality_arrays(arrays: dict[str, Arr], samples: int, seed: int) -> None:
     degenerate spec, whose draws all equal the nominal plan). Draw 0 is the nominal fit (compute
     mapping, fitted values, the fitted tail)."""
     rng_q = np.random.default_rng([seed, 12])
-    qs = quality.sample_quality_params(rng_q, samples)
+    qs = quality_draws.sample_quality_params(rng_q, samples)
     nominal_q = quality.QualityParams()
     for f in quality.SAMPLED_FIELDS:
         arrays[f"q_{f}"] = np.concatenate([[float(getattr(nominal_q, f))], getattr(qs, f)])
