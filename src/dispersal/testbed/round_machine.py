@@ -21,8 +21,9 @@ The transitions (a round = the inner steps between two syncs)::
     the end    round == stop or diverged: Finish(completed);  a Form that finds no group: Quit
 
 An update the aggregation rule leaves out (rejected: bad tag, non-finite, an outlier) is the rule's
-verdict inside a good sync (outer.OuterStep): the round counts and its sender stays in the group; only
-a failed collective or barrier (a member gone) drops the round.
+verdict inside a good sync (outer.OuterStep): the round counts and its sender stays in the group, and
+a frame whose tag failed cannot make the group re-form (:func:`seen_generation`); only a failed
+collective or barrier (a member gone) drops the round.
 """
 
 from __future__ import annotations
