@@ -1,5 +1,6 @@
 """What a (re)forming group agrees on: who holds the newest state, sending it (an authenticated bundle,
-never pickle), and the check that every member's local weights match the global ones afterwards.
+never pickle), and the check that every member's local weights match the global ones afterwards; and
+the same state to and from disk (checkpoints, --resume).
 
 :class:`GroupState` is mixed into worker.Worker and uses its attributes.
 """
@@ -7,6 +8,7 @@ never pickle), and the check that every member's local weights match the global 
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from typing import Any, cast
 
 import torch
@@ -40,6 +42,11 @@ class GroupState:
     global_flat: torch.Tensor
     pending: Any
     codecs: list[Any]
+    incarnation: int
+    kill_ckpt_steps: list[int]
+    # rounds.RoundTools's (annotations only: a stub here would shadow them in worker.Worker's MRO)
+    _await_kill: Callable[[int, str], None]
+    worker_state: Callable[[], dict[str, Any]]
 
     @property
     def gen(self) -> int:
@@ -166,6 +173,48 @@ class GroupState:
                 c.compute_s, c.comm_exposed_s = me["compute_s"], me["exposed_s"]
             c.clock_s = max([c.clock_s] + [v["clock_s"] for v in self.stats.values()])
         return reset_local or behind
+
+    # ------------------------------------------------------------------ checkpoints
+    def _checkpoint(self) -> None:
+        r = self.round  # rounds completed
+        # Fault plan: killed half-way through this checkpoint's write (rank 0: global.pt; others:
+        # their own file). The write is atomic, so only a temporary file is left behind.
+        due = [s for s in self.kill_ckpt_steps if s <= r * self.cfg.round_steps and self.incarnation == 0]
+        kill_midway = (lambda: self._await_kill(due[0], "checkpoint")) if due else None
+        checkpoint.save_worker(
+            self.out, r, self.wid, self.worker_state(), midway=None if self.rank == 0 else kill_midway
+        )
+        if len(self.members) > 1 and not self.ms.barrier(f"ckpt/{self.gen}/{r}", self.members):
+            return
+        if self.rank == 0:
+            state = {k: v for k, v in self._transfer_state().items() if k != "round"}
+            checkpoint.save_global(self.out, r, {"round": r, **state}, midway=kill_midway)
+
+    def _resume(self) -> None:
+        got = checkpoint.load_resume(self.out, self.wid, self.numel, log=self._log_ckpt)
+        if got is None:
+            return
+        g, w = got
+        self.round, self.tokens, self.stats = int(g["round"]), int(g["tokens"]), g["stats"]
+        self.verdicts = g.get("verdicts") or self.verdicts
+        self.global_flat = g["global"].clone()
+        self.outer.load_state_dict(g["outer"])
+        self.outer_step.load_rule_state(g.get("rule"))
+        if w is not None:
+            set_flat_params(self.params, w["model"])
+            self.opt.load_state_dict(w["inner"])
+            for codec, st in zip(self.codecs, w["codecs"], strict=True):
+                if st:
+                    codec.load_state_dict(st)
+            for k, v in w["counters"].items():
+                setattr(self.link.counters, k, v)
+            self.pending = w["pending"]
+        else:
+            set_flat_params(self.params, self.global_flat)
+            self.opt.load_state_dict(g["inner"])
+
+    def _log_ckpt(self, **fields: Any) -> None:
+        log_event(self.out, worker=self.wid, **fields)
 
 
 def _crc32(t: torch.Tensor, value: int = 0) -> int:

@@ -134,22 +134,6 @@ class RoundTools:
         time.sleep(60.0)
         sys.exit(3)  # nobody killed us: fail loudly rather than continue
 
-    def hold_for_rejoins(self, rejoins: list[Any]) -> None:
-        """The plan says a worker is back by now: hold the round boundary until it is in (bounded by
-        rejoin_timeout_s: a worker that never comes back does not hang the run)."""
-        k = self.cfg.round_steps
-        for f in list(rejoins):
-            if f.step <= self.round * k:
-                rejoins.remove(f)
-                if f.worker in self.ms.members:
-                    continue
-                self.ms.set_progress(self.round * k, force=True)  # the standby joiner waits for this step
-                t_hold = time.perf_counter()
-                g = self.ms.await_member(f.worker, self.cfg.rejoin_timeout_s)
-                if g > self.ms.gen:
-                    self.form_group(min_gen=g, mode="grow")  # type: ignore[attr-defined]
-                self._excluded_s += time.perf_counter() - t_hold
-
     def attack(self, update: torch.Tensor, first_step: int) -> torch.Tensor:
         """Fault plan: what an attacking worker sends instead of its honest update (attacks.py)."""
         if not self.attackers:

@@ -11,7 +11,10 @@ Read top to bottom, one round at a time (a round = the inner steps between two s
         outer step (Nesterov) / AdamW step  # identical on every worker
         on any error: drop the round, form_group(g + 1)
 
-Membership (generations, barriers, heartbeats) is membership.py; the frame and the state bundle are
+What to do next (train, drop the round, re-form, hold for a rejoin, record, finish) is decided by the
+pure state machine in round_machine.py; this class carries its actions out on the real group (the
+store, the process group, the link) and reports back what happened. Membership (generations,
+barriers, heartbeats) is membership.py; the frame and the state bundle are
 wire.py; the outer step (aggregation rule + outer optimizer) is outer.OuterStep; checkpoints are
 checkpoint.py; summary.json is summary.py. A new group is formed on the store the supervisor hosts;
 the member with the newest round then sends the global weights, outer optimizer state, inner AdamW
@@ -34,7 +37,6 @@ from typing import Any, cast
 import torch
 import torch.distributed as dist
 
-from dispersal.testbed import checkpoint
 from dispersal.testbed.codecs import CRC_BYTES, make_codec
 from dispersal.testbed.config import TestbedConfig
 from dispersal.testbed.data import open_datasets
@@ -56,6 +58,28 @@ from dispersal.testbed.outer import (
     make_rule,
     set_flat_grads,
     set_flat_params,
+)
+from dispersal.testbed.round_machine import (
+    Action,
+    Announce,
+    Back,
+    Begin,
+    Drop,
+    Event,
+    Finish,
+    Form,
+    Hold,
+    Joined,
+    Progress,
+    Quit,
+    Record,
+    Rejoin,
+    RoundMachine,
+    Synced,
+    Train,
+    Waited,
+    WaitForStep,
+    seen_generation,
 )
 from dispersal.testbed.rounds import RoundTools
 from dispersal.testbed.secure import SecretError, load_secret, pin_transport
@@ -119,7 +143,14 @@ class Worker(GroupState, RoundTools):
         self.codecs = self._fresh_codecs()
         self.link = link_for(cfg, worker, self.store, out, secret)  # virtual clock, or the relay
         self.train, self.val = open_datasets(cfg, out / "data", self.device)
-        self.round = 0
+        self.machine = RoundMachine(
+            rounds=cfg.rounds,
+            round_steps=cfg.round_steps,
+            stop_after_rounds=cfg.stop_after_rounds,
+            checkpoint_every=cfg.checkpoint_every,
+            incarnation=self.incarnation,
+            rejoins=[Rejoin(worker=f.worker, step=f.step) for f in self.plan.of("rejoin")],
+        )
         self.tokens = 0
         self.stats: dict[str, dict[str, float]] = {}
         self.verdicts: dict[str, dict[str, int]] = {"rejected": {}, "clipped": {}}
@@ -131,6 +162,7 @@ class Worker(GroupState, RoundTools):
         self.setup_faults()
         self.train_wall_s = 0.0  # inner steps + syncs, without validation and checkpoint writes
         self._excluded_s = 0.0
+        self._t_loop = 0.0
 
     def _fresh_codecs(self) -> list[Any]:
         cfg = self.cfg
@@ -338,9 +370,8 @@ class Worker(GroupState, RoundTools):
             if self.cfg.algorithm == "diloco":
                 set_flat_params(self.params, self.global_flat)
         self._record(infos, up_bytes, down_bytes)
-        seen = max([int(i["header"][H_GEN]) for i in infos if i["trusted"]], default=self.gen)
-        # A member's header cannot move the group past what the coordinator really published.
-        return True, min(seen, self.ms.published_gen()) if seen > self.gen else self.gen
+        claims = [(int(i["header"][H_GEN]), bool(i["trusted"])) for i in infos]
+        return True, seen_generation(self.gen, claims, self.ms.published_gen)
 
     def _record(self, infos: list[dict[str, Any]], up_bytes: int, down_bytes: int) -> None:
         self.tokens += len(infos) * self.cfg.round_steps * self.cfg.batch_size * self.cfg.block_size
@@ -358,7 +389,7 @@ class Worker(GroupState, RoundTools):
             }
         self.check_divergence([i["header"][H_LOSS] for i in infos if i["trusted"]])
 
-    # ------------------------------------------------------------------ metrics, checkpoints
+    # ------------------------------------------------------------------ metrics
     @torch.no_grad()
     def evaluate(self) -> float:
         """Mean loss of the global weights on fixed validation batches (same for every run and seed)."""
@@ -375,101 +406,85 @@ class Worker(GroupState, RoundTools):
         finally:
             self._excluded_s += time.perf_counter() - t0
 
-    def _checkpoint(self) -> None:
-        r = self.round  # rounds completed
-        # Fault plan: killed half-way through this checkpoint's write (rank 0: global.pt; others:
-        # their own file). The write is atomic, so only a temporary file is left behind.
-        due = [s for s in self.kill_ckpt_steps if s <= r * self.cfg.round_steps and self.incarnation == 0]
-        kill_midway = (lambda: self._await_kill(due[0], "checkpoint")) if due else None
-        checkpoint.save_worker(
-            self.out, r, self.wid, self.worker_state(), midway=None if self.rank == 0 else kill_midway
-        )
-        if len(self.members) > 1 and not self.ms.barrier(f"ckpt/{self.gen}/{r}", self.members):
-            return
-        if self.rank == 0:
-            state = {k: v for k, v in self._transfer_state().items() if k != "round"}
-            checkpoint.save_global(self.out, r, {"round": r, **state}, midway=kill_midway)
+    # ------------------------------------------------------------------ the loop (round_machine.py decides)
+    @property
+    def round(self) -> int:
+        """Rounds completed: the machine's count (state transfer and resume set it here too)."""
+        return self.machine.round
 
-    def _resume(self) -> None:
-        got = checkpoint.load_resume(self.out, self.wid, self.numel, log=self._log_ckpt)
-        if got is None:
-            return
-        g, w = got
-        self.round, self.tokens, self.stats = int(g["round"]), int(g["tokens"]), g["stats"]
-        self.verdicts = g.get("verdicts") or self.verdicts
-        self.global_flat = g["global"].clone()
-        self.outer.load_state_dict(g["outer"])
-        self.outer_step.load_rule_state(g.get("rule"))
-        if w is not None:
-            set_flat_params(self.params, w["model"])
-            self.opt.load_state_dict(w["inner"])
-            for codec, st in zip(self.codecs, w["codecs"], strict=True):
-                if st:
-                    codec.load_state_dict(st)
-            for k, v in w["counters"].items():
-                setattr(self.link.counters, k, v)
-            self.pending = w["pending"]
-        else:
-            set_flat_params(self.params, self.global_flat)
-            self.opt.load_state_dict(g["inner"])
+    @round.setter
+    def round(self, value: int) -> None:
+        self.machine.round = value
 
-    def _log_ckpt(self, **fields: Any) -> None:
-        log_event(self.out, worker=self.wid, **fields)
-
-    # ------------------------------------------------------------------ main loop
     def run(self, resume: bool, join_at_step: int = 0) -> None:
+        """Carry out what the round machine says until it says Finish or Quit."""
         self.heartbeat.start()
         if resume:
             self._resume()
-        if join_at_step and not self.ms.wait_until_step(join_at_step, self.cfg.worker_ids):
-            return
-        if self.incarnation > 0:
-            log_event(self.out, worker=self.wid, event="join_requested", incarnation=self.incarnation)
-        self.store.set(f"joinreq/{self.wid}", str(self.incarnation))
-        if not self.form_group(min_gen=1, mode="join" if self.incarnation > 0 else "start"):
-            return
-        if resume and self.rank == 0:
-            _truncate_metrics(self.out / "metrics.jsonl", self.round, self.out, self.wid)
-        stop = self.cfg.rounds
-        if self.cfg.stop_after_rounds:
-            stop = min(stop, self.round + self.cfg.stop_after_rounds)
+        action = self.machine.start(resumed=resume, join_at_step=join_at_step)
+        while not isinstance(action, Quit):
+            event = self.carry_out(action)
+            if isinstance(action, Finish):
+                return
+            action = self.machine.on(event)
+
+    def carry_out(self, action: Action) -> Event:
+        """One action of the round machine on the real group; returns what happened."""
         k = self.cfg.round_steps
-        rejoins = [f for f in self.plan.of("rejoin") if f.step > self.round * k]
-        t_loop = time.perf_counter()
-        while self.round < stop and not self.diverged:
-            self.hold_for_rejoins(rejoins)
-            r, first = self.round, self.round * k
-            loss_sum = torch.zeros(())
-            for s in range(k):
-                self._maybe_get_killed(first + s)
-                if self.pending is not None and s == self.cfg.overlap_steps:
-                    self._merge_pending()
-                loss_sum += self._inner_step(first + s)
-            ok, seen_gen = self._sync(first, loss_sum.item() / k)
-            self.round += 1
-            self.ms.set_progress(self.round * k, force=not ok or self.round == stop)
-            if not ok:
-                # Drop the round: back to the global weights, then re-form the group without the failed peer.
+        match action:
+            case WaitForStep(step=step):
+                return Waited(ok=self.ms.wait_until_step(step, self.cfg.worker_ids))
+            case Announce(rejoining=rejoining):
+                if rejoining:
+                    log_event(self.out, worker=self.wid, event="join_requested", incarnation=self.incarnation)
+                self.store.set(f"joinreq/{self.wid}", str(self.incarnation))
+            case Form(min_gen=g, mode=mode, held=held):
+                t0 = time.perf_counter()
+                ok = self.form_group(min_gen=g, mode=mode)
+                if held:
+                    self._excluded_s += time.perf_counter() - t0
+                return Joined(
+                    ok=ok, gen=self.gen, members=tuple(self.members), rank=self.rank, round=self.round
+                )
+            case Begin(truncate_metrics=truncate):
+                if truncate:
+                    _truncate_metrics(self.out / "metrics.jsonl", self.round, self.out, self.wid)
+                self._t_loop = time.perf_counter()
+            case Hold(worker=who, step=step):
+                self.ms.set_progress(step, force=True)  # the standby joiner waits for this step
+                t_hold = time.perf_counter()
+                g = self.ms.await_member(who, self.cfg.rejoin_timeout_s)
+                self._excluded_s += time.perf_counter() - t_hold
+                return Back(gen=g)
+            case Train(first_step=first):
+                loss_sum = torch.zeros(())
+                for s in range(k):
+                    self._maybe_get_killed(first + s)
+                    if self.pending is not None and s == self.cfg.overlap_steps:
+                        self._merge_pending()
+                    loss_sum += self._inner_step(first + s)
+                ok, seen_gen = self._sync(first, loss_sum.item() / k)
+                return Synced(ok=ok, seen_gen=seen_gen, diverged=bool(self.diverged))
+            case Progress(step=step, force=force):
+                self.ms.set_progress(step, force=force)
+            case Drop():
+                # Back to the global weights; the machine then re-forms the group without the failed peer.
                 if self.cfg.algorithm != "ddp":
                     set_flat_params(self.params, self.global_flat)
                 self.opt.zero_grad(set_to_none=True)
                 self.pending = None
                 self.store.set(f"failed/{self.gen}/{self.wid}", "1")
-                if not self.form_group(min_gen=self.gen + 1, mode="failure"):
-                    return
-                continue
-            final = self.round == self.cfg.rounds
-            if self.rank == 0:
-                self.log_round(r, final)
-            every = self.cfg.checkpoint_every
-            if not self.diverged and (final or self.round == stop or (every and self.round % every == 0)):
-                t_ck = time.perf_counter()
-                self._checkpoint()
-                self._excluded_s += time.perf_counter() - t_ck
-            if seen_gen > self.gen and self.round < stop:
-                self.form_group(min_gen=seen_gen, mode="grow")
-        self.train_wall_s = time.perf_counter() - t_loop - self._excluded_s
-        self.finish(completed=self.round == self.cfg.rounds and not self.diverged)
+            case Record(round=r, final=final, log=log, checkpoint=ckpt):
+                if log:
+                    self.log_round(r, final)
+                if ckpt:
+                    t_ck = time.perf_counter()
+                    self._checkpoint()
+                    self._excluded_s += time.perf_counter() - t_ck
+            case Finish(completed=completed):
+                self.train_wall_s = time.perf_counter() - self._t_loop - self._excluded_s
+                self.finish(completed=completed)
+        return None
 
 
 def _truncate_metrics(path: Path, rounds_done: int, out: Path | None = None, who: str = "w0") -> None:
