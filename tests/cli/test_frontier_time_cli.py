@@ -57,7 +57,7 @@ def test_compare_json() -> None:
 def test_compare_table_states_days_and_spend_against_one_building() -> None:
     """The monitor table says how long each layout trains and what the N-site layout's hardware costs
     against one building's (the premium the layout was chosen under)."""
-    from dispersal.cli.frontier_time import compare_rows
+    from dispersal.present.monitor import compare_rows
 
     d = _json(["frontier", "--compare", "--target", "1e22", "--wan", "1Gbps", "--json"])
     rows = dict(compare_rows(d))

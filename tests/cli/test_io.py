@@ -169,19 +169,27 @@ def test_a_failed_write_leaves_no_temp_file_and_fsyncs_before_rename(
 ) -> None:
     """The data is fsynced before the rename and the folder after it; a failed fsync (full disk)
     leaves neither the target nor a temporary file, and names the path."""
-    import dispersal._io as io_mod
 
     calls: list[str] = []
     real_fsync, real_replace = os.fsync, os.replace
-    monkeypatch.setattr(io_mod.os, "fsync", lambda fd: calls.append("fsync") or real_fsync(fd))
-    monkeypatch.setattr(io_mod.os, "replace", lambda a, b: calls.append("replace") or real_replace(a, b))
+
+    def fsync(fd: int) -> None:
+        calls.append("fsync")
+        real_fsync(fd)
+
+    def replace(a: str, b: str) -> None:
+        calls.append("replace")
+        real_replace(a, b)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
     atomic_write_text(tmp_path / "ok.json", "{}")
     assert calls == ["fsync", "replace", "fsync"]  # file, rename, folder
 
     def full(_fd: int) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(io_mod.os, "fsync", full)
+    monkeypatch.setattr(os, "fsync", full)
     target = tmp_path / "out.json"
     with pytest.raises(OSError) as info:
         atomic_write_text(target, "{}")
@@ -201,7 +209,7 @@ def test_a_failed_checkpoint_write_leaves_no_temp_file(
     def full(_fd: int) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(checkpoint.os, "fsync", full)
+    monkeypatch.setattr(os, "fsync", full)
     with pytest.raises(OSError, match="No space left"):
         checkpoint.save_global(tmp_path, 2, {"round": 2})
     left = [p.name for p in tmp_path.rglob("*") if p.is_file()]

@@ -13,6 +13,7 @@ import typer
 from typer.testing import CliRunner
 
 from dispersal.cli import app
+from dispersal.present import questions
 
 runner = CliRunner()
 #: Narrows the default report to the estimate and resilience.
@@ -98,7 +99,7 @@ def test_report_from_the_app_state_equals_the_cli_report(tmp_path: Path) -> None
         "_cm": (views.cm_key(ui, conv), views.run_countermeasures("1e24", conv, bundles=bundles)),
     }
     mon_args = views.monitor_request(ui, "report")
-    session["_mon"] = (views._digest(mon_args), views.questions.run_monitor(mon_args))
+    session["_mon"] = (views._digest(mon_args), questions.run_monitor(mon_args))
     label = logic.scenario_label(ui)
     parts = views.report_parts(ui, label, session, frontier=True)
     rp = parts["parts"]

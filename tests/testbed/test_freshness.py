@@ -18,10 +18,14 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from dispersal.testbed.membership import Heartbeat  # noqa: E402
-from dispersal.testbed.netlink import MAC_BYTES, PREFIX, Aggregator, Relay, RelaySpec, encode_message  # noqa: E402
+from dispersal.testbed.netlink import PREFIX, Aggregator, Relay, RelaySpec, encode_message  # noqa: E402
 from dispersal.testbed.relaylink import RelayLink  # noqa: E402
 from dispersal.testbed.robust import TrimmedMeanAggregator  # noqa: E402
-from dispersal.testbed.secure import SignedStore, listen_store  # noqa: E402
+from dispersal.testbed.secure import (  # noqa: E402
+    MAC_BYTES,
+    SignedStore,
+    listen_store,
+)
 from dispersal.testbed.shaper import Direction  # noqa: E402
 from dispersal.testbed.supervisor import Coordinator  # noqa: E402
 from dispersal.testbed.wire import H_CRC, H_INDEX, HEADER_LEN, frame_context, seal_frame  # noqa: E402
@@ -295,7 +299,7 @@ def test_heartbeat_thread_beats_with_a_rising_counter(tmp_path: Path) -> None:
     _until(
         lambda: (
             (b := parse_heartbeat(store.get("hb/w2"))) is not None
-            and (seen.append(b) or (len(seen) > 1 and seen[-1][1] > seen[0][1]))
+            and (seen.append(b) or (len(seen) > 1 and seen[-1][1] > seen[0][1]))  # type: ignore[func-returns-value]
         )
     )
     assert seen[-1][0] == 4 and seen[-1][2] == 7

@@ -12,7 +12,7 @@ import sysconfig
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -195,10 +195,11 @@ def test_decoupled_summary_sums_incarnations_from_the_store(tmp_path: Path) -> N
     class Store:
         def get(self, key: str) -> bytes | None:
             v = values.get(key)
-            return json.dumps(v).encode() if isinstance(v, dict) else v
+            return json.dumps(v).encode() if isinstance(v, dict) else v  # type: ignore[return-value]
 
     class FakeSyncer:
-        numel, version, merged_updates, rejected = 10, 7, 13, {}
+        numel, version, merged_updates = 10, 7, 13
+        rejected: ClassVar[dict[str, int]] = {}
 
     faults = ("kill w1@step20", "rejoin w1@step30", "kill w2@step50", "rejoin w2@step50")
     cfg = TestbedConfig(algorithm="decoupled", workers=3, steps=50, inner_steps=10, faults=faults)

@@ -102,7 +102,7 @@ def _finish(run: dict[str, Any], tmp: Path, wait_nodes: tuple[int, ...] = (0, 1)
             p.wait(timeout=30)
     for f in run["logs"].values():
         f.close()
-    return wall_s
+    return float(wall_s)
 
 
 def _events(out: Path) -> list[dict[str, Any]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,7 +129,7 @@ def test_g_uses_each_cells_own_baseline_law() -> None:
         }
     )
     g = tf.cell_g(recs)
-    assert g == {(0, (16000, 4, 2, 16)): (pytest.approx(0.25), True)}  # batch 1 has no law: skipped
+    assert g == {(0, (16000, 4, 2, 16)): (pytest.approx(0.25), True)}  # type: ignore[comparison-overlap]  # batch 1 has no law: skipped
 
 
 # ----------------------------------------------------------------------------- plan and file
@@ -177,7 +178,7 @@ def test_results_file_tolerates_a_torn_last_line(tmp_path: Path) -> None:
 def test_resume_skips_done_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
 
-    def fake(c: dict, spec_d: dict, data_dir: str, device: str = "cpu") -> dict:
+    def fake(c: dict[str, Any], spec_d: dict[str, Any], data_dir: str, device: str = "cpu") -> dict[str, Any]:
         calls.append(c["key"])
         return dict(c, val_loss=3.0, diverged=False, wall_s=0.0)
 
