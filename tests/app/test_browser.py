@@ -25,6 +25,8 @@ from urllib.parse import urlencode
 
 import pytest
 
+from dispersal.present import fleet as present_fleet
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 CHROMIUM = Path(os.environ.get("DISPERSAL_CHROMIUM", "/usr/bin/chromium"))
@@ -801,7 +803,7 @@ def test_frontier_monitor_fleet_views_equal_the_cli(page: Any, server: str) -> N
         _tab(page, "Fleet")
         _press(page, "Find the best use of this fleet", "Best per algorithm")
         text = _panel_text(page)
-        assert _cells_shown(text, views.fleet_rows(fleet_cli())) == []
+        assert _cells_shown(text, present_fleet.fleet_rows(fleet_cli())) == []
         _shot(page, "fleet", docs=True)
         assert page.get_by_test_id("stException").count() == 0
         url = page.url

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from dispersal.app import logic, views
+from dispersal.app import logic
 from dispersal.cli import app as cli_app
+from dispersal.present import fleet as present_fleet
 from dispersal.present import formats as F
 
 APP = Path(__file__).resolve().parents[2] / "src" / "dispersal" / "app" / "streamlit_app.py"
@@ -104,7 +105,7 @@ def test_fleet_view_equals_dispersal_fleet_json() -> None:
     at.run()
     assert not at.exception and not at.error
     cli = _cli_json("fleet", "--scenario", "paper_threat_model", "--mode", "default")
-    want = views.fleet_rows(cli)
+    want = present_fleet.fleet_rows(cli)
     assert want and want in _tables(at)
     text = " ".join(m.value for m in at.markdown)
     assert f"codec {cli['best']['codec']}" in text and f"H = {cli['best']['inner_steps']:,}" in text

@@ -13,6 +13,7 @@ from typing import Any
 
 from dispersal.app import logic
 from dispersal.model.inputs.errors import InputError
+from dispersal.present import fleet as present_fleet
 from dispersal.present import questions
 from dispersal.present import resilience as present_resilience
 from dispersal.present.report import ReportParts
@@ -649,31 +650,6 @@ def monitor_view(
     return None
 
 
-def fleet_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
-    """The best option of each algorithm (`FleetAnswer.to_dict()['per_algorithm']`), best first, with the
-    shared algorithm name (`formats.algorithm`)."""
-    from dispersal.present import formats as F
-
-    out = []
-    for o in d.get("per_algorithm", []):
-        out.append(
-            {
-                "algorithm": F.algorithm(o),
-                "codec": str(o["codec"]),
-                "model": F.count(float(o["params"])),
-                "tokens": F.count(float(o["tokens"])),
-                "H": f"{int(o['inner_steps']):,}",
-                "days": F.sig(float(o["run_time_s"]) / 86400.0, 4),
-                "utilisation": F.percent(float(o["utilisation"]), 1),
-                "C_local": F.flop(float(o["c_local_flop"])),
-                "C_quality": F.flop(float(o["c_quality_flop"])),
-                "loss": F.sig(float(o["loss"]), 4),
-                "cost": F.money(float(o["cost_usd"])),
-            }
-        )
-    return out
-
-
 def fleet_view(
     st: Any, ui: Mapping[str, Any], mode: str, run: Callable[[str, str, str], dict[str, Any]]
 ) -> str | None:
@@ -714,7 +690,7 @@ def fleet_view(
             + ", ".join(f"{k} x{float(v):.3g}" for k, v in (d.get("gains") or {}).items())
             + ")."
         )
-    rows = fleet_rows(d)
+    rows = present_fleet.fleet_rows(d)
     if rows:
         st.subheader("Best per algorithm")
         st.table(rows)

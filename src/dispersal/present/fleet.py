@@ -4,6 +4,9 @@ naming the release, mode, metric and links."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from dispersal.model.inputs import units
 from dispersal.model.inputs.scenario import DEFAULT_SITE_FABRIC_BITS_PER_S
 from dispersal.model.search.fleet import FleetAnswer, FleetOption
@@ -89,3 +92,26 @@ def answer_lines(ans: FleetAnswer) -> list[str]:
     )
     lines.append("Assumptions: " + "; ".join(ans.assumptions) + ".")
     return lines
+
+
+def fleet_rows(d: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The best option of each algorithm (`FleetAnswer.to_dict()['per_algorithm']`), best first, with the
+    shared algorithm name (`formats.algorithm`)."""
+    out = []
+    for o in d.get("per_algorithm", []):
+        out.append(
+            {
+                "algorithm": F.algorithm(o),
+                "codec": str(o["codec"]),
+                "model": F.count(float(o["params"])),
+                "tokens": F.count(float(o["tokens"])),
+                "H": f"{int(o['inner_steps']):,}",
+                "days": F.sig(float(o["run_time_s"]) / 86400.0, 4),
+                "utilisation": F.percent(float(o["utilisation"]), 1),
+                "C_local": F.flop(float(o["c_local_flop"])),
+                "C_quality": F.flop(float(o["c_quality_flop"])),
+                "loss": F.sig(float(o["loss"]), 4),
+                "cost": F.money(float(o["cost_usd"])),
+            }
+        )
+    return out
