@@ -391,9 +391,9 @@ def test_pinned_baseline_and_its_chart(page: Any, server: str) -> None:
     assert any(t.startswith("pinned baseline: $") for t in tips)
     assert any(t.startswith("this scenario: $") for t in tips)
     # values on hover: the baseline's cost at 100 Mbps is the pinned plan's cost (`p`, from the CLI above)
-    assert any(t.startswith(f"pinned baseline: {units.format_money(p['cost_usd'])} at 100 ") for t in tips), (
-        tips
-    )
+    # (then ", N.NNx one building" where the one-building line is drawn, else the plan in brackets)
+    at_100 = f"pinned baseline: {units.format_money(p['cost_usd'])} at 100"
+    assert any(t.startswith((f"{at_100} ", f"{at_100},")) for t in tips), tips
     _shot(page, "planner_baseline", docs=True)
 
 
