@@ -9,6 +9,7 @@ the main views are copied to docs/screenshots/ for the README when DISPERSAL_WRI
 from __future__ import annotations
 
 import contextlib
+import html
 import json
 import os
 import re
@@ -663,7 +664,7 @@ def test_use_this_plan_flows_through_every_view(page: Any, server: str, tmp_path
     path = tmp_path / "report.html"
     info.value.save_as(str(path))
     report = path.read_text(encoding="utf-8")
-    assert f"Scenario shown: {label}." in report and "<h2>Plan</h2>" in report
+    assert f"Scenario shown: {html.escape(label)}" in report and "<h2>Plan</h2>" in report
     # The plan's scenario asks the planner the same question (target, links, budget): the Monte Carlo
     # run before "use this plan" still answers it, so the report keeps it.
     assert "<h2>Uncertainty</h2>" in report
