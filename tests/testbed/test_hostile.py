@@ -148,13 +148,12 @@ def test_a_hostile_process_on_the_host_cannot_steer_a_run(tmp_path: Path) -> Non
     ev = _events(tmp_path)
     assert not [e for e in ev if e["event"] in ("killed", "sync_failed", "reform_failed")]
     forged = {(e["worker"], e["key"]) for e in ev if e["event"] == "forged_store_value"}
-    # the supervisor saw (and ignored) the forged kill order; the workers the forged generation (the
-    # forged "finished" ended nothing: all 8 rounds ran)
-    assert ("supervisor", "killme/w2") in forged and {
-        ("w0", "genv"),
-        ("w1", "genv"),
-        ("w2", "genv"),
-    } <= forged
+    # the supervisor saw (and ignored) the forged kill order; the forged generation was caught by the
+    # coordinator, which restores `genv` within a tick (issue 35), or else by every worker (the forged
+    # "finished" ended nothing: all 8 rounds ran)
+    workers_saw_genv = {("w0", "genv"), ("w1", "genv"), ("w2", "genv")} <= forged
+    assert ("supervisor", "killme/w2") in forged
+    assert ("supervisor", "genv") in forged or workers_saw_genv, forged
     relay = [(e["claimed"], e["why"]) for e in ev if e["event"] == "relay_rejected"]
     unread = "expected a hello (bad magic, a body, or too long): closed unread"
     assert relay == [("w1", "unauthenticated hello"), ("?", unread), ("?", unread)]  # frames: not even read
