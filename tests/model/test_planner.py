@@ -416,9 +416,11 @@ def test_screened_walk_without_a_bisection_answer_equals_the_full_walk(
         bandwidth_up_bits_per_s=bandwidth, bandwidth_down_bits_per_s=bandwidth, max_duration_s=days * 86400
     )
     space = make_space(Mode.DEFAULT, c, "treaty", DEFAULT_PARAMS)
-    assert node_search.bisect(space, target, Metric.C_QUALITY) == {}
     full = node_search.exact(space, target, Metric.C_QUALITY, {})
-    assert len(full) == found
+    # (Issue 31's law made C_quality monotone in sites, so the bisection now answers the first two
+    # cases too; the screened walk must still equal the full walk, and the unreachable case stays empty.)
+    if found == 0:
+        assert full == {}
     assert planner._exact_at_cap(space, target, Metric.C_QUALITY, {}) == full
 
 
