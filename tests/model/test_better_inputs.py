@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from dispersal.model.inputs.catalog import accelerator
@@ -126,18 +126,35 @@ def test_faster_accelerator_never_gives_less(s: Scenario, f: float) -> None:
     _no_worse(s, "node_peak_flop_per_s", f)
 
 
-WALK_GAP = 2e-3
-"""How far below the grid's best the walk may stop (relative): 0.2%, three times the worst gap seen."""
+WALK_GAP = 3e-4
+"""How far below the grid's best the walk may stop (relative): three times the worst gap seen (9.2e-5
+over 1,078 hierarchical runs drawn by this strategy; flat runs: none over 381)."""
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(s=scenarios())
+@example(
+    s=Scenario(
+        algorithm="hierarchical",
+        overlap_communication=False,
+        num_nodes=30,
+        params=1e9,
+        bandwidth_up_bits_per_s=1e10,
+        bandwidth_down_bits_per_s=1e10,
+        latency_s=0.125,
+        duration_s=1e6,
+        regime="none",
+        group_size=2,
+    )
+)
 def test_walk_finds_the_grid_maximum(s: Scenario) -> None:
     """The steepest-ascent walk (`kernel.choose`) ends at the best schedule of the whole grid, or within
     `WALK_GAP` of it: every grid H (and, hierarchical, every H_reg up to 1,024) scores no higher. The
-    score along the grid is not always unimodal: hypothesis found runs (hierarchical, 10 Mbps links)
-    where the walk stops 0.06% below the grid's best, so the monotonicity of the choice holds to
-    within that gap, not exactly (docs/model_corrections.md)."""
+    score is not always unimodal: on hierarchical runs the best schedules lie along a ridge of about
+    constant H x H_reg, and a walk of single and diagonal steps stopped 0.48% below the grid's best
+    on the example below (CI, 2026-12-04); with the knight's steps along the ridge the worst gap seen
+    is 9.2e-5, so the monotonicity of the choice holds to within that gap, not exactly
+    (docs/model_corrections.md)."""
     x = kernel_inputs(s, "default", DEFAULT_PARAMS)
     chosen = evaluate(as_arrays(x), DEFAULT_PARAMS, outputs=(*WANT, "time_ok", "run_time_s"))
     best = float(np.asarray(choose.score(chosen)))
