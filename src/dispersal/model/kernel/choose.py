@@ -90,22 +90,26 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[st
     hf, rf = h_free.ravel()[idx], r_free.ravel()[idx]
     h_fixed = np.broadcast_to(inp.g("inner_steps"), inp.shape).ravel()[idx]
     best = score(base).ravel()[idx]
-    # A flat run whose outer step is all compute (the sync hidden) gains no tokens from a larger H,
-    # and C_quality at the same tokens does not rise with H: no need to try H one step up.
-    bound = (base["outer_step_time_s"] <= base["inner_steps"] * base["step_time_s"] * (1 + 1e-12)).ravel()[
-        idx
-    ]
+    # A run whose outer step is all compute (every sync hidden: the cycle is H x H_reg inner steps)
+    # trains the most tokens any schedule can; a first step that lowers neither H nor H_reg keeps the
+    # tokens at most the same and the penalty (H x H_reg^gamma) at least the same, so C_quality
+    # cannot rise: not tried.
+    steps = base["inner_steps"] * np.where(hier, base["regional_rounds"], 1.0)
+    bound = (base["outer_step_time_s"] <= steps * base["step_time_s"] * (1 + 1e-12)).ravel()[idx]
     last = SCHEDULE_GRID.size - 1
     # Steepest ascent; `came` is the step that led here (its reverse is known to be no better).
-    came_h = np.where(bound & ~rf, -1, 0)
+    came_h = np.zeros(idx.size, np.int64)
     came_r = np.zeros(idx.size, np.int64)
     moving = np.ones(idx.size, dtype=bool)
+    first = True
     while moving.any():
         trials: list[tuple[npt.NDArray[np.intp], int, int]] = []
         for free, d_h, d_r in DIRECTIONS(hf, rf):
             ph, pr = ih + d_h, ir + d_r
             inside = (ph >= 0) & (ph <= last) & (pr >= 0) & (pr <= last)
             back = (came_h == -d_h) & (came_r == -d_r)  # the reverse of the step that led here
+            if first and d_h >= 0 and d_r >= 0:
+                back |= bound
             sel = np.flatnonzero(moving & free & inside & ~back)
             if sel.size:
                 trials.append((sel, d_h, d_r))
@@ -129,7 +133,7 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[st
                 v[idx[win]] = r[k][part][up]
         moved = (nh != ih) | (nr != ir)
         came_h, came_r = np.where(moved, nh - ih, 0), np.where(moved, nr - ir, 0)
-        ih, ir, moving = nh, nr, moved
+        ih, ir, moving, first = nh, nr, moved, False
     return out
 
 
