@@ -80,11 +80,21 @@ def _code(a: Algorithm) -> int:
 
 #: The kernel's algorithm code of each scenario algorithm.
 ALGORITHM_CODE: dict[Algorithm, int] = {a: _code(a) for a in Algorithm}
-#: The scenario algorithm that runs a resolved kernel code (a plan's scenario): the member of its name,
-#: flat DiLoCo as Streaming DiLoCo (the planner's choice).
+
+
+def _member(code: int, name: str) -> Algorithm:
+    """The scenario algorithm that runs kernel code `code` (named `name`): the member of its name, flat
+    DiLoCo as Streaming DiLoCo (the planner's choice)."""
+    if code == ALGO_DILOCO:
+        return Algorithm.STREAMING
+    if name not in {a.value for a in Algorithm}:
+        raise ValueError(f"inputs.codes.ALGORITHM_NAMES[{code}] = {name!r}: no Algorithm member of that name")
+    return Algorithm(name)
+
+
+#: The scenario algorithm that runs a resolved kernel code (a plan's scenario).
 SCENARIO_ALGORITHM: dict[int, Algorithm] = {
-    code: Algorithm.STREAMING if code == ALGO_DILOCO else Algorithm(name)
-    for code, name in ALGORITHM_NAMES.items()
+    code: _member(code, name) for code, name in ALGORITHM_NAMES.items()
 }
 
 
