@@ -22,7 +22,7 @@ from dispersal.model.inputs.scenario import (
     kernel_inputs,
 )
 from dispersal.model.kernel import algorithms, topology
-from dispersal.model.kernel.algorithms import ALGORITHMS, Branch
+from dispersal.model.kernel.algorithms import ALGORITHMS, Branch, base
 from dispersal.model.kernel.kernel import INPUTS, OUTPUTS, evaluate
 from dispersal.model.run.estimate import estimate
 
@@ -77,3 +77,11 @@ def test_every_aggregation_has_one_topology_function() -> None:
     assert set(AGGREGATIONS) == set(codes.AGGREGATION_CODES) - {"paper"}
     names = {f.__name__ for f in topology.TOPOLOGIES.values()}
     assert names == {"paper_relay"} | set(codes.AGGREGATION_CODES) - {"paper", "ring"} | {"ring"}
+
+
+def test_the_branch_constructors_pass_on_every_optional_field() -> None:
+    # `flat` and `pipelined` forward the optional fields by name: a new `Branch` field with a default
+    # must be added to `Extras` (and to `PipelineExtras` unless `pipelined` sets it itself).
+    optional = {f.name for f in dataclasses.fields(Branch) if f.default is not dataclasses.MISSING}
+    assert set(base.Extras.__optional_keys__) == optional
+    assert optional - set(base.PipelineExtras.__optional_keys__) == {"bubble_per_step", "offload_per_step"}

@@ -16,18 +16,21 @@ from dispersal.model.inputs.errors import InputError
 ALGO_DDP, ALGO_DILOCO, ALGO_HIERARCHICAL, ALGO_PP_DILOCO, ALGO_AUTO = 0, 1, 2, 3, 4
 #: Decoupled DiLoCo (Google DeepMind, arXiv 2604.21428): asynchronous learner islands and a syncer.
 ALGO_DECOUPLED = 5
-#: Kernel name of each concrete algorithm code (``Estimate.algorithm``, plan rows).
+#: Pipelines inside a site (nodes on a fast local fabric), DiLoCo across sites (DiLoCoX, arXiv
+#: 2506.21263).
+ALGO_SITE_PP = 6
+#: The algorithm table: the kernel name of each concrete algorithm code (``Estimate.algorithm``, plan
+#: rows). Everything else follows from it: the kernel's unit is the module
+#: `dispersal.model.kernel.algorithms.<name>` (`ALGORITHMS`), the scenario's code is that of the
+#: `scenario_fields.Algorithm` member of the same name (`ALGORITHM_CODE`, `SCENARIO_ALGORITHM`).
 ALGORITHM_NAMES: dict[int, str] = {
     ALGO_DDP: "ddp",
     ALGO_DILOCO: "diloco",
     ALGO_HIERARCHICAL: "hierarchical",
     ALGO_PP_DILOCO: "pp_diloco",
     ALGO_DECOUPLED: "decoupled",
+    ALGO_SITE_PP: "site_pp_diloco",
 }
-#: Pipelines inside a site (nodes on a fast local fabric), DiLoCo across sites (DiLoCoX, arXiv
-#: 2506.21263). Code 6 (5 is left to the decoupled-DiLoCo unit developed alongside).
-ALGO_SITE_PP = 6
-ALGORITHM_NAMES[ALGO_SITE_PP] = "site_pp_diloco"
 
 #: Aggregation topology codes (the kernel input ``aggregation``); one function each in
 #: `dispersal.model.kernel.topology`.

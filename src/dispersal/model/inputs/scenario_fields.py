@@ -12,12 +12,8 @@ from dispersal.model.inputs.catalog import accelerator, accelerators, codec, cod
 from dispersal.model.inputs.codes import (
     AGGREGATION_CODES,
     ALGO_AUTO,
-    ALGO_DDP,
-    ALGO_DECOUPLED,
     ALGO_DILOCO,
-    ALGO_HIERARCHICAL,
-    ALGO_PP_DILOCO,
-    ALGO_SITE_PP,
+    ALGORITHM_NAMES,
     Straggler,
     Trust,
 )
@@ -65,26 +61,40 @@ class Algorithm(StrEnum):
     a site's pipelines, DiLoCo across sites over the WAN (DiLoCoX, Qi et al. 2025, arXiv 2506.21263)."""
 
 
-#: The kernel's algorithm code of each scenario algorithm (``streaming`` is flat DiLoCo overlapped).
-ALGORITHM_CODE: dict[Algorithm, int] = {
-    Algorithm.DDP: ALGO_DDP,
-    Algorithm.DILOCO: ALGO_DILOCO,
-    Algorithm.STREAMING: ALGO_DILOCO,
-    Algorithm.HIERARCHICAL: ALGO_HIERARCHICAL,
-    Algorithm.PP_DILOCO: ALGO_PP_DILOCO,
-    Algorithm.AUTO: ALGO_AUTO,
-    Algorithm.DECOUPLED: ALGO_DECOUPLED,
-    Algorithm.SITE_PP_DILOCO: ALGO_SITE_PP,
-}
-#: The scenario algorithm that runs a resolved kernel code (a plan's scenario): flat DiLoCo as
-#: Streaming DiLoCo, the planner's choice.
+#: Scenario algorithms that are not a kernel algorithm of the same name (`ALGORITHM_NAMES`): ``auto``
+#: (resolved by the kernel) and ``streaming`` (flat DiLoCo overlapped).
+_OWN_CODE: dict[Algorithm, int] = {Algorithm.AUTO: ALGO_AUTO, Algorithm.STREAMING: ALGO_DILOCO}
+_CODE_OF_NAME: dict[str, int] = {name: code for code, name in ALGORITHM_NAMES.items()}
+
+
+def _code(a: Algorithm) -> int:
+    """The kernel code of scenario algorithm `a` (a member without one is a programming error)."""
+    if a in _OWN_CODE:
+        return _OWN_CODE[a]
+    if a.value not in _CODE_OF_NAME:
+        raise ValueError(
+            f"Algorithm.{a.name}: no kernel code named {a.value!r} in inputs.codes.ALGORITHM_NAMES"
+        )
+    return _CODE_OF_NAME[a.value]
+
+
+#: The kernel's algorithm code of each scenario algorithm.
+ALGORITHM_CODE: dict[Algorithm, int] = {a: _code(a) for a in Algorithm}
+
+
+def _member(code: int, name: str) -> Algorithm:
+    """The scenario algorithm that runs kernel code `code` (named `name`): the member of its name, flat
+    DiLoCo as Streaming DiLoCo (the planner's choice)."""
+    if code == ALGO_DILOCO:
+        return Algorithm.STREAMING
+    if name not in {a.value for a in Algorithm}:
+        raise ValueError(f"inputs.codes.ALGORITHM_NAMES[{code}] = {name!r}: no Algorithm member of that name")
+    return Algorithm(name)
+
+
+#: The scenario algorithm that runs a resolved kernel code (a plan's scenario).
 SCENARIO_ALGORITHM: dict[int, Algorithm] = {
-    ALGO_DDP: Algorithm.DDP,
-    ALGO_DILOCO: Algorithm.STREAMING,
-    ALGO_HIERARCHICAL: Algorithm.HIERARCHICAL,
-    ALGO_PP_DILOCO: Algorithm.PP_DILOCO,
-    ALGO_DECOUPLED: Algorithm.DECOUPLED,
-    ALGO_SITE_PP: Algorithm.SITE_PP_DILOCO,
+    code: _member(code, name) for code, name in ALGORITHM_NAMES.items()
 }
 
 

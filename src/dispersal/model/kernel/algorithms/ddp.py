@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from dispersal.model.inputs.codes import AGG_RING, ALGO_DDP
-from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch, no_sync
+from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch, flat, no_sync
 from dispersal.model.kernel.context import Arr, Common
 from dispersal.model.kernel.topology import TOPOLOGIES, Triple, relay
 
@@ -52,30 +52,16 @@ def branch(c: Common) -> Branch:
     hidden = np.where(overlap >= 1.0, np.maximum(T_step, T_ar), T_step + np.maximum(0.0, T_ar - hide))
     moved = 2.0 * V_ddp * (1.0 - 1.0 / np.maximum(N, 1.0)) * (N > 1)
     _, ones = no_sync(c)
-    return Branch(
+    return flat(
+        c,
         cycle=np.where(c.streaming, hidden, T_step + T_ar),
-        steps_per_cycle=ones,
-        workers=N,
-        step_time=T_step,
-        sync_time=T_ar,
         inner_steps=ones,
-        inner_steps_effective=ones,
         replicas=ones,
-        groups=ones,
-        stages=1.0,
-        straggler=c.f_N,
-        fits=c.mem.fits,
-        enough_workers=N >= 1,
-        memory_per_node=c.mem.need_flat,
-        host_per_node=c.mem.host_need_flat,
         payload_bits=V_ddp,
-        compute_per_step=c.T_comp,
+        sync_time=T_ar,
         sync_up=up_b,
         sync_down=down_b,
         sync_paper=moved,
-        traffic_paper=moved,
-        up_busiest=up_b,
-        down_busiest=down_b,
     )
 
 

@@ -39,7 +39,7 @@ from dispersal.model.inputs.decoupled import (
     quorum_learners,
 )
 from dispersal.model.kernel import topology
-from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch
+from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch, flat
 from dispersal.model.kernel.context import Arr, BoolArr, Common
 from dispersal.model.kernel.efficiency import straggler_factor
 
@@ -98,30 +98,17 @@ def branch(c: Common) -> Branch:
     H_eff = np.maximum(H, H_link)
     cyc = H_eff * T_step
     staleness = np.where(live, f_K * t_rt / cyc, 0.0)
-    paper = P * c.wire * live
-    return Branch(
+    return flat(
+        c,
         cycle=cyc,
-        steps_per_cycle=H_eff,
-        workers=M,
-        step_time=T_step,
-        sync_time=Pf * t_rt * f_K,
         inner_steps=H_eff,
         inner_steps_effective=H_eff
         * (1.0 + STALENESS_H_PER_OUTER_STEP * np.maximum(0.0, staleness - STALENESS_FREE_OUTER_STEPS)),
-        replicas=M,
-        groups=np.ones(c.shape),
-        stages=1.0,
+        sync_time=Pf * t_rt * f_K,
         straggler=f_K,
-        fits=c.mem.fits,
-        enough_workers=M >= 1,
-        memory_per_node=c.mem.need_flat,
-        host_per_node=c.mem.host_need_flat,
-        payload_bits=P * c.wire,
-        compute_per_step=c.T_comp,
         sync_up=Pf * u,
         sync_down=Pf * d,
-        sync_paper=paper,
-        traffic_paper=paper,
+        sync_paper=P * c.wire * live,
         up_busiest=Pf * host_up,
         down_busiest=Pf * host_down,
         staleness=staleness,

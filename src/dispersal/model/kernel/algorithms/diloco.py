@@ -7,7 +7,7 @@ import numpy as np
 
 from dispersal.model.inputs.codes import ALGO_DILOCO
 from dispersal.model.kernel import schedule, topology
-from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch, no_sync
+from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch, flat, no_sync
 from dispersal.model.kernel.context import Common
 
 
@@ -20,34 +20,10 @@ def branch(c: Common) -> Branch:
     if c.inp.has("fragment_sync_time_s"):
         # Sites: each fragment paced on its own slowest edge (`sites.groups`).
         T_frag = np.where(N > 1, c.g("fragment_sync_time_s") * c.f_N, 0.0)
-    zero, ones = no_sync(c)
+    zero, _ = no_sync(c)
     H, cyc = schedule.diloco_steps(c, N, T_sync, T_frag, c.T_step, zero)
     paper = P * c.wire * (N > 1)
-    return Branch(
-        cycle=cyc,
-        steps_per_cycle=H,
-        workers=N,
-        step_time=c.T_step,
-        sync_time=T_sync,
-        inner_steps=H,
-        inner_steps_effective=H,
-        replicas=N,
-        groups=ones,
-        stages=1.0,
-        straggler=c.f_N,
-        fits=c.mem.fits,
-        enough_workers=N >= 1,
-        memory_per_node=c.mem.need_flat,
-        host_per_node=c.mem.host_need_flat,
-        payload_bits=P * c.wire,
-        compute_per_step=c.T_comp,
-        sync_up=u,
-        sync_down=d,
-        sync_paper=paper,
-        traffic_paper=paper,
-        up_busiest=u,
-        down_busiest=d,
-    )
+    return flat(c, cycle=cyc, inner_steps=H, sync_time=T_sync, sync_up=u, sync_down=d, sync_paper=paper)
 
 
 UNIT = AlgorithmUnit(code=ALGO_DILOCO, name="diloco", outer_sync=True, branch=branch)

@@ -10,7 +10,7 @@ import numpy as np
 
 from dispersal.model.inputs.codes import AGG_PAPER, ALGO_DILOCO, ALGO_HIERARCHICAL
 from dispersal.model.kernel import schedule, topology
-from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch
+from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch, flat
 from dispersal.model.kernel.context import TINY, Arr, BoolArr, Common
 from dispersal.model.kernel.efficiency import straggler_factor
 
@@ -28,7 +28,7 @@ def runs(c: Common) -> BoolArr:
 
 def branch(c: Common) -> Branch:
     """Hierarchical DiLoCo's figures: regional rounds inside the global outer step."""
-    N, P, p, T_step, streaming, shared = c.N, c.P, c.p, c.T_step, c.streaming, c.shared
+    P, p, T_step, streaming, shared = c.P, c.p, c.T_step, c.streaming, c.shared
     n_g = c.g("group_size")
     G_h = _groups(c)
     reg_bw, reg_lat = c.g("regional_bits_per_s"), c.g("regional_latency_s")
@@ -63,24 +63,15 @@ def branch(c: Common) -> Branch:
         np.maximum(H_reg * T_rc, T_glob + np.where(shared, H_reg * T_reg, 0.0)),
         H_reg * T_rc + T_glob,
     )
-    return Branch(
+    return flat(
+        c,
         cycle=cyc,
         steps_per_cycle=H_in * H_reg,
-        workers=N,
-        step_time=T_step,
-        sync_time=T_glob,
         inner_steps=H_in,
         inner_steps_effective=H_in * H_reg**p.hierarchical_h_exponent,
-        replicas=N,
         groups=G_h,
-        stages=1.0,
+        sync_time=T_glob,
         straggler=f_Gh,
-        fits=c.mem.fits,
-        enough_workers=N >= 1,
-        memory_per_node=c.mem.need_flat,
-        host_per_node=c.mem.host_need_flat,
-        payload_bits=P * c.wire,
-        compute_per_step=c.T_comp,
         sync_up=u_glob,
         sync_down=d_glob,
         sync_paper=P * c.wire * (G_h > 1),

@@ -10,7 +10,7 @@ import numpy as np
 
 from dispersal.model.inputs.codes import ALGO_PP_DILOCO
 from dispersal.model.kernel import schedule, topology
-from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch
+from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch, pipelined
 from dispersal.model.kernel.context import Common
 from dispersal.model.kernel.efficiency import eta_act, straggler_factor
 
@@ -40,26 +40,20 @@ def branch(c: Common) -> Branch:
     act_busy = np.where(c.shared, act_node_bits / np.minimum(c.up, c.down), 0.0)
     H, cyc = schedule.diloco_steps(c, G, T_sync, T_frag, T_pp, act_busy)
     act_wan = np.where(c.shared, act_node_bits, 0.0)
-    mem_node, host_node = m.pp_hbm_total / S, m.host_plain / S
     paper = P_pp * c.wire * (G > 1)
-    return Branch(
-        cycle=cyc,
-        steps_per_cycle=H,
-        workers=G,
-        step_time=T_pp,
-        sync_time=T_sync,
-        inner_steps=H,
-        inner_steps_effective=H,
-        replicas=G,
-        groups=G,
+    return pipelined(
+        c,
         stages=S,
-        straggler=f_G,
-        fits=(mem_node <= m.usable) & (host_node <= m.host_mem),
+        stage_compute=t_c,
+        cycle=cyc,
+        inner_steps=H,
+        step_time=T_pp,
+        workers=G,
+        replicas=G,
         enough_workers=G >= 1,
-        memory_per_node=mem_node,
-        host_per_node=host_node,
+        sync_time=T_sync,
+        straggler=f_G,
         payload_bits=P_pp * c.wire,
-        compute_per_step=Mmb * t_c,
         sync_up=u,
         sync_down=d,
         sync_paper=paper,
@@ -67,9 +61,7 @@ def branch(c: Common) -> Branch:
         up_busiest=u + H * act_wan,
         down_busiest=d + H * act_wan,
         eta_act=eta_act(c.g("activation_compression"), S, c.g("activation_quality"), p),
-        bubble_per_step=(S - 1.0) * t_c,
         pipeline_comm_per_step=(Mmb + S - 1.0) * pp_link,
-        offload_per_step=0.0,
         # Bursts run at the link rate; activations use the (possibly faster) stage link.
         burst_rate=np.where(A_bits > 0, np.maximum(c.up, pp_bw), c.up),
     )

@@ -18,7 +18,7 @@ from dispersal.model.inputs.codes import ALGO_AUTO, ALGO_PP_DILOCO, ALGO_SITE_PP
 from dispersal.model.inputs.scenario import DEFAULT_SITE_FABRIC_BITS_PER_S, DEFAULT_SITE_FABRIC_LATENCY_S
 from dispersal.model.kernel import schedule, topology
 from dispersal.model.kernel.algorithms import pp_diloco
-from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch
+from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch, pipelined
 from dispersal.model.kernel.context import Arr, BoolArr, Common
 from dispersal.model.kernel.efficiency import straggler_factor
 
@@ -60,7 +60,7 @@ def branch(c: Common) -> Branch:
     bw_fab + lat_fab), hidden behind the step's overlap fraction: T_step = T_pp + max(0, T_dp - o T_pp).
     Sync: M sites, each of a stage's k copies sends P / (S k) over its own WAN link with the scenario's
     topology (`topology.sync`), every H steps (`schedule`; blocking or overlapped)."""
-    p, Mmb, mem = c.p, c.Mmb, c.mem
+    p, Mmb = c.p, c.Mmb
     n_s, bw_f, lat_f, S, k = _site(c)
     M = np.floor(c.N / n_s)
     A_bits = np.where(S > 1, c.B * c.hidden * c.g("activation_bytes_per_value") * 8.0, 0.0)
@@ -79,35 +79,23 @@ def branch(c: Common) -> Branch:
     )
     zero = np.zeros(c.shape)
     H, cyc = schedule.diloco_steps(c, M, T_sync, T_frag, T_step, zero)
-    mem_node, host_node = mem.pp_hbm_total / S, mem.host_plain / S
-    paper = shard * c.wire * (M > 1)
-    return Branch(
-        cycle=cyc,
-        steps_per_cycle=H,
-        workers=M * k,
-        step_time=T_step,
-        sync_time=T_sync,
-        inner_steps=H,
-        inner_steps_effective=H,
-        replicas=M,
-        groups=M,
+    return pipelined(
+        c,
         stages=S,
-        straggler=f_M,
-        fits=(mem_node <= mem.usable) & (host_node <= mem.host_mem),
+        stage_compute=t_c,
+        cycle=cyc,
+        inner_steps=H,
+        step_time=T_step,
+        workers=M * k,
+        replicas=M,
         enough_workers=(M >= 1) & (k >= 1),
-        memory_per_node=mem_node,
-        host_per_node=host_node,
+        sync_time=T_sync,
+        straggler=f_M,
         payload_bits=shard * c.wire,
-        compute_per_step=Mmb * t_c,
         sync_up=u,
         sync_down=d,
-        sync_paper=paper,
-        traffic_paper=paper,
-        up_busiest=u,
-        down_busiest=d,
-        bubble_per_step=(S - 1.0) * t_c,
+        sync_paper=shard * c.wire * (M > 1),
         pipeline_comm_per_step=(Mmb + S - 1.0) * link + (T_step - T_pp),
-        offload_per_step=0.0,
         site_nodes=n_s,
     )
 
