@@ -204,10 +204,10 @@ def set_tripwires(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sweep, "plan", _trip)
     monkeypatch.setattr(frontier_grid, "cell_limit", _trip)
     monkeypatch.setattr(frontier_grid, "target_bands", _trip)
-    import dispersal.model.analyses.frontier.over_time as frontier_time
+    import dispersal.model.analyses.frontier.over_time as over_time
     import dispersal.model.analyses.monitor as monitor
 
-    monkeypatch.setattr(frontier_time, "frontier_over_time", _trip)
+    monkeypatch.setattr(over_time, "frontier_over_time", _trip)
     monkeypatch.setattr(monitor, "compare", _trip)
     import dispersal.cli.train as train
 
