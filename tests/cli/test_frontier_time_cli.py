@@ -74,7 +74,7 @@ def test_year_plot_axis_reads_as_rates_and_names_mode(
     """The --year chart's y axis read "10^3" / "10^4" (Mbps); it reads "1 Gbps", and the title names
     the mode and regime."""
     from dispersal.cli import frontier_time as ftc
-    from dispersal.model.analyses.frontier_time import frontier_over_time
+    from dispersal.model.analyses.frontier.over_time import frontier_over_time
 
     got: dict[str, object] = {}
     monkeypatch.setattr(ftc, "save_figure", lambda fig, path: got.update(fig=fig))

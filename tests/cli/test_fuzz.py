@@ -190,7 +190,7 @@ def set_tripwires(monkeypatch: pytest.MonkeyPatch) -> None:
     import dispersal.cli.serve as serve
     import dispersal.cli.sweep as sweep
     import dispersal.model.analyses.countermeasures as countermeasures
-    import dispersal.model.analyses.frontier as frontier
+    import dispersal.model.analyses.frontier.grid as frontier_grid
     import dispersal.model.analyses.uncertainty as uncertainty
     import dispersal.model.checks.validation as validation
 
@@ -202,12 +202,12 @@ def set_tripwires(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(uncertainty, "tornado", _trip)
     monkeypatch.setattr(countermeasures, "analyse", _trip)
     monkeypatch.setattr(sweep, "plan", _trip)
-    monkeypatch.setattr(frontier, "_limit", _trip)
-    monkeypatch.setattr(frontier, "_p_reach", _trip)
-    import dispersal.model.analyses.frontier_time as frontier_time
+    monkeypatch.setattr(frontier_grid, "cell_limit", _trip)
+    monkeypatch.setattr(frontier_grid, "target_bands", _trip)
+    import dispersal.model.analyses.frontier.over_time as over_time
     import dispersal.model.analyses.monitor as monitor
 
-    monkeypatch.setattr(frontier_time, "frontier_over_time", _trip)
+    monkeypatch.setattr(over_time, "frontier_over_time", _trip)
     monkeypatch.setattr(monitor, "compare", _trip)
     import dispersal.cli.train as train
 

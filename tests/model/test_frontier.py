@@ -256,7 +256,7 @@ def test_band_quantiles_count_cannot_reach_as_infinite() -> None:
 def test_building_cost_between_targets_is_interpolated_log_log() -> None:
     """The "largest target at N sites" premium reads C0 at any target: exact at the targets searched,
     log-log between them, proportional to the target beyond them."""
-    from dispersal.model.analyses.frontier.extras import _c0_of
+    from dispersal.model.analyses.frontier.at_sites import _c0_of
 
     c0 = _c0_of({1e24: 1e6, 1e26: 1e8, 1e27: None})
     assert c0(1e24) == pytest.approx(1e6) and c0(1e26) == pytest.approx(1e8)

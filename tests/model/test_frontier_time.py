@@ -1,4 +1,4 @@
-"""The frontier over time (analyses/frontier_time.py) and the planner's scenario overrides."""
+"""The frontier over time (analyses/frontier/over_time.py) and the planner's scenario overrides."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from dispersal.model.analyses import frontier_time as ft
+from dispersal.model.analyses.frontier import over_time as ft
 from dispersal.model.inputs.errors import InputError
 from dispersal.model.search import planner
 from dispersal.model.search.candidates import OVERRIDABLE_FIELDS, Constraints

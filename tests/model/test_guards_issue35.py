@@ -54,7 +54,7 @@ def _cell(monkeypatch: pytest.MonkeyPatch, cost_below_usd: float, reaches_below:
         budgets_usd=[200.0, 400.0],
     )
     lay = SimpleNamespace(bw=[0, 1], conds=["100 Mbps", "1 Gbps"])
-    return cells._limit(eng, 1e24, 2.0, 100.0, (1e8, 1e9), tab, lay, 0)  # type: ignore[arg-type]
+    return cells.cell_limit(eng, 1e24, 2.0, 100.0, (1e8, 1e9), tab, lay, 0)  # type: ignore[arg-type]
 
 
 def test_frontier_cost_binds_when_the_rate_below_reaches_the_target_over_budget(

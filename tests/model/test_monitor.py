@@ -1,4 +1,5 @@
-"""What a monitor sees, survivability and power (analyses/monitor.py, analyses/frontier_survive.py)."""
+"""What a monitor sees, survivability and power (analyses/monitor.py, analyses/frontier/survive.py and
+power.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dispersal.model.analyses import detection as det
-from dispersal.model.analyses import frontier_survive as fs
 from dispersal.model.analyses import monitor
+from dispersal.model.analyses.frontier import power, survive
 from dispersal.model.inputs.errors import InputError
 from dispersal.model.search import planner
 from dispersal.model.search.candidates import Constraints
@@ -53,33 +54,33 @@ def test_aggregate_is_a_probability_at_least_the_largest_site(ps: list[float], r
 
 
 def test_grid_class_assignment_exact() -> None:
-    names = [c.name for c in fs.grid_classes()]
+    names = [c.name for c in power.grid_classes()]
     assert names == ["residential", "commercial_lv", "medium_voltage", "transmission"]
-    assert fs.grid_class(0.0).name == "residential"
-    assert fs.grid_class(48.0).name == "residential"
-    assert fs.grid_class(48.001).name == "commercial_lv"
-    assert fs.grid_class(2500.0).name == "commercial_lv"
-    assert fs.grid_class(15000.0).name == "medium_voltage"
-    assert fs.grid_class(15000.1).name == "transmission"
-    assert fs.grid_class(1e9).name == "transmission"
-    for c in fs.grid_classes():
+    assert power.grid_class(0.0).name == "residential"
+    assert power.grid_class(48.0).name == "residential"
+    assert power.grid_class(48.001).name == "commercial_lv"
+    assert power.grid_class(2500.0).name == "commercial_lv"
+    assert power.grid_class(15000.0).name == "medium_voltage"
+    assert power.grid_class(15000.1).name == "transmission"
+    assert power.grid_class(1e9).name == "transmission"
+    for c in power.grid_classes():
         assert c.status in ("sourced", "assumption") and c.source
     with pytest.raises(InputError, match="site_kw"):
-        fs.grid_class(-1.0)
+        power.grid_class(-1.0)
     with pytest.raises(InputError, match="site_kw"):
-        fs.grid_class(math.nan)
+        power.grid_class(math.nan)
 
 
 def test_power_per_site_and_building(small_plan: planner.PlanOption) -> None:
     o = small_plan
-    site = fs.site_power(o)
+    site = power.site_power(o)
     kw = o.chips_per_node * 700.0 * o.scenario.pue / 1000.0  # H100 SXM: 700 W TDP
     assert site.site_kw == pytest.approx(kw, rel=1e-12)
     assert site.sites == o.nodes and site.total_mw == pytest.approx(kw * o.nodes / 1000, rel=1e-12)
-    one = fs.site_power(o, one_building=True)
+    one = power.site_power(o, one_building=True)
     assert one.sites == 1 and one.site_kw == pytest.approx(kw * o.nodes, rel=1e-12)
     assert one.total_mw == pytest.approx(site.total_mw, rel=1e-12)
-    assert one.grid_class == fs.grid_class(one.site_kw).name
+    assert one.grid_class == power.grid_class(one.site_kw).name
 
 
 def test_independent_aggregate_equals_the_detection_model(small_plan: planner.PlanOption) -> None:
@@ -111,23 +112,23 @@ def test_survivability_hand_case(small_plan: planner.PlanOption) -> None:
     """Losing the only building a third of the way in never finishes and loses ~2/3 of the work; losing
     1 of N replicas loses ~(1/N)(2/3) and finishes late but finishes."""
     o = small_plan
-    case = fs.SurvivalCase(lose_sites=1)
-    b = fs.building_survival(o, case)
+    case = survive.SurvivalCase(lose_sites=1)
+    b = survive.building_survival(o, case)
     assert b.delay_days is None and not b.finishes_within_budget
     assert b.lost_work_fraction == pytest.approx(2 / 3, abs=2e-3)
-    dil, dec = fs.plan_survival(o, case)
+    dil, dec = survive.plan_survival(o, case)
     replicas = o.nodes // max(1, o.pipeline_stages)
     assert replicas >= 2
     for s in (dil, dec):
         assert s.delay_days is not None and s.delay_days > 0
         assert s.lost_work_fraction == pytest.approx((1 / replicas) * (2 / 3), abs=2e-3)
         assert s.quality_ratio is not None and s.quality_ratio >= 1 - 1e-12
-    none = fs.plan_survival(o, fs.SurvivalCase(lose_sites=0))[0]
+    none = survive.plan_survival(o, survive.SurvivalCase(lose_sites=0))[0]
     assert none.delay_days == pytest.approx(0.0, abs=1e-9) and none.lost_work_fraction == pytest.approx(
         0, abs=1e-12
     )
     with pytest.raises(InputError, match="lose_sites"):
-        fs.SurvivalCase(lose_sites=-1)
+        survive.SurvivalCase(lose_sites=-1)
 
 
 def test_rate_status_reads_the_sources() -> None:

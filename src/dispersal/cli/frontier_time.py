@@ -34,7 +34,7 @@ def run_year(
     json_out: bool,
 ) -> None:
     """Compute and print the frontier over time (one target: the first of `targets`, default 1e25)."""
-    from dispersal.model.analyses import frontier_time as ft
+    from dispersal.model.analyses.frontier import over_time as ft
 
     if targets is not None and len(targets) != 1:
         from dispersal.model.inputs.errors import InputError
@@ -124,7 +124,7 @@ def _plot(f: Any, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from dispersal.model.analyses.frontier_time import envelope
+    from dispersal.model.analyses.frontier.over_time import envelope
 
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     env = envelope(f.points)

@@ -292,10 +292,10 @@ def frontier_command(
 def run_frontier_year(
     plan: Mapping[str, Any], premiums: Sequence[float] = FRONTIER_PREMIUMS
 ) -> dict[str, Any]:
-    """`frontier_time.frontier_over_time` at the plan's target, regime and mode: the least bandwidth per
-    site within each premium per algorithm generation, then trend projections (`dispersal frontier
-    --year`)."""
-    from dispersal.model.analyses import frontier_time as ft
+    """`frontier.over_time.frontier_over_time` at the plan's target, regime and mode: the least
+    bandwidth per site within each premium per algorithm generation, then trend projections
+    (`dispersal frontier --year`)."""
+    from dispersal.model.analyses.frontier import over_time as ft
 
     return dict(
         ft.frontier_over_time(

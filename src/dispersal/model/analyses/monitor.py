@@ -31,14 +31,8 @@ from importlib import resources
 from typing import Any
 
 from dispersal.model.analyses import detection as det
-from dispersal.model.analyses.frontier_survive import (
-    SitePower,
-    Survival,
-    SurvivalCase,
-    building_survival,
-    plan_survival,
-    site_power,
-)
+from dispersal.model.analyses.frontier.power import SitePower, site_power
+from dispersal.model.analyses.frontier.survive import Survival, SurvivalCase, building_survival, plan_survival
 from dispersal.model.inputs.catalog import regime
 from dispersal.model.inputs.errors import require
 from dispersal.model.inputs.scenario import Mode
@@ -227,9 +221,9 @@ def _frontier_plan(
     t: float, premium: float, regime_name: str, m: Mode, base_cost: float
 ) -> tuple[planner.Plan | None, float | None]:
     """The frontier plan of (t, premium): the plan at the least grid bandwidth within premium x the
-    one-building cost (`frontier_time.walk_down` over `frontier.BANDWIDTH_GRID_BITS_PER_S`)."""
-    from dispersal.model.analyses.frontier import BANDWIDTH_GRID_BITS_PER_S
-    from dispersal.model.analyses.frontier_time import walk_down
+    one-building cost (`frontier.walk_down` over `frontier.BANDWIDTH_GRID_BITS_PER_S`)."""
+    from dispersal.model.analyses.frontier.result import BANDWIDTH_GRID_BITS_PER_S
+    from dispersal.model.analyses.frontier.walk_down import walk_down
 
     grid = tuple(sorted(BANDWIDTH_GRID_BITS_PER_S))
     plans = walk_down(t, regime_name, Constraints(), m, grid, premium * base_cost)

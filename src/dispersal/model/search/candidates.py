@@ -214,7 +214,7 @@ class Constraints:
     none: every node its own site, the paper's threat model."""
     scenario_overrides: tuple[tuple[str, Any], ...] = ()
     """Scenario fields set on every candidate, (name, value) pairs from `OVERRIDABLE_FIELDS` (an
-    algorithm generation's codec, overlap, fragments, H: `dispersal.model.analyses.frontier_time`).
+    algorithm generation's codec, overlap, fragments, H: `dispersal.model.analyses.frontier.over_time`).
     `planner.centralized_baseline` passes them on; callers wanting a plain baseline drop them."""
 
     def __post_init__(self) -> None:

@@ -91,14 +91,14 @@ class Draws:
     """The Monte Carlo draws (draw 0 nominal, 1.. samples) as arrays, with the per-draw kernel call."""
 
     def __init__(self, m: Mode, c: Constraints, samples: int, seed: int) -> None:
-        from dispersal.model.analyses.uncertainty.monte_carlo import _arrays
+        from dispersal.model.analyses.uncertainty.monte_carlo import per_draw_arrays
         from dispersal.model.analyses.uncertainty.spec import default_spec
 
         spec = default_spec()
         nom = spec.nominal()
         relative_mfu = m is Mode.DEFAULT and c.mfu is None
         self.c = c.replace(mfu=float(nom["mfu"])) if ("mfu" in nom and not relative_mfu) else c
-        self.arrays = _arrays(spec, samples, seed, nom, self.c, m, relative_mfu)
+        self.arrays = per_draw_arrays(spec, samples, seed, nom, self.c, m, relative_mfu)
         self.samples = samples
 
     def with_arrays(self, arrays: dict[str, Arr]) -> Draws:

@@ -7,10 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from dispersal.model.analyses.frontier.result import (
-    Limit,
-    _Layout,
-)
+from dispersal.model.analyses.frontier.conditions import SearchLayout
+from dispersal.model.analyses.frontier.result import Limit
 from dispersal.model.analyses.frontier.table import Engine, TargetTable
 from dispersal.model.inputs import units
 from dispersal.model.kernel import quality
@@ -41,14 +39,14 @@ def _cannot(eng: Engine, tab: TargetTable, t: float, where: str, prem_max: float
     return f"time budget: at most {max(best, tab.c_local_uncapped_flop):.3g} FLOP in {days:.4g} days {where}"
 
 
-def _limit(
+def cell_limit(
     eng: Engine,
     t: float,
     x: float,
     c0: float | None,
     grid: tuple[float, ...],
     tab: TargetTable,
-    lay: _Layout,
+    lay: SearchLayout,
     j: int,
 ) -> Limit:
     """One (target, premium) cell from the search (j: the premium's index among sorted budgets)."""
@@ -160,7 +158,7 @@ def _limit(
 
 
 def _most(
-    eng: Engine, tab: TargetTable, lay: _Layout, grid: tuple[float, ...], j: int
+    eng: Engine, tab: TargetTable, lay: SearchLayout, grid: tuple[float, ...], j: int
 ) -> tuple[int | None, float | None, str | None, str]:
     """The most sites within budget j at any grid bandwidth: (sites, the lowest rate reaching that
     count, node type, what stops one more site)."""
@@ -187,7 +185,7 @@ def _most(
 
 
 def _least_power(
-    eng: Engine, tab: TargetTable, lay: _Layout, tol: float, t: float
+    eng: Engine, tab: TargetTable, lay: SearchLayout, tol: float, t: float
 ) -> tuple[float | None, str | None, str]:
     """The smallest power per site of any plan within the budget at any grid bandwidth, its node
     type, and why smaller sites do not fit (cost, or they cannot reach the target)."""
@@ -211,7 +209,7 @@ def _least_power(
 
 
 def _shortest(
-    eng: Engine, tab: TargetTable, lay: _Layout, cm: Any, tol: float, c0: float
+    eng: Engine, tab: TargetTable, lay: SearchLayout, cm: Any, tol: float, c0: float
 ) -> tuple[float | None, tuple[float, float] | None, str]:
     """The shortest time budget on the duration grid with a plan within the budget (top rate)."""
     ok = [i for i, k in enumerate(lay.dur) if cm[k] <= tol]
@@ -231,7 +229,7 @@ def _shortest(
     return lay.dur_days[i], (d, lay.dur_days[i]), why
 
 
-def _distance(lay: _Layout, cm: Any, tol: float, c0: float, top: str) -> tuple[float | None, str]:
+def _distance(lay: SearchLayout, cm: Any, tol: float, c0: float, top: str) -> tuple[float | None, str]:
     """The longest distance on the distance grid with a plan within the budget (top rate)."""
     ok = [i for i, k in enumerate(lay.dist) if cm[k] <= tol]
     if not lay.dist:

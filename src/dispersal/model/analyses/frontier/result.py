@@ -8,13 +8,7 @@ from typing import Any
 
 import numpy as np
 
-import dispersal.model.analyses.frontier.bands as _bands
-from dispersal.model.analyses.frontier.table import Condition
-from dispersal.model.inputs import units
-from dispersal.model.inputs.catalog import accelerator
-from dispersal.model.inputs.scenario import latency_from_distance
-from dispersal.model.search import planner
-from dispersal.model.search.candidates import Constraints
+from dispersal.model.analyses.frontier import bands
 
 SCHEMA_VERSION = 2
 #: Default compute targets, FLOP of C_quality (issue 23: 1e24 ... 1e27).
@@ -93,7 +87,7 @@ class Limit:
     replicas_beyond_evidence: int | None = None
     """Replicas of the least-bandwidth plan beyond the published evidence (max(0, M - 16): DiLoCo
     points reach M = 16, MuLoCo 2025; `quality.EVIDENCE_REPLICAS_MAX`); None without a plan."""
-    band: _bands.Band | None = None
+    band: bands.Band | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (schema in docs/frontier.md); the band (P(reach) first) leads when drawn."""
@@ -241,60 +235,10 @@ def reach_bandwidth(grid: tuple[float, ...]) -> float:
     return grid[int(np.argmin([abs(math.log(b / REACH_BANDWIDTH_BITS_PER_S)) for b in grid]))]
 
 
+def reach_index(grid: tuple[float, ...]) -> int:
+    """The grid index of `reach_bandwidth` (REACH_BANDWIDTH_BITS_PER_S or the nearest grid rate)."""
+    return grid.index(reach_bandwidth(grid))
+
+
 def _listify(v: Any) -> Any:
     return [_listify(x) for x in v] if isinstance(v, tuple | list) else v
-
-
-def power_per_site_kw(o: planner.PlanOption) -> float:
-    """Electrical power of one site, kW: chips x TDP x PUE (the kernel's energy inputs; catalogue TDP,
-    PUE from the scenario)."""
-    acc = accelerator(o.hardware)
-    return o.chips_per_node * acc.tdp_w * o.scenario.pue / 1000.0
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class _Layout:
-    """Where each condition of the search sits: the bandwidth grid (ascending), distances, durations."""
-
-    conds: tuple[Condition, ...]
-    bw: tuple[int, ...]
-    """Condition index per grid bandwidth (ascending)."""
-    dist: tuple[int, ...]
-    dist_m: tuple[float, ...]
-    dur: tuple[int, ...]
-    """Condition index per duration (ascending), the last the full time budget."""
-    dur_days: tuple[float, ...]
-
-
-def _layout(grid: tuple[float, ...], c: Constraints) -> _Layout:
-    """Conditions: the grid from the top down (condition 0 = the screen's), then the distances and
-    the shorter durations at the top rate."""
-    full = c.max_duration_s
-    conds = [
-        Condition(bandwidth_bits_per_s=b, latency_s=c.latency_s, duration_s=full) for b in reversed(grid)
-    ]
-    bw = tuple(len(grid) - 1 - i for i in range(len(grid)))
-    dist_m = tuple(d for d in DISTANCE_GRID_M if latency_from_distance(d) > c.latency_s)
-    dist = []
-    for d in dist_m:
-        dist.append(len(conds))
-        conds.append(
-            Condition(bandwidth_bits_per_s=grid[-1], latency_s=latency_from_distance(d), duration_s=full)
-        )
-    days = tuple(d for d in DURATION_GRID_DAYS if d * units.SECONDS_PER_DAY < full * (1 - 1e-9))
-    dur = []
-    for d in days:
-        dur.append(len(conds))
-        conds.append(
-            Condition(
-                bandwidth_bits_per_s=grid[-1], latency_s=c.latency_s, duration_s=d * units.SECONDS_PER_DAY
-            )
-        )
-    return _Layout(
-        conds=tuple(conds),
-        bw=bw,
-        dist=tuple(dist),
-        dist_m=dist_m,
-        dur=(*dur, 0),
-        dur_days=(*days, full / units.SECONDS_PER_DAY),
-    )

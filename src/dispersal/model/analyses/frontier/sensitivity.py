@@ -29,14 +29,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-import dispersal.model.analyses.frontier.bands as _bands
-from dispersal.model.analyses.frontier.extras import _reach_index, draw_costs
-from dispersal.model.analyses.frontier.result import (
-    AT_SITES_POINTS,
-    BANDWIDTH_GRID_BITS_PER_S,
-    _layout,
-)
-from dispersal.model.analyses.frontier.table import Engine, _geomgrid, search_target
+from dispersal.model.analyses.frontier import bands
+from dispersal.model.analyses.frontier.conditions import SearchLayout, search_layout
+from dispersal.model.analyses.frontier.p_reach import draw_costs
+from dispersal.model.analyses.frontier.result import AT_SITES_POINTS, BANDWIDTH_GRID_BITS_PER_S, reach_index
+from dispersal.model.analyses.frontier.table import Engine, geomgrid, search_target
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.scenario import Mode
 from dispersal.model.search import planner
@@ -167,18 +164,18 @@ def sensitivity(
     names = tuple(g for g, _ in GROUPS)
     problem = {"num_vars": len(names), "names": list(names), "bounds": [[0.0, 1.0]] * len(names)}
     u = sample.sample(problem, base_samples, calc_second_order=False, scramble=True, seed=seed)
-    pool = _bands.Draws(m, c, POOL_DRAWS, seed)
+    pool = bands.Draws(m, c, POOL_DRAWS, seed)
     dr = pool.with_arrays(_design(pool.arrays, u))
     draws = np.arange(1, u.shape[0] + 1, dtype=np.int64)
 
-    lay = _layout(grid, c)
+    lay = search_layout(grid, c)
     eng = Engine(m, c, regime_name)
     base = planner.centralized_baseline(target_flop, constraints=c, mode=m)
     c0n = base.best.cost_usd if base.best is not None else None
-    budgets = (max(premium, _bands.SHORTLIST_PREMIUM) * c0n,) if c0n is not None else ()
+    budgets = (max(premium, bands.SHORTLIST_PREMIUM) * c0n,) if c0n is not None else ()
     tab = search_target(eng, target_flop, lay.conds, budgets)
     costs, c0 = draw_costs(eng, target_flop, tab, lay, base.best, c, m, dr, draws)
-    ri = _reach_index(grid)
+    ri = reach_index(grid)
     if c0 is None:
         raise InputError("target", f"one building cannot reach {target_flop:.0e} FLOP either")
     prem_r = np.where(np.isfinite(costs[:, ri]) & np.isfinite(c0), costs[:, ri] / c0, CANNOT_REACH_PREMIUM)
@@ -218,13 +215,13 @@ def _design(pool: dict[str, Arr], u: Arr) -> dict[str, Arr]:
     return out
 
 
-def _largest(eng: Engine, dr: _bands.Draws, lay: Any, n: int, draws: npt.NDArray[np.int64]) -> Arr:
+def _largest(eng: Engine, dr: bands.Draws, lay: SearchLayout, n: int, draws: npt.NDArray[np.int64]) -> Arr:
     """Per draw: the largest metric with at most n sites at the top grid rate, any cost, over the
     LEADERS_PER_SITE_COUNT nominal leaders (each at AT_SITES_POINTS site counts up to n)."""
     allc = np.flatnonzero(eng.usable).astype(np.int64)
     lo, hi = eng.window(allc, lay.conds[0], 1.0)
     sel = (lo <= n) & (hi >= lo)
-    g = _geomgrid(lo[sel], np.minimum(hi[sel], float(n)), AT_SITES_POINTS)
+    g = geomgrid(lo[sel], np.minimum(hi[sel], float(n)), AT_SITES_POINTS)
     cc = np.repeat(allc[sel], AT_SITES_POINTS)
     nn = g.reshape(-1)
     r = eng.run(cc, nn, np.zeros(cc.size, dtype=np.int64), lay.conds)
@@ -235,7 +232,7 @@ def _largest(eng: Engine, dr: _bands.Draws, lay: Any, n: int, draws: npt.NDArray
     if lead.size == 0:
         return out
     lo2, hi2 = eng.window(lead, lay.conds[0], 1.0)
-    g2 = _geomgrid(lo2, np.minimum(hi2, float(n)), AT_SITES_POINTS)
+    g2 = geomgrid(lo2, np.minimum(hi2, float(n)), AT_SITES_POINTS)
     combos = np.repeat(lead, AT_SITES_POINTS)
     ns = g2.reshape(-1)
     dd = np.repeat(draws, combos.size)

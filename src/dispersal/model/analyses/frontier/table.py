@@ -243,7 +243,7 @@ class Engine:
         ok = hi >= lo
         if not ok.any():
             return False
-        g = _geomgrid(lo[ok], hi[ok], REACH_POINTS)
+        g = geomgrid(lo[ok], hi[ok], REACH_POINTS)
         zeros = np.zeros(g.size, dtype=np.int64)
         return bool(self.meets(np.repeat(combo[ok], REACH_POINTS), g.reshape(-1), zeros, [k], target).any())
 
@@ -268,7 +268,7 @@ class Engine:
         )
 
 
-def _geomgrid(lo: Arr, hi: Arr, points: int) -> Arr:
+def geomgrid(lo: Arr, hi: Arr, points: int) -> Arr:
     """(rows, points) integer node counts from lo to hi (geometric, ends exact, non-decreasing)."""
     t = np.linspace(0.0, 1.0, points)
     g = np.round(lo[:, None] * (hi / lo)[:, None] ** t[None, :])
@@ -292,7 +292,7 @@ def search_target(
     c_local_best = -math.inf
     if ok.any():
         cc = allc[ok]
-        g = _geomgrid(lo0[ok], hi0[ok], SCREEN_POINTS)
+        g = geomgrid(lo0[ok], hi0[ok], SCREEN_POINTS)
         r = eng.run(np.repeat(cc, SCREEN_POINTS), g.reshape(-1), np.zeros(g.size, dtype=np.int64), conds)
         valid = r["valid"] > 0
         m = np.where(valid, r["metric"], -np.inf).reshape(-1, SCREEN_POINTS)
@@ -317,7 +317,7 @@ def search_target(
         rows = np.flatnonzero((top >= lo).reshape(-1))
         if rows.size:
             ki, ci = np.divmod(rows, nc)
-            g = _geomgrid(lo.reshape(-1)[rows], top.reshape(-1)[rows], GRID_POINTS)
+            g = geomgrid(lo.reshape(-1)[rows], top.reshape(-1)[rows], GRID_POINTS)
             mt = eng.meets(
                 np.repeat(keep[ci], GRID_POINTS), g.reshape(-1), np.repeat(ki, GRID_POINTS), conds, target
             ).reshape(-1, GRID_POINTS)

@@ -183,7 +183,7 @@ def plan_samples(
     # of replacing it with one absolute value for every node type.
     relative_mfu = m is Mode.DEFAULT and c0.mfu is None
     c = constraints_for({k: v for k, v in nom_vals.items() if not (relative_mfu and k == "mfu")}, c0)
-    arrays = _arrays(spec, samples, seed, nom_vals, c, m, relative_mfu)
+    arrays = per_draw_arrays(spec, samples, seed, nom_vals, c, m, relative_mfu)
     # The node types of the planner's candidate space plus the node sizes below the cap that the
     # nominal plan's exact search chose (so a draw can keep a plan the planner found).
     variants = hardware_variants(m, c, regime_name)
@@ -243,7 +243,7 @@ def plan_samples(
     )
 
 
-def _arrays(
+def per_draw_arrays(
     spec: UncertaintySpec,
     samples: int,
     seed: int,

@@ -1,10 +1,7 @@
-"""Survivability and power of a frontier plan against one building of the same compute (issue 23
-item 4).
+"""Survivability of a frontier plan against one building of the same compute (issue 23 item 4;
+`dispersal frontier --compare`, with `analyses.monitor` and `power`).
 
-- Power: each site draws chips x TDP x PUE (`frontier.power_per_site_kw`), kW, and falls in the
-  smallest grid-connection class (`dispersal/data/grid_connections.toml`) whose upper bound is at
-  least that load (power factor 1 assumed).
-- Survivability: the plan's sites go into `resilience.site_loss`. One replica is one island: a flat
+- The plan's sites go into `resilience.site_loss`. One replica is one island: a flat
   DiLoCo plan has one island per site; a pipeline plan (`pipeline_stages` S > 1) spans S sites per
   replica, so a lost site takes its whole replica down and the resilience model counts replicas
   as its "sites" (each lost site hits a different replica: the worst case for k sites). The round
@@ -12,6 +9,7 @@ item 4).
   synchronous data parallel (`ddp`): losing it stops the run. Quality: the compute-quality ratio
   C_quality / C_local of the survivors (the plan re-estimated with the surviving sites) over the
   intact plan's, from `estimate`.
+- Power per site and its grid-connection class: `power`.
 
 Defaults of the loss (assumptions, stated in `SurvivalCase`): the sites go dark a third of the way
 into the run and stay dark (a strike, not an outage); the deadline is 1.2 x the run.
@@ -20,15 +18,11 @@ into the run and stay dark (a strike, not an outage); the deadline is 1.2 x the 
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass
-from functools import cache
-from importlib import resources
 from typing import Any
 
 from dispersal.model.analyses import resilience
-from dispersal.model.analyses.frontier import power_per_site_kw
-from dispersal.model.inputs.errors import InputError, require
+from dispersal.model.inputs.errors import require
 from dispersal.model.run.estimate import estimate
 from dispersal.model.search.plan_result import PlanOption
 
@@ -37,36 +31,6 @@ from dispersal.model.search.plan_result import PlanOption
 DEFAULT_LOSS_AT_FRACTION = 1.0 / 3.0
 #: Chips per host that fails as a unit (an HGX-class 8-accelerator server; resilience's default).
 HOST_CHIPS = 8
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class GridClass:
-    """One grid-connection class: loads up to `max_kw` (inf for the last), with its source."""
-
-    name: str
-    label: str
-    max_kw: float
-    status: str
-    source: str
-
-
-@cache
-def grid_classes() -> tuple[GridClass, ...]:
-    """The classes of grid_connections.toml, smallest first."""
-    text = resources.files("dispersal.data").joinpath("grid_connections.toml").read_text(encoding="utf-8")
-    classes = tuple(GridClass(**e) for e in tomllib.loads(text)["class"])
-    return tuple(sorted(classes, key=lambda c: c.max_kw))
-
-
-def grid_class(site_kw: float, classes: tuple[GridClass, ...] | None = None) -> GridClass:
-    """The smallest class whose upper bound is >= `site_kw` (kW, finite and >= 0)."""
-    require(
-        math.isfinite(site_kw) and site_kw >= 0, "site_kw", f"must be a finite number >= 0 kW, got {site_kw}"
-    )
-    for c in classes or grid_classes():
-        if site_kw <= c.max_kw:
-            return c
-    raise InputError("site_kw", f"{site_kw:g} kW is above every grid class")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -171,46 +135,10 @@ def building_survival(b: PlanOption, case: SurvivalCase) -> Survival:
     )
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class SitePower:
-    """Per-site and total power of a layout and the grid class of each site."""
-
-    sites: int
-    site_kw: float
-    total_mw: float
-    grid_class: str
-    grid_class_status: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready."""
-        return {k: getattr(self, k) for k in self.__slots__}
-
-
-def site_power(o: PlanOption, *, one_building: bool = False) -> SitePower:
-    """Power per site (chips x TDP x PUE, kW) and its grid class; `one_building` puts every chip of
-    `o` on one site."""
-    node_kw = power_per_site_kw(o)
-    sites = 1 if one_building else o.nodes
-    kw = node_kw * o.nodes if one_building else node_kw
-    gc = grid_class(kw)
-    return SitePower(
-        sites=sites,
-        site_kw=kw,
-        total_mw=node_kw * o.nodes / 1000.0,
-        grid_class=gc.name,
-        grid_class_status=gc.status,
-    )
-
-
 __all__ = [
     "DEFAULT_LOSS_AT_FRACTION",
-    "GridClass",
-    "SitePower",
     "Survival",
     "SurvivalCase",
     "building_survival",
-    "grid_class",
-    "grid_classes",
     "plan_survival",
-    "site_power",
 ]

@@ -9,9 +9,10 @@ Method (docs/frontier.md, "The frontier over time"):
 - The premium's denominator is one datacenter with the same hardware (`planner.centralized_baseline`,
   no overrides: one building does not need a low-communication algorithm).
 - For each generation the planner runs at the bandwidths of `frontier.BANDWIDTH_GRID_BITS_PER_S`
-  from the top down, stopping at the first plan that cannot reach the target or costs more than the
-  largest premium's budget (the cost never falls as the bandwidth falls). Per premium x: the least
-  grid bandwidth whose plan costs <= x C0, and what binds one grid point below (as `frontier`).
+  from the top down (`walk_down`), stopping at the first plan that cannot reach the target or costs
+  more than the largest premium's budget (the cost never falls as the bandwidth falls). Per premium
+  x: the least grid bandwidth whose plan costs <= x C0, and what binds one grid point below (as
+  `frontier`).
 - How the limit moved (`envelope`): in each generation year, per premium, the least bandwidth of any
   generation published by then.
 - Projections (every one labelled "projection"): after the last generation year the envelope is held
@@ -31,8 +32,9 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-from dispersal.model.analyses.frontier import BANDWIDTH_GRID_BITS_PER_S, power_per_site_kw
-from dispersal.model.analyses.frontier_survive import grid_class
+from dispersal.model.analyses.frontier.power import grid_class, power_per_site_kw
+from dispersal.model.analyses.frontier.result import BANDWIDTH_GRID_BITS_PER_S
+from dispersal.model.analyses.frontier.walk_down import BUDGET_TOLERANCE, walk_down
 from dispersal.model.inputs.catalog import regime
 from dispersal.model.inputs.errors import InputError, require
 from dispersal.model.inputs.scenario import Mode
@@ -48,7 +50,6 @@ DEFAULT_PREMIUMS: tuple[float, ...] = (1.5, 2.0, 5.0)
 DEFAULT_HARDWARE: tuple[str, ...] = ("h100_sxm",)
 #: Last projected year.
 DEFAULT_UNTIL_YEAR = 2030
-_TOL = 1 + 1e-12
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -137,7 +138,7 @@ class GenerationLimit:
     hardware: str | None
     power_per_site_kw: float | None
     grid_class: str | None = None
-    """The site's grid-connection class (`frontier_survive.grid_class`)."""
+    """The site's grid-connection class (`power.grid_class`)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
@@ -262,29 +263,11 @@ def compute_per_dollar_gain(years: float, doubling_years: float) -> float:
     return float(2.0 ** (years / doubling_years))
 
 
-def walk_down(
-    t: float, regime_name: str, c: Constraints, m: Mode, grid: tuple[float, ...], budget: float
-) -> dict[int, planner.Plan]:
-    """Plans from the top of the grid down until one cannot reach `t` or costs more than `budget`
-    (every lower grid point would too: the cost never falls as the bandwidth falls), {index: plan}."""
-    out: dict[int, planner.Plan] = {}
-    for i in range(len(grid) - 1, -1, -1):
-        bw = grid[i]
-        p = planner.plan(
-            t,
-            regime_name=regime_name,
-            constraints=c.replace(bandwidth_up_bits_per_s=bw, bandwidth_down_bits_per_s=bw),
-            mode=m,
-        )
-        out[i] = p
-        if p.best is None or p.best.cost_usd > budget * _TOL:
-            break
-    return out
-
-
 def _limit(x: float, c0: float, grid: tuple[float, ...], plans: dict[int, planner.Plan]) -> GenerationLimit:
     """The least grid bandwidth within x C0 and what binds one grid point below."""
-    ok = sorted(i for i, p in plans.items() if p.best is not None and p.best.cost_usd <= x * c0 * _TOL)
+    ok = sorted(
+        i for i, p in plans.items() if p.best is not None and p.best.cost_usd <= x * c0 * BUDGET_TOLERANCE
+    )
     if not ok:
         top = plans[len(grid) - 1]
         why = (
@@ -455,5 +438,4 @@ __all__ = [
     "generations",
     "line_rate_bits_per_s",
     "trends",
-    "walk_down",
 ]
