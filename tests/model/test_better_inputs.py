@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from dispersal.model.inputs.catalog import accelerator
 from dispersal.model.inputs.params import DEFAULT_PARAMS
 from dispersal.model.inputs.scenario import Scenario, as_arrays, kernel_inputs
+from dispersal.model.inputs.scenario_fields import Algorithm
 from dispersal.model.kernel import choose
 from dispersal.model.kernel.chinchilla import optimal_compute_for_loss
 from dispersal.model.kernel.kernel import evaluate
@@ -135,7 +136,7 @@ over 1,078 hierarchical runs drawn by this strategy; flat runs: none over 381)."
 @given(s=scenarios())
 @example(
     s=Scenario(
-        algorithm="hierarchical",
+        algorithm=Algorithm.HIERARCHICAL,
         overlap_communication=False,
         num_nodes=30,
         params=1e9,
