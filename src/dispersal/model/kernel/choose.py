@@ -179,7 +179,9 @@ def _subset(inp: Inputs, flat: npt.NDArray[np.intp], sched: Mapping[str, Arr]) -
 
     def take(v: npt.ArrayLike) -> Any:
         a = np.asarray(v)
-        return a if a.ndim == 0 else np.broadcast_to(a, inp.shape).reshape(-1)[flat]
+        if a.ndim == 0:
+            return a
+        return (a if a.shape == inp.shape else np.broadcast_to(a, inp.shape)).reshape(-1)[flat]
 
     x = {k: take(v) for k, v in inp.x.items()}
     x.update(sched)

@@ -193,8 +193,12 @@ def _fitted_penalty(
     call's where given. `L` is the loss before the replica penalty (read by the loss mapping)."""
     g, k, shape = inp.g, inp.k, inp.shape
 
+    n_on = int(np.count_nonzero(gmask))
+
     def gl(a: Arr) -> Arr:
-        return np.asarray(np.broadcast_to(a, shape)[gmask], dtype=np.float64)
+        a = np.asarray(a, dtype=np.float64)
+        # a number needs no broadcast and gather: the same value at every selected configuration
+        return np.full(n_on, a) if a.ndim == 0 else np.asarray(np.broadcast_to(a, shape)[gmask])
 
     frag_q = np.maximum(gl(np.where(streaming, fragments, 1.0)), 1.0)
     m_q, h_q = np.maximum(gl(replicas), 1.0), np.maximum(gl(h_pen), 1.0)
