@@ -14,6 +14,7 @@ from dispersal.cli.counter import money_millions
 runner = CliRunner()
 
 
+@pytest.mark.slow
 def test_json_schema(tmp_path: Path) -> None:
     png = tmp_path / "c.png"
     r = runner.invoke(
@@ -44,6 +45,7 @@ def test_money_in_millions() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_markdown_matches_the_json_rows() -> None:
     """--markdown prints one table row per JSON row, with the exact collateral counts."""
     args = ["counter", "--lever", "hbm", "--bundle", "bandwidth_cap+chip_registry"]

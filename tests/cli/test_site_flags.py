@@ -35,6 +35,7 @@ def test_solve_for_what_the_sites_own_is_an_error(variable: str) -> None:
     assert r.output.startswith("error: --for: ") and "[[site]]" in r.output
 
 
+@pytest.mark.slow
 def test_solve_for_h_still_works_on_a_sites_scenario() -> None:
     argv = [
         "solve",

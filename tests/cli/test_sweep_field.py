@@ -6,6 +6,7 @@ import csv
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from dispersal.cli import app
@@ -13,6 +14,7 @@ from dispersal.model import estimate
 from dispersal.model.inputs.presets import load_scenario
 
 
+@pytest.mark.slow
 def test_field_sweep_charts_an_estimate_figure(tmp_path: Path) -> None:
     out = tmp_path / "s.csv"
     r = CliRunner().invoke(

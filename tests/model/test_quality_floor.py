@@ -52,6 +52,7 @@ def curve() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return ns, floor, raw
 
 
+@pytest.mark.slow
 @settings(max_examples=50, deadline=None)
 @given(i=st.integers(0, 23), j=st.integers(0, 23))
 def test_floor_non_decreasing_for_every_node_type(
@@ -62,6 +63,7 @@ def test_floor_non_decreasing_for_every_node_type(
     assert np.all(floor[hi] >= floor[lo])
 
 
+@pytest.mark.slow
 def test_thousand_sites_never_below_one_site(curve: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
     # the raw per-N best, no floor: 0.2's Box-Cox tail gave 1,000 a100_80gb sites 1.2e23 < one site's 5.2e23
     _, floor, raw = curve

@@ -75,6 +75,7 @@ def test_tokens_and_batch_responses_at_64_sites() -> None:
     assert g[1] < 0.5 * g[0]  # 0.43 -> 0.13
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(
     m=log_uniform(1.0, 1e5),
@@ -113,6 +114,7 @@ def test_sampled_exponents_cover_their_ranges() -> None:
 HARDWARE = ["h100_sxm", "gh200", "a100_80gb", "tpu_v5p", "tpu_v6e", "b200", "h200", "tpu_v5e"]
 
 
+@pytest.mark.slow
 @settings(
     max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]
 )

@@ -136,6 +136,7 @@ def test_auto_never_trades_a_feasible_wan_pipeline_for_a_site_over_the_rule() ->
     assert any("site of 8 nodes over the treaty covered-cluster rule" in r for r in forced.reasons)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None)
 @given(
     fabric=st.floats(1e9, 1e13),
@@ -168,6 +169,7 @@ def test_more_fabric_or_wan_bandwidth_never_slows_it(
         assert faster["tokens_per_s"] >= base["tokens_per_s"] * (1 - 1e-12)
 
 
+@pytest.mark.slow
 def test_plan_searches_site_slots_only_when_asked() -> None:
     from dispersal.model.search.planner import Constraints, plan
 

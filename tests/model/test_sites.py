@@ -61,6 +61,7 @@ def test_paced_sync_hand_computed(code: int, expected: float, pacing: str) -> No
     assert sync.pacing == pacing
 
 
+@pytest.mark.slow
 def test_estimate_sync_is_the_paced_time() -> None:
     """End to end (straggler factor 1): a ring of int8 payloads and a gather of sparse ones."""
     ring = estimate(_tiny(params=1e9 / 8, codec="int8", aggregation="ring", algorithm="diloco"))
@@ -112,6 +113,7 @@ def _rate_inputs(s: Scenario) -> tuple[float, float]:
     return float(np.asarray(r["run_time_s"])), float(np.asarray(r["sync_time_s"]))
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(
     agg=st.sampled_from(["ring", "relay", "all_gather", "relay_dense"]),

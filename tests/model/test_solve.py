@@ -197,6 +197,7 @@ def test_a_falling_integer_output_gives_the_first_integer_that_reaches_it() -> N
     )
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None)
 @given(st.floats(min_value=0.05, max_value=0.99))
 def test_any_reachable_utilisation_is_bracketed(u: float) -> None:

@@ -81,6 +81,7 @@ def test_bad_trust_names_the_field() -> None:
         Constraints(trust="nobody")  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(
     nodes=st.integers(1, 2000),

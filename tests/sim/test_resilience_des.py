@@ -21,6 +21,7 @@ def test_fixed_seed_is_exactly_reproducible() -> None:
     assert a != c
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "spec",
     [

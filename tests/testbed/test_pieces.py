@@ -36,6 +36,7 @@ def test_outer_nesterov_hand_worked() -> None:
     assert outer.buf.tolist() == pytest.approx([0.35, 0.425], abs=1e-7)
 
 
+@pytest.mark.slow
 def test_outer_matches_torch_sgd_nesterov_and_fragments() -> None:
     """Same as torch.optim.SGD(nesterov=True) with the pseudo-gradient as .grad; a fragment step touches only its indices."""
     g = torch.Generator().manual_seed(0)
