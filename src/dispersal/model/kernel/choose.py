@@ -91,9 +91,9 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[st
     h_fixed = np.broadcast_to(inp.g("inner_steps"), inp.shape).ravel()[idx]
     best = score(base).ravel()[idx]
     # A run whose outer step is all compute (every sync hidden: the cycle is H x H_reg inner steps)
-    # trains the most tokens any schedule can; a first step that lowers neither H nor H_reg keeps the
-    # tokens at most the same and the penalty (H x H_reg^gamma) at least the same, so C_quality
-    # cannot rise: not tried.
+    # trains the most tokens any schedule can; a first step that does not lower the H the quality
+    # model sees (H, or H x H_reg^gamma hierarchical) keeps the tokens at most the same and the
+    # penalty at least the same, so C_quality cannot rise: not tried.
     steps = base["inner_steps"] * np.where(hier, base["regional_rounds"], 1.0)
     bound = (base["outer_step_time_s"] <= steps * base["step_time_s"] * (1 + 1e-12)).ravel()[idx]
     last = SCHEDULE_GRID.size - 1
@@ -102,14 +102,16 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[st
     came_r = np.zeros(idx.size, np.int64)
     moving = np.ones(idx.size, dtype=bool)
     first = True
+    gam = np.where(hier, inp.p.hierarchical_h_exponent, 0.0).ravel()[idx]
+    h_now = _penalty_h(hf, h_fixed, ih, ir, gam)
     while moving.any():
         trials: list[tuple[npt.NDArray[np.intp], int, int]] = []
         for free, d_h, d_r in DIRECTIONS(hf, rf):
             ph, pr = ih + d_h, ir + d_r
             inside = (ph >= 0) & (ph <= last) & (pr >= 0) & (pr <= last)
             back = (came_h == -d_h) & (came_r == -d_r)  # the reverse of the step that led here
-            if first and d_h >= 0 and d_r >= 0:
-                back |= bound
+            if first:
+                back |= bound & (_penalty_h(hf, h_fixed, ph, pr, gam) >= h_now)
             sel = np.flatnonzero(moving & free & inside & ~back)
             if sel.size:
                 trials.append((sel, d_h, d_r))
@@ -158,6 +160,14 @@ def DIRECTIONS(hf: BoolArr, rf: BoolArr) -> tuple[tuple[BoolArr, int, int], ...]
         (both, 2, -1),
         (both, -2, 1),
     )
+
+
+def _penalty_h(hf: BoolArr, h_fixed: Arr, ih: npt.NDArray[np.intp], ir: npt.NDArray[np.intp], gam: Arr) -> Arr:
+    """The H the quality model sees at grid indices (`ih`, `ir`): H x H_reg^gamma (gamma 0 for a flat
+    run; `hierarchical.branch`'s ``inner_steps_effective``)."""
+    last = SCHEDULE_GRID.size - 1
+    h = np.where(hf, SCHEDULE_GRID[np.clip(ih, 0, last)], h_fixed)
+    return np.asarray(h * SCHEDULE_GRID[np.clip(ir, 0, last)] ** gam, dtype=np.float64)
 
 
 def _sched(hf: BoolArr, h_fixed: Arr, ih: npt.NDArray[np.intp], ir: npt.NDArray[np.intp]) -> dict[str, Arr]:
