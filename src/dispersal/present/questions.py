@@ -332,14 +332,27 @@ def run_monitor(args: Mapping[str, Any]) -> dict[str, Any]:
     return dict(monitor.compare(**{**args, "targets_flop": tuple(args["targets_flop"])}))
 
 
+#: `dispersal frontier --compare`'s planner defaults: latency, s and time budget, days (`--latency`, `--days`).
+COMPARE_DEFAULT_LATENCY_S = 0.1
+COMPARE_DEFAULT_DAYS = 740.0
+
+
 def monitor_command(args: Mapping[str, Any]) -> str:
-    """The `dispersal frontier --compare` command with the same target, WAN, mode, regime and site loss
-    (it plans with the planner's 100 ms / 740-day defaults; other windows have no CLI flag yet)."""
+    """The `dispersal frontier --compare` command with the same target, WAN, mode, regime, site loss,
+    time budget (``--days``) and latency (``--latency``); the last two only where they differ from the
+    planner's defaults (740 days, 100 ms)."""
     t = ",".join(f"{float(x):g}" for x in args["targets_flop"])
-    return (
+    out = (
         f"dispersal frontier --compare --target {t} --wan {float(args['wan_bits_per_s']) / 1e6:g}Mbps "
         f"--mode {args['mode']} --regime {args['regime_name']} --lose-sites {int(args['lose_sites'])}"
     )
+    days = float(args["max_duration_s"]) / units.SECONDS_PER_DAY
+    if not math.isclose(days, COMPARE_DEFAULT_DAYS, rel_tol=1e-12):
+        out += f" --days {days:.15g}"
+    latency = float(args["latency_s"])
+    if not math.isclose(latency, COMPARE_DEFAULT_LATENCY_S, rel_tol=1e-12):
+        out += f" --latency {latency * 1e3:.15g}ms"
+    return out
 
 
 def run_fleet(sd: Mapping[str, Any], mode: str, metric: str = "c_quality") -> dict[str, Any]:
