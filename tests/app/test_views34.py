@@ -295,7 +295,7 @@ def test_frontier_view_shows_the_uncertainty_tab_s_draws_without_drawing_again()
     at.session_state["view_tab"] = "Frontier"
     at.run()
     at.number_input(key="fr_samples").set_value(0)
-    at.text_input(key="fr_targets").set_value("1e24, 1e25").run()
+    at.text_input(key="fr_targets").set_value("1e24").run()
     _button(at, "fr_go").click()
     at.run()
     assert not at.exception and not at.error
@@ -306,5 +306,32 @@ def test_frontier_view_shows_the_uncertainty_tab_s_draws_without_drawing_again()
         "P(reach) at this scenario's links": F.percent(r["feasible_fraction"]),
         "cost P10-P90": f"{views._usd(r['cost_usd_p10'])} - {views._usd(r['cost_usd_p90'])}",
     }
-    assert [row] in _tables(at)  # 1e25 is not one of the Monte Carlo's targets (0.01x .. 10x of 1e24)
+    assert [row] in _tables(at)
     assert any("not drawn again" in c.value for c in at.caption)
+
+
+@pytest.mark.slow
+def test_the_monte_carlo_draws_the_chosen_target_first_without_changing_a_number() -> None:
+    """run_uncertainty hands the chosen target's point over first (the app's first number), returns
+    the points in target order, and each point is what drawing that target alone gives."""
+    from dispersal.app import views
+    from dispersal.present import questions
+
+    ui = {**logic.default_ui(), "mode": "paper", "plan_target": "1e24"}
+    args = views.plan_args(ui, logic.scenario_dict(ui))
+    seen: list[float] = []
+    done: list[int] = []
+    out = questions.run_uncertainty(
+        "1e24",
+        args,
+        8,
+        3,
+        progress=lambda d, _t, _n: done.append(d),
+        on_point=lambda p: seen.append(p["target_flop"]),
+    )
+    assert seen[0] == 1e24 and sorted(seen) == [p["target_flop"] for p in out["points"]]
+    assert [p["target_flop"] for p in out["points"]] == pytest.approx([1e22, 1e23, 1e24, 1e25], rel=1e-12)
+    assert done == sorted(done) and done[-1] == 32
+    for f in (0.01, 1.0):
+        alone = questions.run_uncertainty("1e24", args, 8, 3, factors=(f,))["points"][0]
+        assert alone == next(p for p in out["points"] if p["target_flop"] == alone["target_flop"])

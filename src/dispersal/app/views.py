@@ -421,18 +421,25 @@ def uncertainty_view(
     if st.button("Run the Monte Carlo", key="unc_go"):
         try:
             update, bar = progress_bar(st, "draws")
+            first = st.empty()
             try:
                 out = cached(
                     store,
                     "uncertainty",
                     req,
                     lambda: run_uncertainty(
-                        req["target"], plan, req["samples"], req["seed"], progress=update
+                        req["target"],
+                        plan,
+                        req["samples"],
+                        req["seed"],
+                        progress=update,
+                        on_point=lambda pt: first.markdown(_first_point_line(pt, req["samples"])),
                     ),
                 )
                 st.session_state["_unc"] = (key, out)
             finally:
                 bar.empty()
+                first.empty()
         except ValueError as exc:
             st.session_state["_unc"] = (key, logic.one_line(exc))
     adopt(st, "_unc", key, store, "uncertainty", req)
@@ -450,6 +457,17 @@ def uncertainty_view(
     _show(st, show, "uncertainty", stored[1])
     st.table(uncertainty_rows(stored[1]))
     return None
+
+
+def _first_point_line(pt: Mapping[str, Any], samples: int) -> str:
+    """The chosen target's answer while the other targets are drawn (the Monte Carlo's first number)."""
+    from dispersal.present import formats as F
+
+    lo, _mid, hi = pt["percentiles"].get("cost_usd", [None, None, None])
+    return (
+        f"**{F.flop(float(pt['target_flop']), unit=True)}: P(reach) {F.percent(float(pt['feasible_fraction']))} "
+        f"of {samples:,} draws, cost P10-P90 {_usd(lo)} - {_usd(hi)}**; drawing the other targets..."
+    )
 
 
 # --- the report of the app's state -----------------------------------------------------------------------

@@ -197,24 +197,31 @@ def run_uncertainty(
     seed: int,
     factors: tuple[float, ...] = UNCERTAINTY_FACTORS,
     progress: Progress | None = None,
+    on_point: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """`uncertainty.plan_samples` at several targets around the chosen one (`planner_args` output as
     ``plan``): per target P(reach) (``feasible_fraction``), the P10/P50/P90 over the draws that reach
-    it, and the nominal plan. ``progress(draws_done, draws_total, label)`` counts all targets' draws."""
+    it, and the nominal plan. ``progress(draws_done, draws_total, label)`` counts all targets' draws.
+
+    The chosen target (factor 1) is drawn first and handed to ``on_point`` as soon as it is done (the
+    app shows its P(reach) while the others are drawn); every target's draws are independent (same
+    seed each), so the order changes no number. Points are returned in ``factors`` order."""
     from dispersal.model.analyses import uncertainty as unc
     from dispersal.model.search.planner import Constraints
     from dispersal.present import formats as F
 
     t0 = parse_target(target)
     c = Constraints(**plan["constraints"])
-    points = []
+    points: dict[int, dict[str, Any]] = {}
     total = samples * len(factors)
-    for i, f in enumerate(factors):
-        label = f"target {i + 1} of {len(factors)} ({F.flop(t0 * f, unit=True)})"
+    order = sorted(range(len(factors)), key=lambda i: factors[i] != 1.0)
+    for n_done, i in enumerate(order):
+        f = factors[i]
+        label = f"target {n_done + 1} of {len(factors)} ({F.flop(t0 * f, unit=True)})"
 
-        def report(done: int, _n: int, i: int = i, label: str = label) -> None:
+        def report(done: int, _n: int, k: int = n_done, label: str = label) -> None:
             if progress is not None:
-                progress(i * samples + done, total, label)
+                progress(k * samples + done, total, label)
 
         report(0, samples)
         r = unc.plan_samples(
@@ -228,16 +235,16 @@ def run_uncertainty(
             search=plan["search"],
             progress=report,
         )
-        points.append(
-            {
-                "target_flop": t0 * f,
-                "feasible_fraction": r.feasible_fraction,
-                "percentiles": {k: list(v) for k, v in r.percentiles.items()},
-                "nominal": dict(r.nominal),
-                "metric": r.metric,
-            }
-        )
-    return {"points": points, "samples": samples, "seed": seed}
+        points[i] = {
+            "target_flop": t0 * f,
+            "feasible_fraction": r.feasible_fraction,
+            "percentiles": {k: list(v) for k, v in r.percentiles.items()},
+            "nominal": dict(r.nominal),
+            "metric": r.metric,
+        }
+        if on_point is not None:
+            on_point(points[i])
+    return {"points": [points[i] for i in range(len(factors))], "samples": samples, "seed": seed}
 
 
 #: The Frontier view's premiums over one datacenter (as `dispersal frontier`'s default).
