@@ -349,9 +349,15 @@ def _plan(args: dict[str, Any]) -> dict[str, Any]:
     return _plan_cached(json.dumps(args, sort_keys=True))
 
 
-def _sweeps(args: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """The comparison charts' plans (each cached on its arguments), with a bar counting the plans done."""
-    points = {axis: views.sweep_points(args, axis) for axis in views.SWEEPS}
+def _sweeps(
+    args: dict[str, Any], first: str | None = None, on_axis: Any = None
+) -> dict[str, list[dict[str, Any]]]:
+    """The comparison charts' plans (each cached on its arguments), with a bar counting the plans done.
+
+    ``first``: the axis planned first (the chart on screen); ``on_axis(axis, rows)`` is called as each
+    axis completes, so that chart can be drawn while the others are planned. Rows are in `SWEEPS` order."""
+    order = sorted(views.SWEEPS, key=lambda a: a != first)
+    points = {axis: views.sweep_points(args, axis) for axis in order}
     total = sum(len(p) for p in points.values())
     update, bar = views.progress_bar(st, "plans")
     out: dict[str, list[dict[str, Any]]] = {}
@@ -367,9 +373,11 @@ def _sweeps(args: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
                     rows.append({"x": x, "cost_usd": None, "label": logic.one_line(exc)})
                 done += 1
             out[axis] = rows
+            if on_axis is not None:
+                on_axis(axis, rows)
     finally:
         bar.empty()
-    return out
+    return {axis: out[axis] for axis in views.SWEEPS}
 
 
 def _args_label(args: dict[str, Any]) -> str:
@@ -474,7 +482,22 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any, building_usd:
     if st.session_state.get("_baseline") and clear_col.button("Clear the baseline", key="pin_clear"):
         st.session_state.pop("_baseline", None)
     if st.button("Draw the comparison charts (15 plans, cached)", key="cmp_go"):
-        st.session_state["_cmp"] = (json.dumps(p_args, sort_keys=True), _sweeps(p_args))
+        # The chart on screen is planned first and drawn at once; the other two follow (a bar counts).
+        shown = str(st.session_state.get("cmp_axis", views.SWEEPS[0]))
+        early = st.empty()
+
+        def draw_first(axis: str, rows: list[dict[str, Any]]) -> None:
+            if axis == shown:
+                with early.container():
+                    show_figure("curve", _curve_data(axis, rows, None, building_usd))
+
+        try:
+            st.session_state["_cmp"] = (
+                json.dumps(p_args, sort_keys=True),
+                _sweeps(p_args, first=shown, on_axis=draw_first),
+            )
+        finally:
+            early.empty()
         base = st.session_state.get("_baseline")
         if base and "sweeps" not in base:
             base["sweeps"] = _sweeps(base["args"])
@@ -491,13 +514,9 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any, building_usd:
     if base and "sweeps" not in base:
         base["sweeps"] = _sweeps(base["args"])
     axis = st.radio("Chart cost against", list(views.SWEEPS), horizontal=True, key="cmp_axis")
-    data: dict[str, Any] = {"axis": axis, "current": cmp[1][axis], "current_label": "this scenario"}
-    if building_usd and axis != "target":
-        # One building's cost is the same at every WAN rate and distance (it has no WAN): the premium axis.
-        data["building_usd"] = float(building_usd)
-    if base:
-        data.update(baseline=base["sweeps"][axis], baseline_label="pinned baseline")
-    show_figure("curve", data)
+    show_figure(
+        "curve", _curve_data(axis, cmp[1][axis], base["sweeps"][axis] if base else None, building_usd)
+    )
     rows = []
     for i, r in enumerate(cmp[1][axis]):
         row = {
@@ -513,6 +532,19 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any, building_usd:
             row["baseline cost"] = F.money(b["cost_usd"]) if b["cost_usd"] else "infeasible"
         rows.append(row)
     _table(rows)
+
+
+def _curve_data(
+    axis: str, rows: list[dict[str, Any]], baseline: list[dict[str, Any]] | None, building_usd: float | None
+) -> dict[str, Any]:
+    """The comparison chart's input: this scenario's points, the pinned baseline's, the premium axis."""
+    data: dict[str, Any] = {"axis": axis, "current": rows, "current_label": "this scenario"}
+    if building_usd and axis != "target":
+        # One building's cost is the same at every WAN rate and distance (it has no WAN): the premium axis.
+        data["building_usd"] = float(building_usd)
+    if baseline is not None:
+        data.update(baseline=baseline, baseline_label="pinned baseline")
+    return data
 
 
 def _optional_tab(render: Any, built: logic.Built, ui: dict[str, Any], label: str) -> None:
@@ -657,6 +689,9 @@ def _report_section(ui: dict[str, Any], built: logic.Built, label: str) -> None:
         "minute in default mode)",
         key="report_frontier",
     )
+    # A Monte Carlo already drawn for these inputs (any view or session) goes into the report as well.
+    ureq = views.uncertainty_request(ui)
+    views.adopt(st, "_unc", views.uncertainty_key(ureq["plan"]), _results(), "uncertainty", ureq)
     session = {k: st.session_state[k] for k in views.REPORT_STATE if k in st.session_state}
     parts = views.report_parts(ui, label, session, frontier=frontier, run_frontier=_report_frontier)
     st.caption("Same report from the command line: `" + views.report_command(ui, parts, frontier) + "`")
