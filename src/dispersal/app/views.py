@@ -319,16 +319,24 @@ def countermeasures_view(
     if st.button("Evaluate countermeasures", key="cm_go"):
         try:
             update, bar = progress_bar(st, "levers and bundles")
+            # The table grows as the levers are evaluated (the baseline first): the first answer at once.
+            partial = st.empty()
             try:
                 out = cached(
                     store,
                     "countermeasures",
                     inputs,
-                    lambda: run_countermeasures(str(ui["plan_target"]), conv, update),
+                    lambda: run_countermeasures(
+                        str(ui["plan_target"]),
+                        conv,
+                        update,
+                        on_outcome=lambda rows: partial.table(countermeasure_rows(rows)),
+                    ),
                 )
                 st.session_state["_cm"] = (key, out)
             finally:
                 bar.empty()
+                partial.empty()
         except ValueError as exc:
             st.session_state["_cm"] = (key, logic.one_line(exc))
     adopt(st, "_cm", key, store, "countermeasures", inputs)

@@ -161,12 +161,14 @@ def run_countermeasures(
     conv: Mapping[str, Any],
     progress: Progress | None = None,
     bundles: Sequence[str] | None = None,
+    on_outcome: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """`countermeasures.analyse` (the no-lever baseline, then every lever alone and the default bundles,
     or `bundles`) -> Outcome.to_dict() rows; the same outcomes in the same order.
 
     The bundles are evaluated one at a time (`evaluate_bundle` against the baseline's cost, as
-    `analyse` does) so that ``progress(done, total, name)`` can be called after each one.
+    `analyse` does) so that ``progress(done, total, name)`` can be called after each one, and
+    ``on_outcome(rows so far)`` too (the app shows the table as it grows).
     """
     from dispersal.model.analyses import countermeasures as cm
 
@@ -181,10 +183,14 @@ def run_countermeasures(
         progress(0, len(items), items[0].name)
     base = cm.evaluate_bundle(t, cm.NO_LEVER, convention=convention)
     outs = [base]
+    if on_outcome is not None:
+        on_outcome([base.to_dict()])
     for b in items[1:]:
         if progress is not None:
             progress(len(outs), len(items), b.name)
         outs.append(cm.evaluate_bundle(t, b, convention=convention, baseline_cost_usd=base.cost_usd))
+        if on_outcome is not None:
+            on_outcome([o.to_dict() for o in outs])
     if progress is not None:
         progress(len(outs), len(items), "")
     return [o.to_dict() for o in outs]
