@@ -507,8 +507,11 @@ def test_countermeasures_list_blocking_levers_first(page: Any, server: str) -> N
     )
     _tab(page, "Countermeasures")
     page.get_by_role("button", name="Evaluate countermeasures").click()
+    # The table grows lever by lever while they are evaluated: read it once the run has ended (the chart
+    # is drawn after the last lever).
+    page.locator("svg[aria-label*='blocks the run']").first.wait_for(timeout=300_000)
+    _wait_idle(page)
     table = page.get_by_test_id("stTable").filter(has_text="blocks the run").first
-    table.wait_for(timeout=300_000)
     head = table.locator("thead th").all_inner_texts()
     col = head.index("effect")
     effects = [r.locator("td, th").all_inner_texts()[col] for r in table.locator("tbody tr").all()]
