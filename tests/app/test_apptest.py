@@ -23,6 +23,12 @@ def _app(query: dict[str, str] | None = None) -> AppTest:
     return at.run()
 
 
+def _open_view(at: AppTest, label: str) -> AppTest:
+    """Switch to a view's tab (only the open view is drawn) as a click on the tab does."""
+    at.session_state["view_tab"] = label
+    return at.run()
+
+
 def _metric(at: AppTest, label: str) -> str:
     return next(m.value for m in at.metric if m.label == label)
 
@@ -94,7 +100,7 @@ def test_preset_change_loads_the_preset() -> None:
 
 
 def test_planner_button_finds_a_plan() -> None:
-    at = _app({"mode": "paper", "plan_target": "1e24"})
+    at = _app({"mode": "paper", "plan_target": "1e24", "view": "planner"})
     at.button(key="plan_go").click().run()
     assert not at.exception
     assert any(s.value.startswith("Cheapest:") for s in at.success)
@@ -114,18 +120,23 @@ def test_countermeasures_and_uncertainty_tabs() -> None:
 
     if views.optional_module("countermeasures") is None or views.optional_module("uncertainty") is None:
         pytest.skip("countermeasures / uncertainty modules not in this version")
-    at = _app({"mode": "paper", "plan_target": "1e24"})
+    at = _app({"mode": "paper", "plan_target": "1e24", "view": "countermeasures"})
     at.button(key="cm_go").click().run(timeout=120)
     assert not at.exception and not at.error
+    cm_rows = len(at.table[0].value)
+    _open_view(at, "Uncertainty")
     at.button(key="unc_go").click().run(timeout=120)
     assert not at.exception and not at.error
-    assert len(at.table) >= 2
+    assert len(at.table) == 1
+    # Results are kept across views: back in Countermeasures its table shows without a new run.
+    _open_view(at, "Countermeasures")
+    assert len(at.table) == 1 and len(at.table[0].value) == cm_rows
 
 
 @pytest.mark.slow
 def test_comparison_charts_draw_after_a_plan() -> None:
     """Planner -> 'Draw the comparison charts': 15 plans, a cost curve (SVG) and its table, no exception."""
-    at = _app({"mode": "paper", "plan_target": "1e24"})
+    at = _app({"mode": "paper", "plan_target": "1e24", "view": "planner"})
     at.button(key="plan_go").click().run(timeout=120)
     assert not at.exception and not at.error
     assert any("premium over one datacenter" in m.value for m in at.markdown)
@@ -139,7 +150,7 @@ def test_comparison_charts_draw_after_a_plan() -> None:
 def test_countermeasures_list_blocking_levers_first() -> None:
     """Paper mode, 1e26 FLOP in 365 days: the levers that leave no plan come right after the baseline,
     saying why, then the rest by cost multiple; the progress bar is gone when the run ends."""
-    at = _app({"mode": "paper", "plan_target": "1e26", "duration_days": "365"})
+    at = _app({"mode": "paper", "plan_target": "1e26", "duration_days": "365", "view": "countermeasures"})
     at.button(key="cm_go").click().run(timeout=300)
     assert not at.exception and not at.error
     table = next(t for t in at.table if "effect" in t.value.columns)
@@ -153,3 +164,22 @@ def test_countermeasures_list_blocking_levers_first() -> None:
         f"{len(blocked)} of {len(effects) - 1} levers and bundles block the run" in c.value
         for c in at.caption
     )
+
+
+@pytest.mark.slow
+def test_the_url_reopens_the_view_and_a_bad_view_is_warned_about() -> None:
+    """`?view=monitor` opens the Monitor tab (only it is drawn); switching tabs writes the view into the
+    link; `?view=bogus` warns naming the parameter and its allowed values, and keeps the other values."""
+    at = _app({"view": "monitor", "mode": "paper"})
+    assert not at.exception and not at.warning
+    assert {b.key for b in at.button} >= {"mon_go"} and "fr_go" not in {b.key for b in at.button}
+    _open_view(at, "Frontier")
+    assert at.query_params["view"] in ("frontier", ["frontier"])
+    assert "fr_go" in {b.key for b in at.button}
+    _open_view(at, "Estimate")
+    assert "view" not in at.query_params  # the default view is left out of the link
+    bad = _app({"view": "bogus", "up_mbps": "250"})
+    assert [w.value for w in bad.warning] == [
+        "ignored view='bogus': must be one of " + ", ".join(logic.FIELD_BY_KEY["view"].choices)
+    ]
+    assert bad.number_input(key="up_mbps").value == 250.0 and _metric(bad, "Training time")

@@ -254,7 +254,11 @@ def _cli_json(*args: str) -> Iterator[Callable[[], Any]]:
 
 
 def _tab(page: Any, name: str) -> None:
+    """Open a view's tab. Only the open view is drawn (the click reruns the script): wait until the
+    open panel shows the view's "Scenario: ..." caption, then until the run ends."""
     page.get_by_role("tab", name=name).click()
+    page.get_by_role("tab", name=name, selected=True).wait_for(timeout=IDLE_MS)
+    page.locator("[role=tabpanel]:visible").get_by_text("Scenario: ").first.wait_for(timeout=IDLE_MS)
     _wait_idle(page)
 
 
@@ -503,8 +507,11 @@ def test_countermeasures_list_blocking_levers_first(page: Any, server: str) -> N
     )
     _tab(page, "Countermeasures")
     page.get_by_role("button", name="Evaluate countermeasures").click()
+    # The table grows lever by lever while they are evaluated: read it once the run has ended (the chart
+    # is drawn after the last lever).
+    page.locator("svg[aria-label*='blocks the run']").first.wait_for(timeout=300_000)
+    _wait_idle(page)
     table = page.get_by_test_id("stTable").filter(has_text="blocks the run").first
-    table.wait_for(timeout=300_000)
     head = table.locator("thead th").all_inner_texts()
     col = head.index("effect")
     effects = [r.locator("td, th").all_inner_texts()[col] for r in table.locator("tbody tr").all()]
@@ -837,6 +844,42 @@ def test_mixed_site_preset_and_bad_view_values(page: Any, server: str) -> None:
     want = site_rows(estimate(s, mode="default").to_dict())
     assert _cells_shown(_panel_text(page), want) == []
     _shot(page, "mixed_sites", docs=True)
+
+
+#: The new views' headings (issue 34), which `?view=` must open.
+VIEW_HEADINGS = {
+    "frontier": ("Frontier", "Where does it stop? The frontier of dispersal"),
+    "monitor": ("Monitor", "What does a monitor see? One building vs N sites"),
+    "fleet": ("Fleet", "What does my fleet best train?"),
+}
+
+
+@pytest.mark.timeout(900)
+def test_a_shared_url_reopens_the_view(page: Any, server: str) -> None:
+    """`?view=frontier|monitor|fleet` opens that tab with its heading; a tab click writes the view into
+    the URL, which reopens it; `?view=bogus` is warned about (parameter and allowed values) and the link's
+    other values are kept."""
+    for view, (tab, heading) in VIEW_HEADINGS.items():
+        page.goto(f"{server}/?view={view}&up_mbps=250", wait_until="domcontentloaded")
+        page.get_by_role("heading", name=heading).wait_for(timeout=IDLE_MS)
+        _wait_idle(page)
+        assert page.get_by_role("tab", name=tab, selected=True).count() == 1, view
+        assert page.get_by_test_id("stException").count() == 0
+        assert _value(page, "WAN upload (Mbps)", "250") == "250"
+    page.get_by_role("tab", name="Monitor").click()
+    page.get_by_role("heading", name=VIEW_HEADINGS["monitor"][1]).wait_for(timeout=IDLE_MS)
+    _wait_idle(page)
+    assert "view=monitor" in page.url and "up_mbps=250" in page.url
+    page.goto(page.url, wait_until="domcontentloaded")
+    page.get_by_role("heading", name=VIEW_HEADINGS["monitor"][1]).wait_for(timeout=IDLE_MS)
+    page.goto(f"{server}/?view=bogus&up_mbps=250", wait_until="domcontentloaded")
+    page.get_by_test_id("stMetric").first.wait_for(timeout=IDLE_MS)
+    _wait_idle(page)
+    allowed = ", ".join(logic.FIELD_BY_KEY["view"].choices)
+    page.get_by_text(f"ignored view='bogus': must be one of {allowed}").first.wait_for()
+    assert page.get_by_role("tab", name="Estimate", selected=True).count() == 1
+    assert _value(page, "WAN upload (Mbps)", "250") == "250"
+    _shot(page, "bad_view_warning")
 
 
 @pytest.mark.timeout(1500)

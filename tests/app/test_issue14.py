@@ -218,7 +218,12 @@ def test_invalid_invalid_valid_keeps_every_input_apptest() -> None:
     assert at.error[0].value == "WAN upload: must be > 0 Mbps, got -5 Mbps"
     at.number_input(key="up_mbps").set_value(100.0).run()
     assert not at.exception and not at.error
+    # Only the open view is drawn: the Planner's and the Resilience tab's inputs are read in their tabs.
+    at.session_state["view_tab"] = "Planner"
+    at.run()
     assert at.text_input(key="plan_target").value == "3e25"
+    at.session_state["view_tab"] = "Resilience"
+    at.run()
     assert at.number_input(key="res_chip_mtbf_h").value == 40_000.0
     assert at.number_input(key="res_lose_sites").value == 2
     q = {k: (v[-1] if isinstance(v, list) else v) for k, v in at.query_params.items()}

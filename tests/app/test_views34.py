@@ -100,7 +100,7 @@ def test_one_algorithm_name_across_planner_fleet_and_app() -> None:
 @pytest.mark.slow
 def test_fleet_view_equals_dispersal_fleet_json() -> None:
     """The Fleet tab shows `dispersal fleet --json`'s best per algorithm and its answer sentences."""
-    at = _apptest({})
+    at = _apptest({"view": "fleet"})
     _button(at, "fleet_go").click()
     at.run()
     assert not at.exception and not at.error
@@ -113,7 +113,7 @@ def test_fleet_view_equals_dispersal_fleet_json() -> None:
 
 @pytest.mark.slow
 def test_frontier_view_equals_dispersal_frontier_json() -> None:
-    at = _apptest({"fr_samples": "0", "fr_targets": "1e25", "fr_premiums": "1.5, 2, 5"})
+    at = _apptest({"fr_samples": "0", "fr_targets": "1e25", "fr_premiums": "1.5, 2, 5", "view": "frontier"})
     _button(at, "fr_go").click()
     at.run()
     assert not at.exception and not at.error
@@ -129,8 +129,11 @@ def test_frontier_view_equals_dispersal_frontier_json() -> None:
 def test_monitor_view_equals_dispersal_frontier_compare_json() -> None:
     """Under "this scenario's" convention (default mode, 740 days, 100 Mbps / 100 ms: the CLI's
     defaults), the Monitor tab equals `dispersal frontier --compare --wan 100Mbps --json`."""
-    at = _apptest({})
+    at = _apptest({"view": "countermeasures"})
     next(r for r in at.radio if r.key == "cm_convention").set_value("scenario")
+    at.run()
+    # The convention chosen in the Countermeasures tab holds in the Monitor tab (one convention).
+    at.session_state["view_tab"] = "Monitor"
     at.run()
     _button(at, "mon_go").click()
     at.run()
@@ -140,6 +143,56 @@ def test_monitor_view_equals_dispersal_frontier_compare_json() -> None:
 
     assert compare_table(cli) in _tables(at)
     assert any("default mode, regime treaty, 740-day time budget" in m.value for m in at.markdown)
+    # A non-default window: the report's convention (paper mode, 548 days) is `--days 548` on the CLI.
+    at.session_state["view_tab"] = "Countermeasures"
+    at.run()
+    next(r for r in at.radio if r.key == "cm_convention").set_value("report")
+    at.run()
+    at.session_state["view_tab"] = "Monitor"
+    at.run()
+    _button(at, "mon_go").click()
+    at.run()
+    assert not at.exception and not at.error
+    assert any("--mode paper --regime treaty --lose-sites 1 --days 548`" in c.value for c in at.caption)
+    cli548 = _cli_json(
+        "frontier", "--compare", "--target", "1e25", "--wan", "100Mbps", "--mode", "paper", "--days", "548"
+    )
+    assert compare_table(cli548) in _tables(at) and compare_table(cli548) != compare_table(cli)
+
+
+def test_monitor_command_days_and_latency_reproduce_the_view() -> None:
+    """The Monitor view's CLI line under this scenario's convention with a 365-day budget and 40 ms:
+    `--days 365 --latency 40ms`, and running it gives the view's numbers (`questions.run_monitor`)."""
+    import shlex
+
+    from dispersal.app import views
+    from dispersal.present import questions
+    from dispersal.present.monitor import compare_table
+
+    ui = {**logic.default_ui(), "mode": "paper", "duration_days": 365.0, "latency_ms": 40.0}
+    args = views.monitor_request(ui, "scenario")
+    cmd = questions.monitor_command(args)
+    assert cmd.endswith("--lose-sites 1 --days 365 --latency 40ms"), cmd
+    cli = _cli_json(*shlex.split(cmd)[1:])
+    assert compare_table(cli) == compare_table(questions.run_monitor(args))
+    default = questions.run_monitor({**args, "max_duration_s": 740 * 86400.0, "latency_s": 0.1})
+    assert compare_table(cli) != compare_table(default)  # the window and latency reach the numbers
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--days", "0"], "error: --days: must be in (0, 36,525] days, got 0"),
+        (["--days", "nan"], "error: --days: must be in (0, 36,525] days, got nan"),
+        (["--latency", "5parsec"], "error: --latency: unknown time unit in '5parsec'"),
+    ],
+)
+def test_compare_days_and_latency_are_checked(flags: list[str], message: str) -> None:
+    r = CliRunner().invoke(cli_app, ["frontier", "--compare", "--target", "1e25", *flags])
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    assert r.stderr.strip().splitlines()[0].startswith(message), r.stderr
+    r = CliRunner().invoke(cli_app, ["frontier", "--days", "30", "--target", "1e25"])
+    assert r.exit_code == 2 and "--days: is read only with --compare" in r.stderr
 
 
 def test_every_cli_preset_is_in_the_app_and_sites_round_trip() -> None:
@@ -185,3 +238,100 @@ def test_mixed_site_preset_per_site_rows_equal_the_cli_estimate() -> None:
     cli = _cli_json("estimate", "--scenario", "intellect1_schedule")
     want = site_rows(cli)
     assert want and want in _tables(at)
+
+
+def test_result_store_computes_each_question_once_and_drops_the_oldest() -> None:
+    from dispersal.app import views
+
+    store = views.ResultStore(max_entries=2)
+    calls: list[int] = []
+
+    def run(x: int) -> Any:
+        return lambda: calls.append(x) or {"x": x}
+
+    assert store.get_or_run("mc", {"t": 1}, run(1)) == ({"x": 1}, False)
+    assert store.get_or_run("mc", {"t": 1}, run(1)) == ({"x": 1}, True)
+    assert store.peek("frontier", {"t": 1}) is None  # the kind is part of the key
+    store.get_or_run("mc", {"t": 2}, run(2))
+    store.peek("mc", {"t": 1})  # 1 is now the most recent: 2 goes when 3 comes
+    store.get_or_run("mc", {"t": 3}, run(3))
+    assert calls == [1, 2, 3]
+    assert store.peek("mc", {"t": 2}) is None and store.peek("mc", {"t": 1}) == {"x": 1}
+    with pytest.raises(ValueError, match="max_entries"):
+        views.ResultStore(max_entries=0)
+
+
+def test_the_report_reads_the_frontier_view_s_answer() -> None:
+    """The report's frontier section asks the Frontier view's question (plan target, default premiums, as
+    many draws): with the view's answer stored, the report computes nothing."""
+    from dispersal.app import views
+
+    ui = {**logic.default_ui(), "fr_samples": 0}
+    store = views.ResultStore()
+    store.get_or_run("frontier", views.frontier_request(ui), lambda: {"from": "the Frontier view"})
+
+    def never() -> Any:
+        raise AssertionError("the report drew the frontier again")
+
+    parts = views.report_parts(
+        ui, "x", {}, frontier=True, run_frontier=lambda r: store.get_or_run("frontier", r, never)[0]
+    )
+    assert parts["parts"].frontier == {"from": "the Frontier view"}
+
+
+@pytest.mark.slow
+def test_frontier_view_shows_the_uncertainty_tab_s_draws_without_drawing_again() -> None:
+    """Uncertainty tab first (paper mode, 1e24), then the Frontier at 1e24 with no draws of its own: the
+    Monte Carlo's P(reach) at the scenario's links is shown, equal to the stored result, and pressing the
+    Uncertainty button again answers from the store."""
+    from dispersal.app import views
+    from dispersal.present import questions
+
+    at = _apptest({"mode": "paper", "plan_target": "1e24", "view": "uncertainty"})
+    _button(at, "unc_go").click()
+    at.run()
+    assert not at.exception and not at.error
+    unc = at.session_state["_unc"][1]
+    at.session_state["view_tab"] = "Frontier"
+    at.run()
+    at.number_input(key="fr_samples").set_value(0)
+    at.text_input(key="fr_targets").set_value("1e24").run()
+    _button(at, "fr_go").click()
+    at.run()
+    assert not at.exception and not at.error
+    r = questions.reach_samples(unc, "1e24")
+    assert r is not None
+    row = {
+        "target": F.flop(1e24, unit=True),
+        "P(reach) at this scenario's links": F.percent(r["feasible_fraction"]),
+        "cost P10-P90": f"{views._usd(r['cost_usd_p10'])} - {views._usd(r['cost_usd_p90'])}",
+    }
+    assert [row] in _tables(at)
+    assert any("not drawn again" in c.value for c in at.caption)
+
+
+@pytest.mark.slow
+def test_the_monte_carlo_draws_the_chosen_target_first_without_changing_a_number() -> None:
+    """run_uncertainty hands the chosen target's point over first (the app's first number), returns
+    the points in target order, and each point is what drawing that target alone gives."""
+    from dispersal.app import views
+    from dispersal.present import questions
+
+    ui = {**logic.default_ui(), "mode": "paper", "plan_target": "1e24"}
+    args = views.plan_args(ui, logic.scenario_dict(ui))
+    seen: list[float] = []
+    done: list[int] = []
+    out = questions.run_uncertainty(
+        "1e24",
+        args,
+        8,
+        3,
+        progress=lambda d, _t, _n: done.append(d),
+        on_point=lambda p: seen.append(p["target_flop"]),
+    )
+    assert seen[0] == 1e24 and sorted(seen) == [p["target_flop"] for p in out["points"]]
+    assert [p["target_flop"] for p in out["points"]] == pytest.approx([1e22, 1e23, 1e24, 1e25], rel=1e-12)
+    assert done == sorted(done) and done[-1] == 32
+    for f in (0.01, 1.0):
+        alone = questions.run_uncertainty("1e24", args, 8, 3, factors=(f,))["points"][0]
+        assert alone == next(p for p in out["points"] if p["target_flop"] == alone["target_flop"])

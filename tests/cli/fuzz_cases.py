@@ -483,8 +483,11 @@ def frontier_time_cases() -> Iterator[Case]:
             "--lose-sites": ("-1", "abc", "99999999999999999999999", ""),
             "--premium": ("1,2", "0.5", "nan"),
             "--target": tuple(t for t in BAD_TARGETS if t != "1,5"),
+            "--days": ("0", "-1", "nan", "inf", "abc", "", "99999999999999999999999"),
+            "--latency": ("-1ms", "5parsec", "abc", "", "1e30s"),
         },
     )
+    yield ["frontier", "--days", "30"], "days"  # read only with --compare
 
 
 GROUPS = {

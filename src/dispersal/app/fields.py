@@ -209,6 +209,17 @@ def _planner_fields(c: Mapping[str, tuple[str, ...]]) -> tuple[Field, ...]:
 
 #: The Fleet view's metrics (`dispersal fleet --metric`).
 FLEET_METRICS = ("c_quality", "c_local", "loss")
+#: The app's views, in tab order (``?view=frontier`` opens the Frontier tab); the tab label is the title.
+VIEWS = (
+    "estimate",
+    "planner",
+    "frontier",
+    "monitor",
+    "fleet",
+    "countermeasures",
+    "uncertainty",
+    "resilience",
+)
 
 
 def _view_fields() -> tuple[Field, ...]:
@@ -216,6 +227,14 @@ def _view_fields() -> tuple[Field, ...]:
     sites of the scenario (a Scenario input: reset with the preset)."""
     f = Field
     return (
+        f(
+            "view",
+            "choice",
+            "View",
+            "The open tab: a shared link reopens the same view (?view=frontier).",
+            VIEWS,
+            scenario=False,
+        ),
         f(
             "sites_toml",
             "str",

@@ -90,6 +90,7 @@ _APP_DEFAULTS: dict[str, Any] = {
     "fr_samples": 100,
     "mon_lose_sites": 1,
     "fleet_metric": "c_quality",
+    "view": "estimate",
     **RESILIENCE_DEFAULTS,
 }
 

@@ -24,7 +24,7 @@ import streamlit as st
 from dispersal.app import logic, page_text, views
 from dispersal.model.inputs.scenario import Scenario
 from dispersal.model.run.estimate import estimate
-from dispersal.present import answer, export, figures, provenance, questions
+from dispersal.present import answer, export, provenance, questions
 from dispersal.present import formats as F
 from dispersal.present import rows as present_rows
 from dispersal.present.report import render_html
@@ -37,6 +37,13 @@ SIDEBAR_GROUPS: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
 PLAN_KEYS = ("plan_target", "plan_regime", "plan_metric", "plan_objective", "plan_search")
 RES_KEYS = ("res_chip_mtbf_h", "res_restart_h", "res_max_chips")
 LOSS_KEYS = ("res_lose_sites", "res_lose_at_days", "res_down_for_days", "res_run_days")
+#: The views' tab labels by their ``?view=`` name (`fields.VIEWS`, in tab order), and back.
+VIEW_LABELS = {v: v.capitalize() for v in logic.FIELD_BY_KEY["view"].choices}
+VIEW_SLUGS = {label: v for v, label in VIEW_LABELS.items()}
+#: The tabs widget's key: its state is the open tab's label (bound to the "view" field, so the URL).
+VIEW_TAB = "view_tab"
+#: Widget settings outside `logic.FIELDS` that must outlive a view that is not drawn.
+KEPT_WIDGETS = ("cm_convention", "cmp_axis", "fr_year", "report_frontier")
 
 
 def _init_state() -> None:
@@ -50,6 +57,12 @@ def _init_state() -> None:
         for f in logic.FIELDS:
             if f.key not in st.session_state:
                 st.session_state[f.key] = store[f.key]
+        # Only the open view is drawn, and Streamlit drops the state of a widget it did not draw: the
+        # settings kept outside `logic.FIELDS` are re-set here, which keeps them (Streamlit's idiom).
+        for k in KEPT_WIDGETS:
+            if k in st.session_state:
+                st.session_state[k] = st.session_state[k]
+        st.session_state["view"] = VIEW_SLUGS.get(str(st.session_state.get(VIEW_TAB)), "estimate")
         return
     params = st.query_params.to_dict()
     ui, warnings = logic.ui_from_query(params)
@@ -58,6 +71,8 @@ def _init_state() -> None:
     origin = logic.origin_from_query(params, ui)
     if origin is not None:
         st.session_state["_origin"] = origin
+    # The open tab of a shared link (?view=frontier); the tabs widget holds its label.
+    st.session_state[VIEW_TAB] = VIEW_LABELS[ui["view"]]
     st.session_state["_store"] = dict(ui)
     st.session_state["_warnings"] = warnings
     st.session_state["_init"] = True
@@ -213,23 +228,28 @@ def _estimate_cached(scenario_json: str, mode: str) -> dict[str, Any]:
     return estimate(Scenario.from_dict(json.loads(scenario_json)), mode=mode).to_dict()
 
 
-_BUILDERS: dict[str, Any] = {
-    "waterfall": lambda d: figures.waterfall_figure(d),
-    "breakdown": lambda d: figures.breakdown_figure(d),
-    "plan": lambda d: figures.plan_figure(d),
-    "goodput": lambda d: figures.goodput_figure(d["chips"], d["curves"], marker=d["fleet_chips"]),
-    "curve": lambda d: figures.cost_curve_figure(
-        d["axis"],
-        d["current"],
-        d.get("baseline"),
-        current_label=d["current_label"],
-        baseline_label=d.get("baseline_label", "pinned baseline"),
-        building_usd=d.get("building_usd"),
-    ),
-    "countermeasures": lambda d: figures.countermeasures_figure(d["outcomes"]),
-    "uncertainty": lambda d: figures.uncertainty_figure(d),
-    "frontier": lambda d: _frontier_figure(d),
-}
+def _builders() -> dict[str, Any]:
+    """Each figure kind's builder (JSON input -> Chart). Matplotlib is imported here, on the first
+    figure, so a cold session shows its first numbers before paying for it."""
+    from dispersal.present import figures
+
+    return {
+        "waterfall": lambda d: figures.waterfall_figure(d),
+        "breakdown": lambda d: figures.breakdown_figure(d),
+        "plan": lambda d: figures.plan_figure(d),
+        "goodput": lambda d: figures.goodput_figure(d["chips"], d["curves"], marker=d["fleet_chips"]),
+        "curve": lambda d: figures.cost_curve_figure(
+            d["axis"],
+            d["current"],
+            d.get("baseline"),
+            current_label=d["current_label"],
+            baseline_label=d.get("baseline_label", "pinned baseline"),
+            building_usd=d.get("building_usd"),
+        ),
+        "countermeasures": lambda d: figures.countermeasures_figure(d["outcomes"]),
+        "uncertainty": lambda d: figures.uncertainty_figure(d),
+        "frontier": lambda d: _frontier_figure(d),
+    }
 
 
 def _frontier_figure(d: dict[str, Any]) -> Any:
@@ -245,8 +265,10 @@ _DRAW_LOCK = threading.Lock()
 @st.cache_data(show_spinner=False, max_entries=128)
 def _figure_svg(kind: str, payload: str) -> str:
     """Inline SVG of one figure, cached on its JSON input (reruns with unchanged inputs redraw nothing)."""
+    from dispersal.present import figures
+
     with _DRAW_LOCK:
-        return figures.svg_markup(_BUILDERS[kind](json.loads(payload)))
+        return figures.svg_markup(_builders()[kind](json.loads(payload)))
 
 
 def show_figure(kind: str, data: Any) -> None:
@@ -327,17 +349,35 @@ def _plan(args: dict[str, Any]) -> dict[str, Any]:
     return _plan_cached(json.dumps(args, sort_keys=True))
 
 
-def _sweeps(args: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    out = {}
-    for axis in views.SWEEPS:
-        rows = []
-        for x, a in views.sweep_points(args, axis):
-            try:
-                rows.append(present_rows.sweep_row(x, _plan(a)))
-            except ValueError as exc:
-                rows.append({"x": x, "cost_usd": None, "label": logic.one_line(exc)})
-        out[axis] = rows
-    return out
+def _sweeps(
+    args: dict[str, Any], first: str | None = None, on_axis: Any = None
+) -> dict[str, list[dict[str, Any]]]:
+    """The comparison charts' plans (each cached on its arguments), with a bar counting the plans done.
+
+    ``first``: the axis planned first (the chart on screen); ``on_axis(axis, rows)`` is called as each
+    axis completes, so that chart can be drawn while the others are planned. Rows are in `SWEEPS` order."""
+    order = sorted(views.SWEEPS, key=lambda a: a != first)
+    points = {axis: views.sweep_points(args, axis) for axis in order}
+    total = sum(len(p) for p in points.values())
+    update, bar = views.progress_bar(st, "plans")
+    out: dict[str, list[dict[str, Any]]] = {}
+    done = 0
+    try:
+        for axis, pts in points.items():
+            rows = []
+            for x, a in pts:
+                update(done, total, f"{axis} = {F.sig(x, 3)}")
+                try:
+                    rows.append(present_rows.sweep_row(x, _plan(a)))
+                except ValueError as exc:
+                    rows.append({"x": x, "cost_usd": None, "label": logic.one_line(exc)})
+                done += 1
+            out[axis] = rows
+            if on_axis is not None:
+                on_axis(axis, rows)
+    finally:
+        bar.empty()
+    return {axis: out[axis] for axis in views.SWEEPS}
 
 
 def _args_label(args: dict[str, Any]) -> str:
@@ -386,7 +426,7 @@ def _planner_tab(ui: dict[str, Any], built: logic.Built) -> None:
         estimate=_plan_estimate(json.dumps(p.get("scenario"), sort_keys=True), p["mode"])
         if p["feasible"]
         else None,
-        samples=views.reach_samples(st.session_state.get("_unc"), p_args),
+        samples=views.reach_samples(_unc_for(p_args), p_args),
     )
     with st.container(border=True):
         st.markdown(card.markdown())
@@ -417,6 +457,22 @@ def _planner_tab(ui: dict[str, Any], built: logic.Built) -> None:
     _compare(p_args, b2, b3, p.get("centralized_cost_usd"))
 
 
+def _unc_for(p_args: dict[str, Any]) -> Any:
+    """The Uncertainty tab's Monte Carlo for these planner arguments: this session's, else the shared
+    store's (another session or an earlier run), else whatever the session holds (reach_samples checks)."""
+    own = st.session_state.get("_unc")
+    if own and own[0] == views.uncertainty_key(p_args):
+        return own
+    req = {
+        "target": str(p_args["target"]),
+        "plan": p_args,
+        "samples": views.UNCERTAINTY_SAMPLES,
+        "seed": views.UNCERTAINTY_SEED,
+    }
+    hit = _results().peek("uncertainty", req)
+    return (views.uncertainty_key(p_args), hit) if hit is not None else own
+
+
 def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any, building_usd: float | None = None) -> None:
     """Cost vs bandwidth / distance / target for the last plan, with a pinned baseline beside it."""
     st.subheader("Compare: cost vs bandwidth, distance and target")
@@ -426,7 +482,22 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any, building_usd:
     if st.session_state.get("_baseline") and clear_col.button("Clear the baseline", key="pin_clear"):
         st.session_state.pop("_baseline", None)
     if st.button("Draw the comparison charts (15 plans, cached)", key="cmp_go"):
-        st.session_state["_cmp"] = (json.dumps(p_args, sort_keys=True), _sweeps(p_args))
+        # The chart on screen is planned first and drawn at once; the other two follow (a bar counts).
+        shown = str(st.session_state.get("cmp_axis", views.SWEEPS[0]))
+        early = st.empty()
+
+        def draw_first(axis: str, rows: list[dict[str, Any]]) -> None:
+            if axis == shown:
+                with early.container():
+                    show_figure("curve", _curve_data(axis, rows, None, building_usd))
+
+        try:
+            st.session_state["_cmp"] = (
+                json.dumps(p_args, sort_keys=True),
+                _sweeps(p_args, first=shown, on_axis=draw_first),
+            )
+        finally:
+            early.empty()
         base = st.session_state.get("_baseline")
         if base and "sweeps" not in base:
             base["sweeps"] = _sweeps(base["args"])
@@ -443,13 +514,9 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any, building_usd:
     if base and "sweeps" not in base:
         base["sweeps"] = _sweeps(base["args"])
     axis = st.radio("Chart cost against", list(views.SWEEPS), horizontal=True, key="cmp_axis")
-    data: dict[str, Any] = {"axis": axis, "current": cmp[1][axis], "current_label": "this scenario"}
-    if building_usd and axis != "target":
-        # One building's cost is the same at every WAN rate and distance (it has no WAN): the premium axis.
-        data["building_usd"] = float(building_usd)
-    if base:
-        data.update(baseline=base["sweeps"][axis], baseline_label="pinned baseline")
-    show_figure("curve", data)
+    show_figure(
+        "curve", _curve_data(axis, cmp[1][axis], base["sweeps"][axis] if base else None, building_usd)
+    )
     rows = []
     for i, r in enumerate(cmp[1][axis]):
         row = {
@@ -467,12 +534,25 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any, building_usd:
     _table(rows)
 
 
+def _curve_data(
+    axis: str, rows: list[dict[str, Any]], baseline: list[dict[str, Any]] | None, building_usd: float | None
+) -> dict[str, Any]:
+    """The comparison chart's input: this scenario's points, the pinned baseline's, the premium axis."""
+    data: dict[str, Any] = {"axis": axis, "current": rows, "current_label": "this scenario"}
+    if building_usd and axis != "target":
+        # One building's cost is the same at every WAN rate and distance (it has no WAN): the premium axis.
+        data["building_usd"] = float(building_usd)
+    if baseline is not None:
+        data.update(baseline=baseline, baseline_label="pinned baseline")
+    return data
+
+
 def _optional_tab(render: Any, built: logic.Built, ui: dict[str, Any], label: str) -> None:
     _scenario_caption(label)
     if built.scenario is None:
         _blocked()
         return
-    msg = render(st, built.scenario, built.mode, ui, show_figure)
+    msg = render(st, built.scenario, built.mode, ui, show_figure, store=_results())
     if msg:
         st.info(msg)
 
@@ -502,14 +582,15 @@ def _resilience_tab(est: dict[str, Any] | None, built: logic.Built, label: str) 
     _table(res["site_loss_rows"])
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def _frontier_cached(args_json: str) -> dict[str, Any]:
-    return views.run_report_frontier(json.loads(args_json))
+@st.cache_resource(show_spinner=False)
+def _results() -> views.ResultStore:
+    """The long answers (Monte Carlo, frontier, countermeasures) by their inputs, for every session of
+    this server: a question asked again, in any view, the report or another session, is not recomputed."""
+    return views.ResultStore(max_entries=64)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
-def _frontier_view_cached(req_json: str) -> dict[str, Any]:
-    return views.run_frontier_request(json.loads(req_json))
+def _report_frontier(req: dict[str, Any]) -> dict[str, Any]:
+    return dict(_results().get_or_run("frontier", req, lambda: views.run_frontier_request(req))[0])
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
@@ -533,6 +614,7 @@ def _json_arg(fn: Any) -> Any:
 
 
 def _frontier_tab(built: logic.Built, ui: dict[str, Any], label: str) -> None:
+    st.subheader("Where does it stop? The frontier of dispersal")
     _scenario_caption(label)
     c = st.columns(3)
     for col, k in zip(c, ("fr_targets", "fr_premiums", "fr_samples"), strict=True):
@@ -540,14 +622,13 @@ def _frontier_tab(built: logic.Built, ui: dict[str, Any], label: str) -> None:
     if built.scenario is None:
         _blocked()
         return
-    msg = views.frontier_view(
-        st, _ui(), show_figure, _json_arg(_frontier_view_cached), _json_arg(_frontier_year_cached)
-    )
+    msg = views.frontier_view(st, _ui(), show_figure, _results(), _json_arg(_frontier_year_cached))
     if msg:
         st.info(msg)
 
 
 def _monitor_tab(built: logic.Built, ui: dict[str, Any], label: str) -> None:
+    st.subheader("What does a monitor see? One building vs N sites")
     _scenario_caption(label)
     widget("mon_lose_sites", st.columns(3)[0])
     if built.scenario is None:
@@ -559,6 +640,7 @@ def _monitor_tab(built: logic.Built, ui: dict[str, Any], label: str) -> None:
 
 
 def _fleet_tab(built: logic.Built, ui: dict[str, Any], label: str) -> None:
+    st.subheader("What does my fleet best train?")
     _scenario_caption(label)
     widget("fleet_metric", st.columns(3)[0])
     if built.scenario is None:
@@ -567,6 +649,31 @@ def _fleet_tab(built: logic.Built, ui: dict[str, Any], label: str) -> None:
     msg = views.fleet_view(st, _ui(), built.mode.value, _fleet_cached)
     if msg:
         st.info(msg)
+
+
+def _view(view: str, ui: dict[str, Any], built: logic.Built, est: dict[str, Any] | None, label: str) -> None:
+    """Draw the open view (`fields.VIEWS` name) inside its tab."""
+    if view in ("estimate", "planner"):
+        _scenario_caption(label)
+    if view == "estimate":
+        if est is not None:
+            _estimate_tab(est, ui)
+        else:
+            _blocked()
+    elif view == "planner":
+        _planner_tab(ui, built)
+    elif view == "frontier":
+        _frontier_tab(built, ui, label)
+    elif view == "monitor":
+        _monitor_tab(built, ui, label)
+    elif view == "fleet":
+        _fleet_tab(built, ui, label)
+    elif view == "countermeasures":
+        _optional_tab(views.countermeasures_view, built, ui, label)
+    elif view == "uncertainty":
+        _optional_tab(views.uncertainty_view, built, ui, label)
+    else:
+        _resilience_tab(est, built, label)
 
 
 def _report_section(ui: dict[str, Any], built: logic.Built, label: str) -> None:
@@ -582,8 +689,11 @@ def _report_section(ui: dict[str, Any], built: logic.Built, label: str) -> None:
         "minute in default mode)",
         key="report_frontier",
     )
+    # A Monte Carlo already drawn for these inputs (any view or session) goes into the report as well.
+    ureq = views.uncertainty_request(ui)
+    views.adopt(st, "_unc", views.uncertainty_key(ureq["plan"]), _results(), "uncertainty", ureq)
     session = {k: st.session_state[k] for k in views.REPORT_STATE if k in st.session_state}
-    parts = views.report_parts(ui, label, session, frontier=frontier, run_frontier=_frontier_cached)
+    parts = views.report_parts(ui, label, session, frontier=frontier, run_frontier=_report_frontier)
     st.caption("Same report from the command line: `" + views.report_command(ui, parts, frontier) + "`")
     if st.button("Build the report", key="report_go"):
         st.session_state["_report"] = (
@@ -653,39 +763,14 @@ def main() -> None:
             f"Scenario: {label} | {built.mode.value} mode | max duration "
             f"{F.days_of(built.scenario.duration_s)} days | share this view by copying the URL"
         )
-    tabs = st.tabs(
-        [
-            "Estimate",
-            "Planner",
-            "Frontier",
-            "Monitor",
-            "Fleet",
-            "Countermeasures",
-            "Uncertainty",
-            "Resilience",
-        ]
+    # Stateful tabs (on_change="rerun"): a tab switch reruns the script with the new label in
+    # st.session_state[VIEW_TAB], which the URL carries (?view=...); only the open view is computed.
+    tabs = dict(
+        zip(VIEW_LABELS, st.tabs(list(VIEW_LABELS.values()), key=VIEW_TAB, on_change="rerun"), strict=True)
     )
-    with tabs[0]:
-        _scenario_caption(label)
-        if est is not None:
-            _estimate_tab(est, ui)
-        else:
-            _blocked()
-    with tabs[1]:
-        _scenario_caption(label)
-        _planner_tab(ui, built)
-    with tabs[2]:
-        _frontier_tab(built, ui, label)
-    with tabs[3]:
-        _monitor_tab(built, ui, label)
-    with tabs[4]:
-        _fleet_tab(built, ui, label)
-    with tabs[5]:
-        _optional_tab(views.countermeasures_view, built, ui, label)
-    with tabs[6]:
-        _optional_tab(views.uncertainty_view, built, ui, label)
-    with tabs[7]:
-        _resilience_tab(est, built, label)
+    view = VIEW_SLUGS.get(str(st.session_state.get(VIEW_TAB)), "estimate")
+    with tabs[view]:
+        _view(view, ui, built, est, label)
     _report_section(ui, built, label)
     _glossary()
 

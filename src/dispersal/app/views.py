@@ -48,6 +48,50 @@ NOT_AVAILABLE = "not available in this version"
 Progress = Callable[[int, int, str], None]
 
 
+class ResultStore:
+    """Long results (Monte Carlo, frontier, countermeasures) keyed by their inputs, at most
+    ``max_entries`` (least recently used dropped): one cache the views and the report share, so the same
+    question is never computed twice. The app holds one per server (``st.cache_resource``); thread-safe
+    because Streamlit runs each session in its own thread. Only answers are kept, never errors."""
+
+    def __init__(self, max_entries: int = 64) -> None:
+        import threading
+        from collections import OrderedDict
+
+        if max_entries < 1:
+            raise InputError("max_entries", f"must be >= 1, got {max_entries}")
+        self._max = max_entries
+        self._items: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(kind: str, inputs: Mapping[str, Any]) -> str:
+        """The digest of a question: its kind and its JSON inputs."""
+        return _digest({"kind": kind, "inputs": inputs})
+
+    def peek(self, kind: str, inputs: Mapping[str, Any]) -> Any | None:
+        """The stored answer to this question, or None (nothing is computed)."""
+        k = self.key(kind, inputs)
+        with self._lock:
+            if k not in self._items:
+                return None
+            self._items.move_to_end(k)
+            return self._items[k]
+
+    def get_or_run(self, kind: str, inputs: Mapping[str, Any], run: Callable[[], Any]) -> tuple[Any, bool]:
+        """(answer, True) when stored; else (run(), False) after storing it. ``run`` is called outside
+        the lock (a long computation does not block other sessions)."""
+        hit = self.peek(kind, inputs)
+        if hit is not None:
+            return hit, True
+        out = run()
+        with self._lock:
+            self._items[self.key(kind, inputs)] = out
+            while len(self._items) > self._max:
+                self._items.popitem(last=False)
+        return out, False
+
+
 def optional_module(name: str) -> Any | None:
     """Import dispersal.model.analyses.<name>, or None when this version does not have it."""
     full = f"dispersal.model.analyses.{name}"
@@ -202,6 +246,25 @@ def _show(st: Any, show: Any, kind: str, data: Any) -> None:
     st.html(figures.svg_markup(chart))
 
 
+def cached(store: ResultStore | None, kind: str, inputs: Mapping[str, Any], run: Callable[[], Any]) -> Any:
+    """``run()`` through the shared store (computed once per inputs), or directly without one."""
+    return run() if store is None else store.get_or_run(kind, inputs, run)[0]
+
+
+def adopt(
+    st: Any, slot: str, key: str, store: ResultStore | None, kind: str, inputs: Mapping[str, Any]
+) -> None:
+    """Show a stored answer without a button press: when the session's ``slot`` holds nothing for
+    ``key`` and the shared store already answered these inputs (this view earlier, another view such as
+    the report, or another session), the session takes it."""
+    stored = st.session_state.get(slot)
+    if store is None or (stored is not None and stored[0] == key):
+        return
+    hit = store.peek(kind, inputs)
+    if hit is not None:
+        st.session_state[slot] = (key, hit)
+
+
 def progress_bar(st: Any, unit: str) -> tuple[Progress, Any]:
     """A `Progress` callback that drives ``st.progress`` with the work actually completed, and the bar.
 
@@ -225,7 +288,12 @@ CONVENTION_LABELS = {
 
 
 def countermeasures_view(
-    st: Any, scenario: Any, mode: Any, ui: Mapping[str, Any] | None = None, show: Any = None
+    st: Any,
+    scenario: Any,
+    mode: Any,
+    ui: Mapping[str, Any] | None = None,
+    show: Any = None,
+    store: ResultStore | None = None,
 ) -> str | None:
     """Cost vs P(detect) per countermeasure bundle; a message when not available."""
     if optional_module("countermeasures") is None or ui is None:
@@ -247,15 +315,31 @@ def countermeasures_view(
         f"`{counter_command(ui, conv)}`."
     )
     key = cm_key(ui, conv)
+    inputs = {"target": str(ui["plan_target"]), "convention": conv}
     if st.button("Evaluate countermeasures", key="cm_go"):
         try:
             update, bar = progress_bar(st, "levers and bundles")
+            # The table grows as the levers are evaluated (the baseline first): the first answer at once.
+            partial = st.empty()
             try:
-                st.session_state["_cm"] = (key, run_countermeasures(str(ui["plan_target"]), conv, update))
+                out = cached(
+                    store,
+                    "countermeasures",
+                    inputs,
+                    lambda: run_countermeasures(
+                        str(ui["plan_target"]),
+                        conv,
+                        update,
+                        on_outcome=lambda rows: partial.table(countermeasure_rows(rows)),
+                    ),
+                )
+                st.session_state["_cm"] = (key, out)
             finally:
                 bar.empty()
+                partial.empty()
         except ValueError as exc:
             st.session_state["_cm"] = (key, logic.one_line(exc))
+    adopt(st, "_cm", key, store, "countermeasures", inputs)
     stored = st.session_state.get("_cm")
     if stored is None:
         return (
@@ -305,32 +389,68 @@ def counter_command(ui: Mapping[str, Any], conv: Mapping[str, Any]) -> str:
     return " ".join(parts)
 
 
+#: The Uncertainty tab's Monte Carlo: draws per target and seed (`dispersal report --uncertainty 200`).
+UNCERTAINTY_SAMPLES = 200
+UNCERTAINTY_SEED = 0
+
+
+def uncertainty_request(ui: Mapping[str, Any]) -> dict[str, Any]:
+    """The Uncertainty tab's Monte Carlo question (the shared store's key): target, planner arguments,
+    draws and seed."""
+    return {
+        "target": str(ui["plan_target"]),
+        "plan": plan_args(ui, logic.scenario_dict(ui)),
+        "samples": UNCERTAINTY_SAMPLES,
+        "seed": UNCERTAINTY_SEED,
+    }
+
+
 def uncertainty_view(
-    st: Any, scenario: Any, mode: Any, ui: Mapping[str, Any] | None = None, show: Any = None
+    st: Any,
+    scenario: Any,
+    mode: Any,
+    ui: Mapping[str, Any] | None = None,
+    show: Any = None,
+    store: ResultStore | None = None,
 ) -> str | None:
     """P10-P90 bands of the planner's answer; a message when not available."""
     if optional_module("uncertainty") is None or ui is None:
         return f"Uncertainty: {NOT_AVAILABLE}."
-    plan = plan_args(ui, logic.scenario_dict(ui))
+    req = uncertainty_request(ui)
+    plan = req["plan"]
     st.caption(
         f"Monte Carlo over the uncertain fits and heuristics (data/uncertainty.toml): the planner's answer "
-        f"at 0.01x, 0.1x, 1x and 10x the Planner tab's target ({ui['plan_target']} FLOP), 200 draws each, "
-        "seed 0. P(reach) first: the share of draws that reach each target (the chart's top panel, with the "
+        f"at 0.01x, 0.1x, 1x and 10x the Planner tab's target ({ui['plan_target']} FLOP), "
+        f"{UNCERTAINTY_SAMPLES} draws each, seed {UNCERTAINTY_SEED}; computed once per inputs and kept "
+        "(the Frontier view, the answer card and the report reuse it). P(reach) first: the share of draws that reach each target (the chart's top panel, with the "
         "share that cannot); the P10-P90 band is over the draws that reach it."
     )
     key = uncertainty_key(plan)
     if st.button("Run the Monte Carlo", key="unc_go"):
         try:
             update, bar = progress_bar(st, "draws")
+            first = st.empty()
             try:
-                st.session_state["_unc"] = (
-                    key,
-                    run_uncertainty(str(ui["plan_target"]), plan, 200, 0, progress=update),
+                out = cached(
+                    store,
+                    "uncertainty",
+                    req,
+                    lambda: run_uncertainty(
+                        req["target"],
+                        plan,
+                        req["samples"],
+                        req["seed"],
+                        progress=update,
+                        on_point=lambda pt: first.markdown(_first_point_line(pt, req["samples"])),
+                    ),
                 )
+                st.session_state["_unc"] = (key, out)
             finally:
                 bar.empty()
+                first.empty()
         except ValueError as exc:
             st.session_state["_unc"] = (key, logic.one_line(exc))
+    adopt(st, "_unc", key, store, "uncertainty", req)
     stored = st.session_state.get("_unc")
     if stored is None:
         return (
@@ -345,6 +465,17 @@ def uncertainty_view(
     _show(st, show, "uncertainty", stored[1])
     st.table(uncertainty_rows(stored[1]))
     return None
+
+
+def _first_point_line(pt: Mapping[str, Any], samples: int) -> str:
+    """The chosen target's answer while the other targets are drawn (the Monte Carlo's first number)."""
+    from dispersal.present import formats as F
+
+    lo, _mid, hi = pt["percentiles"].get("cost_usd", [None, None, None])
+    return (
+        f"**{F.flop(float(pt['target_flop']), unit=True)}: P(reach) {F.percent(float(pt['feasible_fraction']))} "
+        f"of {samples:,} draws, cost P10-P90 {_usd(lo)} - {_usd(hi)}**; drawing the other targets..."
+    )
 
 
 # --- the report of the app's state -----------------------------------------------------------------------
@@ -367,15 +498,14 @@ def report_parts(
     session: Mapping[str, Any],
     *,
     frontier: bool = False,
-    run_frontier: Callable[[str], dict[str, Any]] | None = None,
+    run_frontier: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The report's parts from the app's state: the last plan, countermeasures and Monte Carlo that were
     computed for the current inputs (a plan taken with "use this plan" counts as current), the frontier
-    when asked (``run_frontier(args_json)``, cached by the app), the resilience settings and the label.
+    when asked (``run_frontier(request)``: the app's shared store, so the Frontier view's answer to the
+    same question is reused), the resilience settings and the label.
     Returns {"parts": ReportParts, "plan", "counter", "uncertainty", "use_plan"} (the flags of the
     equivalent `dispersal report` command)."""
-    import json
-
     sd = logic.scenario_dict(ui)
     args = plan_args(ui, sd)
     origin = session.get("_origin")
@@ -398,12 +528,16 @@ def report_parts(
     if frontier:
         # The frontier's P(reach) takes as many draws as the Monte Carlo (`dispersal report --uncertainty N`
         # draws both); none when the Uncertainty tab has not run.
+        # The Frontier view's question shape, so a frontier the view computed at the plan's target with
+        # the default premiums and as many draws is the report's too (one store key).
         req = {
             "plan": args,
+            "targets": [str(ui["plan_target"])],
+            "premiums": [float(x) for x in questions.FRONTIER_PREMIUMS],
             "samples": int(unc["samples"]) if unc else 0,
             "seed": int(unc["seed"]) if unc else 0,
         }
-        fr = (run_frontier or (lambda a: run_report_frontier(json.loads(a))))(json.dumps(req, sort_keys=True))
+        fr = (run_frontier or run_frontier_request)(req)
     convention = str(session.get("cm_convention", "report"))
     mon_args = monitor_request(ui, convention)
     mon_stored = session.get("_mon")
@@ -424,11 +558,6 @@ def report_parts(
         regime=str(ui["plan_regime"]),
     )
     return {"parts": parts, "use_plan": use_plan, "convention": convention}
-
-
-def run_report_frontier(req: Mapping[str, Any]) -> dict[str, Any]:
-    """The report's frontier: `questions.run_frontier` at the plan's target with ``samples`` draws."""
-    return questions.run_frontier(req["plan"], int(req["samples"]), int(req["seed"]))
 
 
 def report_command(ui: Mapping[str, Any], parts: Mapping[str, Any], frontier: bool) -> str:
@@ -526,12 +655,16 @@ def frontier_view(
     st: Any,
     ui: Mapping[str, Any],
     show: Any,
-    run: Callable[[dict[str, Any]], dict[str, Any]],
+    store: ResultStore | None,
     run_year: Callable[[dict[str, Any]], dict[str, Any]],
 ) -> str | None:
     """Where dispersal stops: the frontier table (every field the analysis returns), P(reach) and the
     bands per cell, the largest target at N sites, what binds, and on request the algorithm generations
-    (`--year`). ``run`` / ``run_year``: the cached computations (JSON in, dict out)."""
+    (`--year`). The frontier is computed once per question in ``store`` (shared with the report); the
+    Uncertainty tab's Monte Carlo for the same planner arguments is shown beside it, never drawn again.
+    ``run_year``: the cached `--year` computation (JSON in, dict out)."""
+    import time
+
     from dispersal.present import frontier as pf
 
     try:
@@ -548,14 +681,29 @@ def frontier_view(
     )
     key = _digest(req)
     if st.button("Compute the frontier", key="fr_go", type="primary"):
-        with st.spinner(
-            f"Searching {len(req['targets'])} target(s) x {len(req['premiums'])} premiums and drawing "
-            f"{req['samples']:,} Monte Carlo draws per target (cached afterwards)..."
-        ):
+        t0 = time.perf_counter()
+        with st.status(
+            f"Searching {len(req['targets'])} target(s) x {len(req['premiums'])} premiums on the bandwidth "
+            f"grid, then {req['samples']:,} Monte Carlo draws per target...",
+            expanded=False,
+        ) as status:
             try:
-                st.session_state["_fr"] = (key, run(req))
+                out, hit = (
+                    store.get_or_run("frontier", req, lambda: run_frontier_request(req))
+                    if store is not None
+                    else (run_frontier_request(req), False)
+                )
+                st.session_state["_fr"] = (key, out)
+                status.update(
+                    label="The frontier, "
+                    + ("kept from an earlier run" if hit else f"computed in {time.perf_counter() - t0:.1f} s")
+                    + " (kept for these inputs: the report reuses it)",
+                    state="complete",
+                )
             except ValueError as exc:
                 st.session_state["_fr"] = (key, logic.one_line(exc))
+                status.update(label="The frontier: no answer", state="error")
+    adopt(st, "_fr", key, store, "frontier", req)
     stored = st.session_state.get("_fr")
     if stored is None:
         return (
@@ -572,6 +720,7 @@ def frontier_view(
     show("frontier", fr)
     st.subheader("Where it stops, per target and premium")
     st.table(pf.limit_rows(fr))
+    _uncertainty_beside(st, ui, req, store)
     st.subheader("The largest target at N sites")
     st.table(pf.at_sites_rows(fr))
     for n in fr.get("notes", []):
@@ -587,6 +736,54 @@ def frontier_view(
         for n in cached[1].get("notes", []):
             st.caption(str(n))
     return None
+
+
+def _usd(x: Any) -> str:
+    """Money, or "-" where no draw reached the target (no band)."""
+    import math
+
+    from dispersal.present import formats as F
+
+    return F.money(float(x)) if x is not None and math.isfinite(float(x)) else "-"
+
+
+def _uncertainty_beside(
+    st: Any, ui: Mapping[str, Any], req: Mapping[str, Any], store: ResultStore | None
+) -> None:
+    """The Uncertainty tab's Monte Carlo at the frontier's targets, when it was run for these planner
+    arguments (the same parameter draws: one spec, one seed): P(reach) and the cost band at this
+    scenario's own links, read from the stored result, not drawn again."""
+    from dispersal.present import formats as F
+
+    ureq = uncertainty_request(ui)
+    unc = store.peek("uncertainty", ureq) if store is not None else None
+    if unc is None:
+        own = st.session_state.get("_unc")
+        unc = (
+            own[1]
+            if own and own[0] == uncertainty_key(ureq["plan"]) and not isinstance(own[1], str)
+            else None
+        )
+    rows = []
+    for t in req["targets"]:
+        r = questions.reach_samples(unc, t)
+        if r is not None:
+            rows.append(
+                {
+                    "target": F.flop(questions.parse_target(t), unit=True),
+                    "P(reach) at this scenario's links": F.percent(r["feasible_fraction"]),
+                    "cost P10-P90": f"{_usd(r['cost_usd_p10'])} - {_usd(r['cost_usd_p90'])}",
+                }
+            )
+    if not rows or unc is None:
+        return
+    st.subheader("At this scenario's own links (the Uncertainty tab's Monte Carlo)")
+    st.caption(
+        f"From the Uncertainty tab's {int(unc['samples']):,} draws (seed {int(unc['seed'])}) for these planner "
+        "arguments, read from its stored result (not drawn again): the cheapest plan at the scenario's "
+        "links, where the table above prices each grid bandwidth."
+    )
+    st.table(rows)
 
 
 def monitor_request(ui: Mapping[str, Any], convention: str) -> dict[str, Any]:
@@ -614,13 +811,8 @@ def monitor_view(
         f"Convention (shared with the Countermeasures tab, whose radio picks it): {CONVENTION_LABELS[convention]}"
         f": {args['mode']} mode, {days:g}-day budget, {float(args['wan_bits_per_s']) / 1e6:g} Mbps / "
         f"{float(args['latency_s']) * 1e3:g} ms per site, regime {args['regime_name']}, target "
-        f"{ui['plan_target']} FLOP. CLI: `{questions.monitor_command(args)}`"
-        + (
-            ""
-            if abs(days - 740) < 1e-9 and abs(float(args["latency_s"]) - 0.1) < 1e-12
-            else f" (the CLI plans with 740 days / 100 ms; this view with {days:g} days)"
-        )
-        + "."
+        f"{ui['plan_target']} FLOP. Same numbers as `{questions.monitor_command(args)}` (its `--days` is "
+        "this convention's time budget)."
     )
     key = _digest(args)
     if st.button("Compare one building with N sites", key="mon_go", type="primary"):

@@ -288,7 +288,7 @@ def _run_sensitivity(
 _FLAGS_OF = {
     "grid": {"sites", "bandwidth", "max-site-kw", "samples", "seed", "plot", "sensitivity"},
     "year": {"until", "published-h", "plot"},
-    "compare": {"wan", "lose-sites"},
+    "compare": {"wan", "lose-sites", "days", "latency"},
 }
 
 
@@ -357,6 +357,17 @@ class CompareOptions:
         None
     )
     lose_sites: Annotated[int, typer.Option(help="--compare: sites lost (for ever).")] = 1
+    days: Annotated[
+        float | None,
+        typer.Option(
+            help="--compare: time budget of both plans, days (the app's Monitor view: its convention's days; "
+            "default the planner's 740)."
+        ),
+    ] = None
+    latency: Annotated[
+        str | None,
+        typer.Option(help="--compare: one-way WAN latency of the N-site plan (default the planner's 100ms)."),
+    ] = None
 
 
 def register(app: typer.Typer) -> None:
@@ -394,6 +405,8 @@ def register(app: typer.Typer) -> None:
             given={
                 "wan": versus.wan is not None,
                 "lose-sites": versus.lose_sites != 1,
+                "days": versus.days is not None,
+                "latency": versus.latency is not None,
                 "until": over_time.until != 2030,
                 "published-h": over_time.published_h,
                 "sites": bool(grid.sites),
@@ -430,6 +443,8 @@ def register(app: typer.Typer) -> None:
                     regime=regime,
                     mode=mode,
                     lose_sites=versus.lose_sites,
+                    days=versus.days,
+                    latency=versus.latency,
                     json_out=json_out,
                 )
             return

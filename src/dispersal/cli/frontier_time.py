@@ -8,12 +8,14 @@ from typing import Any
 
 from dispersal.cli._common import (
     MAX_BANDWIDTH_BITS_PER_S,
+    days_in,
     number_in,
     output_file,
     parse_in,
     print_json,
     save_figure,
 )
+from dispersal.cli._common import latency as parse_latency
 from dispersal.model.inputs import units
 from dispersal.present.monitor import compare_rows
 
@@ -197,9 +199,13 @@ def run_compare(
     mode: str,
     lose_sites: int,
     json_out: bool,
+    days: float | None = None,
+    latency: str | None = None,
 ) -> None:
     """Compute and print one building vs the N-site plan per target (default 1e25 and 1e26); with one
-    premium, the N-site plan is that premium's frontier plan instead of the plan at --wan."""
+    premium, the N-site plan is that premium's frontier plan instead of the plan at --wan. ``days`` /
+    ``latency``: the time budget (days) and one-way latency text; None keeps the planner's 740 days /
+    100 ms (the app's Monitor view passes its convention's)."""
     from dispersal.model.analyses import monitor
     from dispersal.model.inputs.errors import InputError
 
@@ -207,6 +213,8 @@ def run_compare(
         raise InputError("premium", f"--compare takes one premium, got {len(premiums)}")
 
     number_in(lose_sites, "lose_sites", 0, 1_000_000)
+    window_s = days_in(days, "days") * units.SECONDS_PER_DAY if days is not None else None
+    latency_s = parse_latency(latency, "latency") if latency is not None else None
     rate = (
         parse_in(units.parse_bandwidth, wan, "wan", 0, MAX_BANDWIDTH_BITS_PER_S, lo_open=True, unit="bit/s")
         if wan is not None
@@ -219,6 +227,8 @@ def run_compare(
         regime_name=regime,
         mode=mode,
         lose_sites=lose_sites,
+        latency_s=latency_s,
+        max_duration_s=window_s,
     )
     if json_out:
         print_json(d)

@@ -161,12 +161,14 @@ def run_countermeasures(
     conv: Mapping[str, Any],
     progress: Progress | None = None,
     bundles: Sequence[str] | None = None,
+    on_outcome: Callable[[list[dict[str, Any]]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """`countermeasures.analyse` (the no-lever baseline, then every lever alone and the default bundles,
     or `bundles`) -> Outcome.to_dict() rows; the same outcomes in the same order.
 
     The bundles are evaluated one at a time (`evaluate_bundle` against the baseline's cost, as
-    `analyse` does) so that ``progress(done, total, name)`` can be called after each one.
+    `analyse` does) so that ``progress(done, total, name)`` can be called after each one, and
+    ``on_outcome(rows so far)`` too (the app shows the table as it grows).
     """
     from dispersal.model.analyses import countermeasures as cm
 
@@ -181,10 +183,14 @@ def run_countermeasures(
         progress(0, len(items), items[0].name)
     base = cm.evaluate_bundle(t, cm.NO_LEVER, convention=convention)
     outs = [base]
+    if on_outcome is not None:
+        on_outcome([base.to_dict()])
     for b in items[1:]:
         if progress is not None:
             progress(len(outs), len(items), b.name)
         outs.append(cm.evaluate_bundle(t, b, convention=convention, baseline_cost_usd=base.cost_usd))
+        if on_outcome is not None:
+            on_outcome([o.to_dict() for o in outs])
     if progress is not None:
         progress(len(outs), len(items), "")
     return [o.to_dict() for o in outs]
@@ -197,24 +203,31 @@ def run_uncertainty(
     seed: int,
     factors: tuple[float, ...] = UNCERTAINTY_FACTORS,
     progress: Progress | None = None,
+    on_point: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """`uncertainty.plan_samples` at several targets around the chosen one (`planner_args` output as
     ``plan``): per target P(reach) (``feasible_fraction``), the P10/P50/P90 over the draws that reach
-    it, and the nominal plan. ``progress(draws_done, draws_total, label)`` counts all targets' draws."""
+    it, and the nominal plan. ``progress(draws_done, draws_total, label)`` counts all targets' draws.
+
+    The chosen target (factor 1) is drawn first and handed to ``on_point`` as soon as it is done (the
+    app shows its P(reach) while the others are drawn); every target's draws are independent (same
+    seed each), so the order changes no number. Points are returned in ``factors`` order."""
     from dispersal.model.analyses import uncertainty as unc
     from dispersal.model.search.planner import Constraints
     from dispersal.present import formats as F
 
     t0 = parse_target(target)
     c = Constraints(**plan["constraints"])
-    points = []
+    points: dict[int, dict[str, Any]] = {}
     total = samples * len(factors)
-    for i, f in enumerate(factors):
-        label = f"target {i + 1} of {len(factors)} ({F.flop(t0 * f, unit=True)})"
+    order = sorted(range(len(factors)), key=lambda i: factors[i] != 1.0)
+    for n_done, i in enumerate(order):
+        f = factors[i]
+        label = f"target {n_done + 1} of {len(factors)} ({F.flop(t0 * f, unit=True)})"
 
-        def report(done: int, _n: int, i: int = i, label: str = label) -> None:
+        def report(done: int, _n: int, k: int = n_done, label: str = label) -> None:
             if progress is not None:
-                progress(i * samples + done, total, label)
+                progress(k * samples + done, total, label)
 
         report(0, samples)
         r = unc.plan_samples(
@@ -228,16 +241,16 @@ def run_uncertainty(
             search=plan["search"],
             progress=report,
         )
-        points.append(
-            {
-                "target_flop": t0 * f,
-                "feasible_fraction": r.feasible_fraction,
-                "percentiles": {k: list(v) for k, v in r.percentiles.items()},
-                "nominal": dict(r.nominal),
-                "metric": r.metric,
-            }
-        )
-    return {"points": points, "samples": samples, "seed": seed}
+        points[i] = {
+            "target_flop": t0 * f,
+            "feasible_fraction": r.feasible_fraction,
+            "percentiles": {k: list(v) for k, v in r.percentiles.items()},
+            "nominal": dict(r.nominal),
+            "metric": r.metric,
+        }
+        if on_point is not None:
+            on_point(points[i])
+    return {"points": [points[i] for i in range(len(factors))], "samples": samples, "seed": seed}
 
 
 #: The Frontier view's premiums over one datacenter (as `dispersal frontier`'s default).
@@ -332,14 +345,27 @@ def run_monitor(args: Mapping[str, Any]) -> dict[str, Any]:
     return dict(monitor.compare(**{**args, "targets_flop": tuple(args["targets_flop"])}))
 
 
+#: `dispersal frontier --compare`'s planner defaults: latency, s and time budget, days (`--latency`, `--days`).
+COMPARE_DEFAULT_LATENCY_S = 0.1
+COMPARE_DEFAULT_DAYS = 740.0
+
+
 def monitor_command(args: Mapping[str, Any]) -> str:
-    """The `dispersal frontier --compare` command with the same target, WAN, mode, regime and site loss
-    (it plans with the planner's 100 ms / 740-day defaults; other windows have no CLI flag yet)."""
+    """The `dispersal frontier --compare` command with the same target, WAN, mode, regime, site loss,
+    time budget (``--days``) and latency (``--latency``); the last two only where they differ from the
+    planner's defaults (740 days, 100 ms)."""
     t = ",".join(f"{float(x):g}" for x in args["targets_flop"])
-    return (
+    out = (
         f"dispersal frontier --compare --target {t} --wan {float(args['wan_bits_per_s']) / 1e6:g}Mbps "
         f"--mode {args['mode']} --regime {args['regime_name']} --lose-sites {int(args['lose_sites'])}"
     )
+    days = float(args["max_duration_s"]) / units.SECONDS_PER_DAY
+    if not math.isclose(days, COMPARE_DEFAULT_DAYS, rel_tol=1e-12):
+        out += f" --days {days:.15g}"
+    latency = float(args["latency_s"])
+    if not math.isclose(latency, COMPARE_DEFAULT_LATENCY_S, rel_tol=1e-12):
+        out += f" --latency {latency * 1e3:.15g}ms"
+    return out
 
 
 def run_fleet(sd: Mapping[str, Any], mode: str, metric: str = "c_quality") -> dict[str, Any]:

@@ -12,17 +12,20 @@ import datetime as _dt
 import html
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dispersal.model.inputs.scenario import Mode, Scenario
 from dispersal.model.run.estimate import estimate
-from dispersal.present import export, figures, provenance, rows
+from dispersal.present import export, provenance, rows
 from dispersal.present import formats as F
 from dispersal.present import frontier as present_frontier
 from dispersal.present import monitor as present_monitor
 from dispersal.present.answer import plan_card
 from dispersal.present.resilience import DEFAULTS as RESILIENCE_DEFAULTS
 from dispersal.present.resilience import resilience
+
+if TYPE_CHECKING:
+    from dispersal.present import figures
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;max-width:980px;margin:2em auto;padding:0 1em;
@@ -53,6 +56,8 @@ def _table(table_rows: Sequence[Mapping[str, Any]]) -> str:
 
 def _img(chart: figures.Chart, alt: str) -> str:
     """The app's own figure as inline SVG (alt text as its accessible name, values on hover)."""
+    from dispersal.present import figures  # matplotlib on first use: the app starts without it
+
     chart.alt = f"{alt}. {chart.alt}"
     return f"<figure>{figures.svg_markup(chart)}</figure>"
 
@@ -115,6 +120,8 @@ def _frontier_chart(fr: Mapping[str, Any]) -> figures.Chart:
 
 def _sections(parts: ReportParts) -> list[str]:
     """The plan, frontier, countermeasures and uncertainty sections that were asked for."""
+    from dispersal.present import figures
+
     out: list[str] = []
     if parts.plan is not None:
         p = parts.plan
@@ -219,6 +226,8 @@ def render_html(
     `parts`: the other views' results (`ReportParts`); `plan` alone is kept as a shorthand for
     ``ReportParts(plan=plan)``. The scenario's estimate, resilience and inputs are always included.
     """
+    from dispersal.present import figures
+
     if parts is None:
         parts = ReportParts(plan=plan)
     m = Mode(mode)
