@@ -247,7 +247,11 @@ def test_result_store_computes_each_question_once_and_drops_the_oldest() -> None
     calls: list[int] = []
 
     def run(x: int) -> Any:
-        return lambda: calls.append(x) or {"x": x}
+        def once() -> dict[str, int]:
+            calls.append(x)
+            return {"x": x}
+
+        return once
 
     assert store.get_or_run("mc", {"t": 1}, run(1)) == ({"x": 1}, False)
     assert store.get_or_run("mc", {"t": 1}, run(1)) == ({"x": 1}, True)

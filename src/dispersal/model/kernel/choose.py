@@ -162,7 +162,9 @@ def DIRECTIONS(hf: BoolArr, rf: BoolArr) -> tuple[tuple[BoolArr, int, int], ...]
     )
 
 
-def _penalty_h(hf: BoolArr, h_fixed: Arr, ih: npt.NDArray[np.intp], ir: npt.NDArray[np.intp], gam: Arr) -> Arr:
+def _penalty_h(
+    hf: BoolArr, h_fixed: Arr, ih: npt.NDArray[np.intp], ir: npt.NDArray[np.intp], gam: Arr
+) -> Arr:
     """The H the quality model sees at grid indices (`ih`, `ir`): H x H_reg^gamma (gamma 0 for a flat
     run; `hierarchical.branch`'s ``inner_steps_effective``)."""
     last = SCHEDULE_GRID.size - 1
