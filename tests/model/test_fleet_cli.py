@@ -4,6 +4,7 @@ the shortcut flags build the fleet, --params / --algorithm / --tokens restrict t
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -16,6 +17,27 @@ from dispersal.model.search.fleet import fleet_search
 
 runner = CliRunner()
 ARGS = ["--hardware", "h100_sxm", "--nodes", "8", "--bandwidth", "1Gbps", "--days", "90", "--regime", "none"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_search_per_question() -> Iterator[None]:
+    """The CLI's search, remembered per argument set for this module: the table and the JSON of one
+    fleet render one answer (the search is deterministic; each test still runs the whole command).
+    `test_json_is_the_model_answer` compares against the model's own `fleet_search`, not this one."""
+    real: Callable[..., Any] = fleet_search
+    seen: list[tuple[tuple[Any, ...], dict[str, Any], Any]] = []
+
+    def remembered(*args: Any, **kwargs: Any) -> Any:
+        for a, kw, answer in seen:
+            if a == args and kw == kwargs:
+                return answer
+        answer = real(*args, **kwargs)
+        seen.append((args, kwargs, answer))
+        return answer
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("dispersal.cli.fleet.fleet_search", remembered)
+        yield
 
 
 def _json(args: list[str]) -> Any:

@@ -113,6 +113,7 @@ def test_decoupled_wins_by_its_shorter_round() -> None:
     assert b.inner_steps < st_.inner_steps
 
 
+@pytest.mark.slow  # the brute force is 24+ scalar estimates of a three-site scenario
 def test_site_fleet_matches_a_brute_force_over_estimate() -> None:
     """Three mixed sites: every configuration goes through the paced inputs, so the answer and its
     figures are `estimate`'s of the same site scenario; the pacing is stated."""
