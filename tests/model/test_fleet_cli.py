@@ -46,6 +46,7 @@ def _json(args: list[str]) -> Any:
     return json.loads(r.stdout)
 
 
+@pytest.mark.slow  # two fleet searches (the command's and the model's)
 def test_json_is_the_model_answer() -> None:
     d = _json([*ARGS, "--params", "7B"])
     s = build_scenario(None, [], hardware="h100_sxm", nodes=8, bandwidth="1Gbps", days=90, regime="none")
@@ -67,6 +68,7 @@ def test_algorithm_and_tokens_restrict_the_search() -> None:
     assert d["best"]["tokens"] <= 300e9 * (1 + 1e-12)
 
 
+@pytest.mark.slow  # the search of test_json_is_the_model_answer, shared when both run
 def test_table_names_mode_metric_links_and_binding() -> None:
     r = runner.invoke(app, ["fleet", *ARGS, "--params", "7B"])
     assert r.exit_code == 0, r.output
