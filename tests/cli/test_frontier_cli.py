@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-#: One target, one premium, one grid point: the search behind every key and line these tests read.
-SMALL = ["frontier", "--target", "1e24", "--premium", "2", "--bandwidth", "100Mbps", "--sites", "10"]
+SMALL = ["frontier", "--target", "1e24", "--premium", "2", "--bandwidth", "100Mbps,1Gbps", "--sites", "10"]
 
 
 def _run(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:

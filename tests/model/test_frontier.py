@@ -163,7 +163,7 @@ def test_stricter_regime_never_cheaper_on_the_frontier() -> None:
 
 
 @settings(max_examples=3, deadline=None)
-@given(seed=st.integers(0, 2**16), samples=st.integers(1, 4))
+@given(seed=st.integers(0, 2**16), samples=st.integers(1, 6))
 @pytest.mark.slow
 def test_p_reach_is_a_probability(seed: int, samples: int) -> None:
     """Every P(reach) (per target and per cell, per bandwidth) is in [0, 1] and a multiple of

@@ -39,7 +39,7 @@ def _run(premiums: tuple[float, ...]) -> Any:
         premiums=premiums,
         constraints=SMALL,
         bandwidth_grid_bits_per_s=GRID,
-        samples=4,  # each draw is one frontier search; four already make P(reach) a multiple of 1/4
+        samples=8,
         seed=3,
         quality_lines=False,
         sites=(),
