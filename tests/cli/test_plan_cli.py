@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from dispersal.cli import app
+from dispersal.model.checks import reproduction
 
 REQUIRED = (
     "feasible",
@@ -33,6 +36,19 @@ REQUIRED = (
     "eta",
     "chi",
 )
+
+
+@pytest.fixture(scope="module")
+def one_reproduction() -> Iterator[None]:
+    """One paper-mode reproduction (minutes of planner searches) shared by the `reproduce` tests: the
+    rows and the HBM countermeasure are computed once (paper mode is deterministic); each test still
+    runs the whole command (its folder check, report, plots and JSON)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("dispersal.cli.reproduce.run_rows", functools.cache(reproduction.run_rows))
+        mp.setattr(
+            "dispersal.cli.reproduce.hbm_countermeasure", functools.cache(reproduction.hbm_countermeasure)
+        )
+        yield
 
 
 def test_plan_json_one_target_has_the_issue_keys() -> None:
@@ -89,7 +105,7 @@ def test_sweep_writes_csv_and_png(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_reproduce_headlines_within_five_percent(tmp_path: Path) -> None:
+def test_reproduce_headlines_within_five_percent(tmp_path: Path, one_reproduction: None) -> None:
     """Paper mode reproduces the headline costs (1e24 / 1e25 / 1e26), the GPT-4 and Llama-405B node counts
     and the datacenter cost ratio within 5% of the published values; reproduction.md is written."""
     r = CliRunner().invoke(app, ["reproduce", "--out", str(tmp_path), "--json"])
@@ -138,7 +154,7 @@ def test_sweep_defaults_write_into_a_named_folder_and_json(
 
 @pytest.mark.slow
 def test_reproduce_default_out_is_not_the_current_directory(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_reproduction: None
 ) -> None:
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(app, ["reproduce"])

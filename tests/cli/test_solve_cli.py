@@ -124,6 +124,7 @@ def test_integer_answer_for_sites(case: Path) -> None:
     assert d["value"] == int(d["value"]) and d["bracket"] == [d["value"] - 1, d["value"]]
 
 
+@pytest.mark.slow  # a bisection of paper-mode planner searches (several seconds)
 def test_premium_in_paper_mode_with_one_accelerator() -> None:
     r = runner.invoke(
         app,

@@ -40,8 +40,12 @@ def test_each_lever_never_lowers_the_evader_cost(name: str, base_cost: float) ->
 def test_default_mode_levers_never_lower_cost() -> None:
     """At 740 days (at 548 days default mode cannot reach 1e25 with or without levers). The bondable
     10 Mbps cap leaves each site its 100 Mbps on one shared link plus paid lines: it once came out
-    cheaper (x0.74) because the capped evader was handed separate side links."""
-    conv = Convention(mode="default", days=740)
+    cheaper (x0.74) because the capped evader was handed separate side links.
+
+    The evader's menu is three node types, not the catalogue: over the whole catalogue the rows are
+    the same plans (a100_40gb x 41 at $9.23M, the cap x1.058 on the same nodes, HBM rtx_4090 x 76 at
+    x1.41; measured 2026-12-05) at four times the search."""
+    conv = Convention(mode="default", days=740, hardware=("a100_40gb", "rtx_4090", "h100_sxm"))
     rows = analyse(TARGET, ["bandwidth_cap", "hbm"], convention=conv)
     assert rows[0].feasible and rows[1].feasible
     assert all(r.cost_usd >= rows[0].cost_usd * (1 - 1e-12) for r in rows)

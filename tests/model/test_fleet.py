@@ -163,6 +163,7 @@ def _best(fleet: Scenario, metric: str) -> float:
     return -ans.best.loss if metric == FleetMetric.LOSS else ans.best.c_quality_flop
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None)
 @given(
     mbps=st.floats(1.0, 10_000.0),

@@ -4,6 +4,7 @@ the shortcut flags build the fleet, --params / --algorithm / --tokens restrict t
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -18,12 +19,34 @@ runner = CliRunner()
 ARGS = ["--hardware", "h100_sxm", "--nodes", "8", "--bandwidth", "1Gbps", "--days", "90", "--regime", "none"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_search_per_question() -> Iterator[None]:
+    """The CLI's search, remembered per argument set for this module: the table and the JSON of one
+    fleet render one answer (the search is deterministic; each test still runs the whole command).
+    `test_json_is_the_model_answer` compares against the model's own `fleet_search`, not this one."""
+    real: Callable[..., Any] = fleet_search
+    seen: list[tuple[tuple[Any, ...], dict[str, Any], Any]] = []
+
+    def remembered(*args: Any, **kwargs: Any) -> Any:
+        for a, kw, answer in seen:
+            if a == args and kw == kwargs:
+                return answer
+        answer = real(*args, **kwargs)
+        seen.append((args, kwargs, answer))
+        return answer
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("dispersal.cli.fleet.fleet_search", remembered)
+        yield
+
+
 def _json(args: list[str]) -> Any:
     r = runner.invoke(app, ["fleet", *args, "--json"])
     assert r.exit_code == 0, r.output
     return json.loads(r.stdout)
 
 
+@pytest.mark.slow  # two fleet searches (the command's and the model's)
 def test_json_is_the_model_answer() -> None:
     d = _json([*ARGS, "--params", "7B"])
     s = build_scenario(None, [], hardware="h100_sxm", nodes=8, bandwidth="1Gbps", days=90, regime="none")
@@ -45,6 +68,7 @@ def test_algorithm_and_tokens_restrict_the_search() -> None:
     assert d["best"]["tokens"] <= 300e9 * (1 + 1e-12)
 
 
+@pytest.mark.slow  # the search of test_json_is_the_model_answer, shared when both run
 def test_table_names_mode_metric_links_and_binding() -> None:
     r = runner.invoke(app, ["fleet", *ARGS, "--params", "7B"])
     assert r.exit_code == 0, r.output

@@ -113,6 +113,7 @@ def test_decoupled_wins_by_its_shorter_round() -> None:
     assert b.inner_steps < st_.inner_steps
 
 
+@pytest.mark.slow  # the brute force is 24+ scalar estimates of a three-site scenario
 def test_site_fleet_matches_a_brute_force_over_estimate() -> None:
     """Three mixed sites: every configuration goes through the paced inputs, so the answer and its
     figures are `estimate`'s of the same site scenario; the pacing is stated."""
@@ -131,6 +132,7 @@ def test_site_fleet_matches_a_brute_force_over_estimate() -> None:
     assert len(ans.sites) == 3 and ans.sites[2].startswith("asia: 1 x 8 a100_80gb")
 
 
+@pytest.mark.slow  # a search of every algorithm over the three-site fleet
 def test_site_pipelines_without_sites_of_several_nodes_are_skipped_with_the_reason() -> None:
     ans = fleet_search(SITES, binding=False, params_grid=(7e9,), h_grid=(0,), codec_names=("auto",))
     assert ans.best is not None

@@ -23,7 +23,8 @@ def _check_links(e: object) -> None:
     assert t.link_utilisation_down <= 1.0 + LINK_SLACK, t
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     algo=st.sampled_from(["auto", "diloco", "streaming", "hierarchical", "pp_diloco", "ddp"]),
     n=st.integers(2, 400),
