@@ -50,6 +50,7 @@ def test_default_page_renders_an_estimate() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_changing_bandwidth_changes_training_time_and_url() -> None:
     at = _app({"preset": "intellect1"})
     before = _metric(at, "Training time")
@@ -61,6 +62,7 @@ def test_changing_bandwidth_changes_training_time_and_url() -> None:
     assert at.query_params["up_mbps"] in ("2000", ["2000"])
 
 
+@pytest.mark.slow
 def test_zero_nodes_shows_an_error_not_a_traceback() -> None:
     at = _app()
     at.number_input(key="num_nodes").set_value(0).run()
@@ -99,6 +101,7 @@ def test_preset_change_loads_the_preset() -> None:
     assert at.query_params["preset"] in ("intellect1", ["intellect1"])
 
 
+@pytest.mark.slow
 def test_planner_button_finds_a_plan() -> None:
     at = _app({"mode": "paper", "plan_target": "1e24", "view": "planner"})
     at.button(key="plan_go").click().run()

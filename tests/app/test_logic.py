@@ -303,6 +303,7 @@ def test_progress_bar_shows_the_work_done() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_countermeasures_one_at_a_time_equal_analyse() -> None:
     """The view evaluates bundles one by one (for its progress bar): the outcomes equal `analyse`'s."""
     from dispersal.model.analyses import countermeasures as cm

@@ -64,6 +64,7 @@ def test_plan_json_one_target_has_the_issue_keys() -> None:
     assert d["nodes"] == 34 and d["hardware"] == "gh200"
 
 
+@pytest.mark.slow
 def test_plan_defaults_prints_three_targets_and_asymmetric_bandwidth() -> None:
     """With no target: 1e24, 1e25, 1e26; UP/DOWN bandwidth is accepted; --json gives a list."""
     r = CliRunner().invoke(app, ["plan", "--mode", "paper", "--bandwidth", "57Mbps/310Mbps", "--json"])
@@ -80,6 +81,7 @@ def test_plan_bad_input_is_one_line_exit_2() -> None:
     assert len(lines) == 1 and "bandwidth" in lines[0] and "Traceback" not in r.output
 
 
+@pytest.mark.slow
 def test_sweep_writes_csv_and_png(tmp_path: Path) -> None:
     """A 2 x 2 sweep writes a CSV with four plans and a PNG."""
     out, png = tmp_path / "s.csv", tmp_path / "s.png"
@@ -134,6 +136,7 @@ def test_plan_samples_adds_percentiles_and_is_reproducible() -> None:
     assert a["cost_usd_p50"] == b["cost_usd_p50"]
 
 
+@pytest.mark.slow
 def test_sweep_defaults_write_into_a_named_folder_and_json(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -163,6 +166,7 @@ def test_reproduce_default_out_is_not_the_current_directory(
     assert (tmp_path / "dispersal-output" / "reproduce" / "reproduction.md").is_file()
 
 
+@pytest.mark.slow
 def test_plan_sites_gives_a_missed_targets_reason_below_the_table() -> None:
     """`plan --sites`: a target the mix cannot reach says why on its own line, not in the table's
     utilisation column; the headers name the metric as the docs do (C_quality)."""

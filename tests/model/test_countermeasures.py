@@ -30,6 +30,7 @@ def base_cost() -> float:
     return evaluate_bundle(TARGET, NO_LEVER, convention=CONV).cost_usd
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(levers()))
 def test_each_lever_never_lowers_the_evader_cost(name: str, base_cost: float) -> None:
     o = evaluate_bundle(TARGET, name, convention=CONV, baseline_cost_usd=base_cost)

@@ -143,6 +143,7 @@ def test_more_bandwidth_never_shrinks_the_frontier(target: float, premium: float
         assert all(y >= x for x, y in zip(a2, b2, strict=True))
 
 
+@pytest.mark.slow
 def test_stricter_regime_never_cheaper_on_the_frontier() -> None:
     """treaty_hbm allows only nodes treaty allows: at every grid bandwidth its cheapest plan costs
     at least treaty's, and a cell reachable under it is reachable under treaty."""

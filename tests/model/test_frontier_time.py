@@ -48,6 +48,7 @@ def test_scenario_overrides_reach_the_plan() -> None:
         Constraints(scenario_overrides=(("params", 1e9),))
 
 
+@pytest.mark.slow
 def test_frontier_over_time_small() -> None:
     f = ft.frontier_over_time(
         target_flop=1e22, premiums=(5.0,), bandwidth_grid_bits_per_s=(1e8, 1e10), until_year=2028

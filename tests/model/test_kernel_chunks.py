@@ -66,6 +66,7 @@ def test_asked_outputs_equal_the_full_call() -> None:
         kernel.evaluate(x, DEFAULT_PARAMS, outputs=["no_such_output"])
 
 
+@pytest.mark.slow
 def test_each_algorithm_alone_equals_it_in_a_mix() -> None:
     x = _configs("default", 250, 4)
     mixed = kernel.evaluate(x, DEFAULT_PARAMS)
@@ -75,6 +76,7 @@ def test_each_algorithm_alone_equals_it_in_a_mix() -> None:
         _same(alone, {k: v[rows] for k, v in mixed.items()})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["paper", "default"])
 def test_scalar_inputs_give_outputs_of_the_common_shape(mode: str) -> None:
     """The planner passes inputs equal on every node type as 0-d arrays (`CandidateSpace.inputs`):

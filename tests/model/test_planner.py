@@ -143,6 +143,7 @@ def test_plan_never_breaks_a_constraint(
     assert e.cost.total_usd == pytest.approx(b.cost_usd, rel=1e-9)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("tight", "loose"),
     [
@@ -283,6 +284,7 @@ def test_bisections_find_the_edge_of_a_monotone_predicate(
         assert got[i] == (holds[-1] if holds else lo[i])
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(
     rows=st.lists(
@@ -380,6 +382,7 @@ def _lockstep_exact(
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "bandwidth", "target", "hardware", "max_nodes"),
     [

@@ -84,6 +84,7 @@ def _overlaps(s: Scenario) -> bool:
 # --- faster links never slow a run ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     s=scenarios(tokens=1e12),
@@ -109,6 +110,7 @@ def test_faster_link_never_lengthens_a_run(
     assert fast.run_time_s <= slow.run_time_s * (1 + 1e-9)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(s=scenarios(tokens=None), mode=MODES, up=log_uniform(1, 100), lat=st.floats(0, 1))
 def test_faster_link_never_lowers_tokens(s: Scenario, mode: str, up: float, lat: float) -> None:
@@ -162,6 +164,7 @@ def test_no_overlap_faster_link_can_slow_a_run() -> None:
 # --- more nodes -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(s=scenarios(algorithm="streaming"), mode=MODES, extra=st.integers(1, 500))
 def test_more_nodes_never_lower_tokens_flat(s: Scenario, mode: str, extra: int) -> None:
@@ -181,6 +184,7 @@ def test_more_nodes_never_lower_tokens_flat(s: Scenario, mode: str, extra: int) 
     assert b.c_raw_flop >= a.c_raw_flop * (1 - 1e-9)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(
     s=scenarios(),
@@ -245,6 +249,7 @@ def test_more_nodes_c_local_counterexamples() -> None:
 # --- ranges ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(s=scenarios(), mode=MODES)
 def test_efficiency_factors_in_unit_interval(s: Scenario, mode: str) -> None:
@@ -259,6 +264,7 @@ def test_efficiency_factors_in_unit_interval(s: Scenario, mode: str) -> None:
         assert 0 < v <= top * (1 + 1e-12), (name, v)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(s=scenarios(), mode=MODES)
 def test_costs_and_traffic_positive_finite(s: Scenario, mode: str) -> None:
@@ -285,6 +291,7 @@ def test_costs_and_traffic_positive_finite(s: Scenario, mode: str) -> None:
 # --- serialisation ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(s=scenarios(), mode=MODES)
 def test_estimate_json_round_trip(s: Scenario, mode: str) -> None:

@@ -81,6 +81,7 @@ def test_percentiles_are_ordered(mc: tuple[dict[str, object], dict[str, object]]
     assert float(a["c_quality_flop_p10"]) >= 3e24  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -126,6 +127,7 @@ def test_tornado_bars_bracket_the_nominal_cost() -> None:
     assert mfu.cost_at_low_usd > mfu.cost_at_high_usd  # lower MFU, more nodes
 
 
+@pytest.mark.slow
 def test_monte_carlo_uses_the_planners_candidates_and_rule() -> None:
     """At the nominal draw the Monte Carlo evaluates every (candidate, N) exactly as the planner does:
     same validity (spec sec. 10) and same metric; the smallest N it finds is valid and meets the target."""
@@ -266,6 +268,7 @@ def test_quantiles_over_all_draws_count_cannot_reach_as_infinite(values: list[fl
             assert g == pytest.approx(float(np.percentile(values, 100 * q / p)))
 
 
+@pytest.mark.slow
 def test_monte_carlo_leads_with_p_reach_and_labels_conditional_quantiles() -> None:
     """P(reach) in [0, 1] is the first JSON key; the plain quantiles are labelled conditional and the
     *_all ones are inf exactly when the failing share lies above the quantile."""

@@ -53,6 +53,7 @@ def _random_scenarios(rng: np.random.Generator, n: int) -> list[Scenario]:
 
 
 # Default mode walks the schedule grid per scenario (300 scalar estimates): the full suite only.
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["paper", pytest.param("default", marks=pytest.mark.slow)])
 def test_vectorised_kernel_matches_scalar_estimate(mode: str) -> None:
     """300 random scenarios evaluated in one kernel call give the scalar Estimate's figures to 1e-9."""
