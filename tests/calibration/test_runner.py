@@ -21,7 +21,7 @@ def test_runner_matches_testbed(tmp_path: Path, algorithm: str, codec: str) -> N
     cfg = TestbedConfig(
         algorithm=algorithm,
         workers=2,
-        steps=20,
+        steps=10,  # two outer rounds of 5 inner steps: the sync and the outer step run twice
         inner_steps=5,
         model="tiny",
         codec=codec,

@@ -294,16 +294,31 @@ def test_help_works(command: str) -> None:
     assert "--help" in r.stdout
 
 
+#: Bad inputs that must also be refused in a real process: a traceback there reaches the terminal
+#: (CliRunner catches it), and a refused command must leave nothing in the working folder. A few run
+#: as real processes (~3 s each: the interpreter and the CLI's imports); the rest in-process with the
+#: same checks (exit 2, one stderr line naming the field, no traceback, nothing left in the cwd).
 SUBPROCESS_CASES = [
-    (["estimate", "--out", "/dev/null/x.json"], "/dev/null/x.json"),
     (["estimate", "--nodes", "99999999999999999999999"], "nodes"),
-    (["app", "--host", ""], "host"),
     (["app", "--host", "notahost.invalid"], "notahost.invalid"),
-    (["reproduce", "--out", ""], "out"),
     (["sweep", "--out", "/proc/x/y.csv", "--no-plot"], "/proc/x/y.csv"),
+]
+IN_PROCESS_CASES = [
+    (["estimate", "--out", "/dev/null/x.json"], "/dev/null/x.json"),
+    (["app", "--host", ""], "host"),
+    (["reproduce", "--out", ""], "out"),
     (["solve", "--for", "nodes", "--where", "utilisation=abc"], "where"),
     (["estimate", "--nodes", "abc"], "nodes"),
 ]
+
+
+def _check_refusal(code: int, stdout: str, stderr: str, token: str, cwd: Path) -> None:
+    """Exit 2, no traceback, one stderr line naming token, nothing written into cwd."""
+    assert code == 2, stderr
+    assert "Traceback" not in stdout + stderr
+    assert len(stderr.strip().splitlines()) == 1, stderr
+    assert _norm(token) in _norm(stderr)
+    assert not any(cwd.iterdir()), "a refused command left files behind"
 
 
 @pytest.mark.slow
@@ -318,11 +333,18 @@ def test_bad_input_in_a_real_process(argv: list[str], token: str, tmp_path: Path
         cwd=tmp_path,
         env=env,
     )
-    assert p.returncode == 2, p.stderr
-    assert "Traceback" not in p.stdout + p.stderr
-    assert len(p.stderr.strip().splitlines()) == 1, p.stderr
-    assert _norm(token) in _norm(p.stderr)
-    assert not any(tmp_path.iterdir()), "a refused command left files behind"
+    _check_refusal(p.returncode, p.stdout, p.stderr, token, tmp_path)
+
+
+@pytest.mark.parametrize(("argv", "token"), IN_PROCESS_CASES, ids=[" ".join(a) for a, _ in IN_PROCESS_CASES])
+def test_bad_input_leaves_the_cwd_untouched(
+    argv: list[str], token: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tripwires: None
+) -> None:
+    """The former real-process cases, in-process: the same refusal, and nothing in the working folder."""
+    monkeypatch.chdir(tmp_path)
+    r = invoke(argv)
+    assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+    _check_refusal(r.exit_code, r.stdout, r.stderr, token, tmp_path)
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from default_report import DefaultReport
 from typer.testing import CliRunner
 
 from dispersal.cli import app
@@ -103,14 +104,12 @@ def test_version_is_declared_once_and_cited_with_the_changelog_release() -> None
 
 
 @pytest.mark.slow
-def test_default_report_answers_every_question(tmp_path: Path) -> None:
+def test_default_report_answers_every_question(default_report: DefaultReport) -> None:
     """`dispersal report SCENARIO` with no flags: the answer card (plan, premium, P(reach)), the frontier
     with its P(reach) drawn, the monitor comparison, countermeasures, uncertainty and resilience; the
-    title names the mode, regime and target (not the preset's paper-mode "Table 1, 1e24 row")."""
-    out = tmp_path / "r.html"
-    r = CliRunner().invoke(app, ["report", "paper_threat_model", "--out", str(out), "--json"])
-    assert r.exit_code == 0, r.output
-    assert json.loads(r.stdout)["sections"] == [
+    title names the mode, regime and target (not the preset's paper-mode "Table 1, 1e24 row").
+    The report is the session's one default build (tests/cli/conftest.py)."""
+    assert default_report.summary["sections"] == [
         "plan",
         "frontier",
         "monitor",
@@ -119,7 +118,7 @@ def test_default_report_answers_every_question(tmp_path: Path) -> None:
         "estimate",
         "resilience",
     ]
-    text = out.read_text(encoding="utf-8")
+    text = default_report.html
     h1 = re.search(r"<h1>(.*)</h1>", text)
     assert h1 is not None
     assert h1.group(1) == "preset paper_threat_model (default mode, regime treaty, target 1e25 FLOP)"

@@ -3,8 +3,11 @@ title; `dispersal counter` and the app share one countermeasure convention."""
 
 from __future__ import annotations
 
+import copy
+import inspect
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,14 +82,59 @@ def _no_svg_ids(text: str) -> str:
     return re.sub(r"\b[a-z][0-9a-f]{8,}\b", "ID", text)
 
 
+#: The computations the app and `dispersal report` share (`present.questions`).
+ASKED = ("run_plan", "run_uncertainty", "run_countermeasures", "run_frontier", "run_monitor")
+
+
+class Asked:
+    """`present.questions.run_*` memoised on their full arguments (defaults filled, progress dropped):
+    a question asked twice with the same arguments is computed once (the answers are deterministic:
+    seeded draws). ``misses`` lists the questions that were computed, ``hits`` those answered from
+    an earlier identical question."""
+
+    def __init__(self) -> None:
+        self.answers: dict[str, Any] = {}
+        self.hits: list[str] = []
+        self.misses: list[str] = []
+
+    def wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(fn)
+
+        def memo(*a: Any, **k: Any) -> Any:
+            bound = sig.bind(*a, **k)
+            bound.apply_defaults()
+            args = {key: v for key, v in bound.arguments.items() if key != "progress"}
+            key = name + json.dumps(args, sort_keys=True, default=repr)
+            if key in self.answers:
+                self.hits.append(name)
+                return copy.deepcopy(self.answers[key])
+            self.misses.append(name)
+            out = fn(*a, **k)
+            self.answers[key] = copy.deepcopy(out)
+            return out
+
+        return memo
+
+
 @pytest.mark.slow
-def test_report_from_the_app_state_equals_the_cli_report(tmp_path: Path) -> None:
+def test_report_from_the_app_state_equals_the_cli_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Every section the app's report holds (plan with P(reach), countermeasures, uncertainty, frontier,
     resilience settings), computed as the app's views compute them, gives the same HTML as `dispersal
-    report` with the options the app shows."""
+    report` with the options the app shows.
+
+    The CLI asks `present.questions` exactly the questions the app asked (same arguments, checked:
+    no question is computed anew), so their answers are computed once, by the app, and reused."""
     from dispersal.app import logic, views
     from dispersal.present.report import render_html
 
+    asked = Asked()
+    for name in ASKED:
+        memo = asked.wrap(name, getattr(questions, name))
+        monkeypatch.setattr(questions, name, memo)
+        if hasattr(views, name):  # views binds some of them at import
+            monkeypatch.setattr(views, name, memo)
     ui = logic.default_ui()
     ui.update(mode="paper", plan_target="1e24", res_lose_sites=2, res_down_for_days=7.0, mon_lose_sites=3)
     sd = logic.scenario_dict(ui)
@@ -121,8 +169,15 @@ def test_report_from_the_app_state_equals_the_cli_report(tmp_path: Path) -> None
     out = tmp_path / "r.html"
     argv = command.split()[1:]
     argv[argv.index("--uncertainty") + 1] = "20"  # the app runs 200 draws; 20 keep the test quick
+    assert sorted(set(asked.misses)) == sorted(ASKED)  # the app computed every section
+    asked.misses.clear()
+    asked.hits.clear()
     r = runner.invoke(app, [*argv, "--out", str(out), "--json"])
     assert r.exit_code == 0, r.output
+    assert asked.misses == [], f"the CLI asked questions the app did not: {asked.misses}"
+    assert sorted(asked.hits) == sorted(
+        ASKED
+    )  # one each: the report's plan, draws, levers, frontier, monitor
     assert json.loads(r.stdout)["sections"] == [
         "plan",
         "frontier",
