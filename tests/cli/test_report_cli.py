@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from default_report import DefaultReport
+from default_report import DefaultReport, build_default_report
 from typer.testing import CliRunner
 
 from dispersal.cli import app
@@ -15,6 +15,12 @@ from dispersal.cli import app
 #: The flags that narrow the default report (which answers everything: plan, frontier, monitor,
 #: countermeasures, uncertainty) to the estimate and resilience: the quick tests of the file itself.
 NARROW = ["--no-plan", "--no-frontier", "--no-monitor", "--no-counter", "--uncertainty", "0"]
+
+
+@pytest.fixture(scope="module")
+def default_report(tmp_path_factory: pytest.TempPathFactory) -> DefaultReport:
+    """The default report of DEFAULT_REPORT_SCENARIO, built once for every test here that reads it."""
+    return build_default_report(tmp_path_factory.mktemp("default-report"))
 
 
 def test_report_writes_self_contained_html(tmp_path: Path) -> None:
