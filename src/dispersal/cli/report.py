@@ -262,7 +262,10 @@ def report_cmd(
     parts = ReportParts(
         plan=q.with_reach(p, unc) if p is not None else None,
         links=planner.links,
-        frontier=q.run_frontier(args, views.uncertainty, views.seed) if views.frontier else None,
+        # the plan's target named, as the app's Frontier view asks it (the same question, one answer)
+        frontier=q.run_frontier(args, views.uncertainty, views.seed, targets=[str(args["target"])])
+        if views.frontier
+        else None,
         counter=q.run_countermeasures(target, conv) if views.counter else None,
         convention=q.describe_convention(conv),
         uncertainty=unc,
