@@ -9,11 +9,14 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import dispersal.model
 
 MODEL_DIR = Path(dispersal.model.__file__).parent
 
 
+@pytest.mark.slow
 def test_model_imports_and_runs_without_torch() -> None:
     code = textwrap.dedent(
         """

@@ -81,6 +81,7 @@ def test_golden_environment_variable_cannot_rewrite_a_snapshot(
     assert dst.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_check_mode_reports_a_moved_field_and_a_stale_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import dispersal.model
 
 MODEL_DIR = Path(dispersal.model.__file__).parent
@@ -33,6 +35,7 @@ def _model_imports(path: Path) -> set[str]:
     return out
 
 
+@pytest.mark.slow
 def test_layers_import_only_downward() -> None:
     assert {p.name for p in MODEL_DIR.iterdir() if p.is_dir() and p.name != "__pycache__"} == set(ALLOWED)
     for layer, allowed in ALLOWED.items():

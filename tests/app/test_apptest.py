@@ -33,6 +33,7 @@ def _metric(at: AppTest, label: str) -> str:
     return next(m.value for m in at.metric if m.label == label)
 
 
+@pytest.mark.slow
 def test_default_page_renders_an_estimate() -> None:
     at = _app()
     assert not at.exception
@@ -72,6 +73,7 @@ def test_zero_nodes_shows_an_error_not_a_traceback() -> None:
     assert not at.error and not at.exception
 
 
+@pytest.mark.slow
 def test_bad_link_value_warns_and_keeps_default() -> None:
     at = _app({"num_nodes": "lots"})
     assert not at.exception
@@ -79,6 +81,7 @@ def test_bad_link_value_warns_and_keeps_default() -> None:
     assert at.number_input(key="num_nodes").value == logic.default_ui()["num_nodes"]
 
 
+@pytest.mark.slow
 def test_shared_link_restores_inputs() -> None:
     ui = logic.default_ui("gpt4_level_gh200")
     ui.update(up_mbps=250.0, latency_ms=40.0, algorithm="streaming", mode="paper", inner_steps=50)
@@ -93,6 +96,7 @@ def test_shared_link_restores_inputs() -> None:
     assert {f.key: at.session_state[f.key] for f in logic.FIELDS} == ui
 
 
+@pytest.mark.slow
 def test_preset_change_loads_the_preset() -> None:
     at = _app()
     at.selectbox(key="preset").set_value("intellect1").run()
@@ -109,6 +113,7 @@ def test_planner_button_finds_a_plan() -> None:
     assert any(s.value.startswith("Cheapest:") for s in at.success)
 
 
+@pytest.mark.slow
 def test_optional_tabs_never_fail() -> None:
     at = _app()
     assert not at.exception

@@ -169,6 +169,7 @@ def test_every_input_has_help_and_every_scenario_field_an_input() -> None:
     assert linked and linked <= terms, linked - terms
 
 
+@pytest.mark.slow
 def test_figures_are_svg_with_alt_text_and_hover_values() -> None:
     s = logic.build(_ui()).scenario
     assert s is not None

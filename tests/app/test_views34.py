@@ -160,6 +160,7 @@ def test_monitor_view_equals_dispersal_frontier_compare_json() -> None:
     assert compare_table(cli548) in _tables(at) and compare_table(cli548) != compare_table(cli)
 
 
+@pytest.mark.slow
 def test_monitor_command_days_and_latency_reproduce_the_view() -> None:
     """The Monitor view's CLI line under this scenario's convention with a 365-day budget and 40 ms:
     `--days 365 --latency 40ms`, and running it gives the view's numbers (`questions.run_monitor`)."""

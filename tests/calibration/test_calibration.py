@@ -175,6 +175,7 @@ def test_malformed_calibration_is_one_line_input_error(tmp_path: Path, text: str
     assert "\n" not in str(exc.value)
 
 
+@pytest.mark.slow
 def test_estimate_and_plan_accept_calibration(tmp_path: Path) -> None:
     p = _write_cal(tmp_path / "c.toml", {"eta_h_alpha0": 0.3, "eta_h_size_scale": 50.0})
     runner = CliRunner()

@@ -23,6 +23,7 @@ def default_report(tmp_path_factory: pytest.TempPathFactory) -> DefaultReport:
     return build_default_report(tmp_path_factory.mktemp("default-report"))
 
 
+@pytest.mark.slow
 def test_report_writes_self_contained_html(tmp_path: Path) -> None:
     out = tmp_path / "sub" / "r.html"
     r = CliRunner().invoke(app, ["report", "gpt4_level_gh200", "--out", str(out), "--mode", "paper", *NARROW])
@@ -40,6 +41,7 @@ def test_report_writes_self_contained_html(tmp_path: Path) -> None:
     assert list(out.parent.iterdir()) == [out]  # atomic: no temporary file left
 
 
+@pytest.mark.slow
 def test_report_default_out_is_a_named_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     r = CliRunner().invoke(app, ["report", "intellect1", "--set", "num_nodes=4", "--json", *NARROW])

@@ -23,6 +23,7 @@ runner = CliRunner()
 NARROW = ["--no-plan", "--no-frontier", "--no-monitor", "--no-counter", "--uncertainty", "0"]
 
 
+@pytest.mark.slow
 def test_edited_preset_loses_its_title_in_estimate_and_report(tmp_path: Path) -> None:
     r = runner.invoke(app, ["estimate", "--nodes", "4", "--set", "pue=1.2", "--json"])
     assert r.exit_code == 0, r.output

@@ -79,6 +79,7 @@ def test_bad_input_exits_2(args: list[str]) -> None:
     assert result.stderr.startswith("error: ") and len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_render_samples_table() -> None:
     """render_samples_table gives a table with the P10 / P50 / P90 columns (1e23: ~1 s of draws)."""
     from rich.console import Console

@@ -62,6 +62,7 @@ def test_json_is_the_model_answer() -> None:
     assert d["assumptions"]
 
 
+@pytest.mark.slow
 def test_algorithm_and_tokens_restrict_the_search() -> None:
     d = _json([*ARGS, "--params", "7B", "--algorithm", "diloco", "--tokens", "300B"])
     assert {o["algorithm"] for o in d["per_algorithm"]} == {"diloco"}

@@ -91,6 +91,7 @@ def test_diloco_beats_dp_at_small_m_large_models() -> None:
     assert float(compute_fraction(8, 30, 3.5e7)) < 0.5
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None)
 @given(
     m=st.floats(1.0, 1e4),

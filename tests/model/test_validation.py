@@ -9,6 +9,7 @@ import pytest
 from dispersal.model.checks.validation import load_cases, miss_reason, quality_cases, run_cases
 
 
+@pytest.mark.slow
 def test_intellect1_and_wall_time_cases_within_tolerance() -> None:
     """INTELLECT-1 (compute per 100 steps; utilisation at its median sync times) and Streaming
     DiLoCo Table 1's wall times: every case within its tolerance in default mode."""

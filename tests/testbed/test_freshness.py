@@ -62,6 +62,7 @@ def _heartbeat(store: Any, worker: str) -> Any:
     return Heartbeat(store, worker)  # before issue 35
 
 
+@pytest.mark.slow
 def test_replayed_heartbeats_do_not_keep_a_frozen_worker_in_the_group() -> None:
     """Two captured signed beats written back in turn (no secret needed) used to count as fresh beats
     for ever (the value changed); now a beat counts only if its signed counter rises."""

@@ -63,6 +63,7 @@ def test_an_axis_with_one_value_is_not_fitted() -> None:
         tf.fit_tail(tf.synthetic_points(TRUTH, CELLS[:1], seeds=(0,), noise_ln=0.0), 4)
 
 
+@pytest.mark.slow
 def test_bootstrap_interval_covers_the_truth_and_narrows_with_less_noise() -> None:
     cells = [c for c in CELLS if c[2] == 2]
     wide = tf.bootstrap(tf.synthetic_points(TRUTH, cells, (0, 1, 2, 3, 4), 0.1, rng_seed=3), 4, range(5), 30)

@@ -388,6 +388,7 @@ from hypothesis import example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     header=st.lists(
@@ -431,6 +432,7 @@ def test_a_garbage_state_bundle_is_a_value_error(data: bytes) -> None:
 
 # 30 drawn examples (was 60: this was the fast tier's slowest test, its cost is drawing the nested
 # manifests) plus the two explicit ones below, which are now always run rather than drawn by chance.
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None)
 @example(manifest=b"[" * 3000 + b"]" * 3000, blob=b"")
 @example(manifest=b'{"root": {"t": "f32", "v": [1]}, "sizes": [999999999999]}', blob=bytes(8))
