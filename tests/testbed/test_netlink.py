@@ -191,8 +191,10 @@ def test_relay_sync_takes_the_shaped_time_and_counts_every_byte(
     predicted = 8 * v / up + 8 * v / down + latency
     for k in range(3):
         for rep in replies[k]:
-            # never faster than the link; slower only by framing, averaging and timer wake-ups
-            assert predicted * 0.99 <= rep.wall_s <= predicted * 1.3 + 0.02, (rep.wall_s, predicted)
+            # Never faster than the link (the shaping). The ceiling only catches a gross error: a 20 ms
+            # sync beside another test on 2 cores misses a tight one by timer wake-ups alone (CI, xdist:
+            # 46.5 ms against 46.0 ms allowed), and a timed assertion must not fail on load.
+            assert predicted * 0.99 <= rep.wall_s <= predicted * 3 + 0.25, (rep.wall_s, predicted)
             avg = torch.frombuffer(bytearray(rep.aggregate), dtype=torch.float32)
             assert torch.equal(avg, torch.stack(vecs).sum(0) / 3)
             assert rep.ok == [True, True, True]
