@@ -30,6 +30,7 @@ def test_json_schema(tmp_path: Path) -> None:
     assert png.stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_table_runs() -> None:
     r = runner.invoke(app, ["counter", "--lever", "whistleblower", "--detection", "people_per_site=5"])
     assert r.exit_code == 0, r.output

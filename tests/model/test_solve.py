@@ -242,6 +242,7 @@ def test_every_kernel_output_name_is_accepted() -> None:
 PAPER_H100 = Constraints(hardware=("h100_sxm",))
 
 
+@pytest.mark.slow
 def test_premium_is_bisected_over_plans() -> None:
     s = Scenario()  # the paper's threat model, treaty regime
     sol = solve(

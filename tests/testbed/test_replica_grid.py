@@ -32,6 +32,7 @@ CELLS = [
 ]
 
 
+@pytest.mark.slow
 def test_fit_recovers_known_exponents() -> None:
     pts = tf.synthetic_points(TRUTH, CELLS, seeds=(0, 1, 2), noise_ln=0.02, rng_seed=1)
     fit = tf.fit_tail(pts, 4, refs=(TRUTH.d_ref, TRUTH.b_ref, TRUTH.h_ref))
