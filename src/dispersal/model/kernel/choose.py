@@ -167,17 +167,23 @@ def _penalty_h(
 ) -> Arr:
     """The H the quality model sees at grid indices (`ih`, `ir`): H x H_reg^gamma (gamma 0 for a flat
     run; `hierarchical.branch`'s ``inner_steps_effective``)."""
-    last = SCHEDULE_GRID.size - 1
-    h = np.where(hf, SCHEDULE_GRID[np.clip(ih, 0, last)], h_fixed)
-    return np.asarray(h * SCHEDULE_GRID[np.clip(ir, 0, last)] ** gam, dtype=np.float64)
+    return np.asarray(_grid_h(hf, h_fixed, ih) * _at(ir) ** gam, dtype=np.float64)
 
 
 def _sched(hf: BoolArr, h_fixed: Arr, ih: npt.NDArray[np.intp], ir: npt.NDArray[np.intp]) -> dict[str, Arr]:
     """A requested schedule: grid H at index `ih` where H is chosen (`hf`; else the requested one) and
     grid H_reg at index `ir` (read by hierarchical runs only)."""
-    last = SCHEDULE_GRID.size - 1
-    h = np.where(hf, SCHEDULE_GRID[np.clip(ih, 0, last)], h_fixed)
-    return {"inner_steps": h, "regional_rounds": SCHEDULE_GRID[np.clip(ir, 0, last)]}
+    return {"inner_steps": _grid_h(hf, h_fixed, ih), "regional_rounds": _at(ir)}
+
+
+def _at(i: npt.NDArray[np.intp]) -> Arr:
+    """Grid values at indices `i` (clipped to the grid)."""
+    return np.asarray(SCHEDULE_GRID[np.clip(i, 0, SCHEDULE_GRID.size - 1)], dtype=np.float64)
+
+
+def _grid_h(hf: BoolArr, h_fixed: Arr, ih: npt.NDArray[np.intp]) -> Arr:
+    """H: the grid's at index `ih` where H is chosen (`hf`), else the requested one."""
+    return np.asarray(np.where(hf, _at(ih), h_fixed), dtype=np.float64)
 
 
 def _only(r: dict[str, Arr], want: frozenset[str] | None) -> dict[str, Arr]:
