@@ -125,19 +125,25 @@ def test_frontier_view_equals_dispersal_frontier_json() -> None:
     assert at_sites_rows(cli) in tables
 
 
-@pytest.mark.slow
-def test_monitor_view_equals_dispersal_frontier_compare_json() -> None:
-    """Under "this scenario's" convention (default mode, 740 days, 100 Mbps / 100 ms: the CLI's
-    defaults), the Monitor tab equals `dispersal frontier --compare --wan 100Mbps --json`."""
-    at = _apptest({"view": "countermeasures"})
-    next(r for r in at.radio if r.key == "cm_convention").set_value("scenario")
+def _monitor_under(at: Any, convention: str) -> None:
+    """Choose the detection `convention` in the Countermeasures tab (open), then open the Monitor tab
+    and press its button; no exception, no error."""
+    next(r for r in at.radio if r.key == "cm_convention").set_value(convention)
     at.run()
-    # The convention chosen in the Countermeasures tab holds in the Monitor tab (one convention).
     at.session_state["view_tab"] = "Monitor"
     at.run()
     _button(at, "mon_go").click()
     at.run()
     assert not at.exception and not at.error
+
+
+@pytest.mark.slow
+def test_monitor_view_equals_dispersal_frontier_compare_json() -> None:
+    """Under "this scenario's" convention (default mode, 740 days, 100 Mbps / 100 ms: the CLI's
+    defaults), the Monitor tab equals `dispersal frontier --compare --wan 100Mbps --json`."""
+    at = _apptest({"view": "countermeasures"})
+    # The convention chosen in the Countermeasures tab holds in the Monitor tab (one convention).
+    _monitor_under(at, "scenario")
     cli = _cli_json("frontier", "--compare", "--target", "1e25", "--wan", "100Mbps", "--mode", "default")
     from dispersal.present.monitor import compare_table
 
@@ -146,13 +152,7 @@ def test_monitor_view_equals_dispersal_frontier_compare_json() -> None:
     # A non-default window: the report's convention (paper mode, 548 days) is `--days 548` on the CLI.
     at.session_state["view_tab"] = "Countermeasures"
     at.run()
-    next(r for r in at.radio if r.key == "cm_convention").set_value("report")
-    at.run()
-    at.session_state["view_tab"] = "Monitor"
-    at.run()
-    _button(at, "mon_go").click()
-    at.run()
-    assert not at.exception and not at.error
+    _monitor_under(at, "report")
     assert any("--mode paper --regime treaty --lose-sites 1 --days 548`" in c.value for c in at.caption)
     cli548 = _cli_json(
         "frontier", "--compare", "--target", "1e25", "--wan", "100Mbps", "--mode", "paper", "--days", "548"
