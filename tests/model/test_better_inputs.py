@@ -223,3 +223,22 @@ def test_grid_is_fixed() -> None:
     """The candidate set: round(sqrt(2)^k), k = 0..34 (1 .. 131,072), no input in it."""
     assert SCHEDULE_GRID[:12].tolist() == [1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 45, 64]
     assert SCHEDULE_GRID[-1] == 131072
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(s=scenarios(), rel=st.sampled_from([0.25, 0.9, 1.0, 1.1, 4.0]))
+def test_a_quality_floor_keeps_every_answer_to_does_it_reach_the_floor(s: Scenario, rel: float) -> None:
+    """The optional input ``quality_floor`` (the frontier's searches ask only "C_quality >= target?")
+    stops the schedule walk of a configuration whose first schedule already reaches it: the answer to
+    that question, and every schedule-free output, are the same as without the floor, at floors
+    below, at and above the chosen schedule's C_quality."""
+    x = as_arrays(kernel_inputs(s, "default", DEFAULT_PARAMS))
+    want = (*WANT, "time_ok", "run_time_s", "cost_usd", "algorithm_resolved", "replicas")
+    full = evaluate(x, DEFAULT_PARAMS, outputs=want)
+    floor = float(np.asarray(full["c_quality_flop"])) * rel if np.isfinite(full["c_quality_flop"]) else 1e20
+    cut = evaluate({**x, "quality_floor": np.asarray(floor)}, DEFAULT_PARAMS, outputs=want)
+    assert bool(choose.score(cut) >= floor) == bool(choose.score(full) >= floor)
+    for k in ("cost_usd", "algorithm_resolved", "replicas", "feasible"):
+        assert np.array_equal(cut[k], full[k], equal_nan=True), k
+    if rel > 1.0:  # a floor above the best: the walk runs in full
+        assert np.array_equal(cut["c_quality_flop"], full["c_quality_flop"], equal_nan=True)

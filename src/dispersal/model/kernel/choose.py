@@ -68,7 +68,11 @@ def score(r: Mapping[str, Arr]) -> Arr:
 def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[str, Arr]:
     """Evaluate with `once` (the kernel's single evaluation) and, where default mode's rule applies
     (input ``schedule_rule`` > 0), replace each configuration's results by those of its best grid
-    schedule (module docstring). Returns the outputs `want` (None: all)."""
+    schedule (module docstring). Returns the outputs `want` (None: all).
+
+    With the optional input ``quality_floor`` (FLOP; a search asking only "valid and C_quality >=
+    floor?"), a configuration whose first schedule already scores the floor keeps that schedule's
+    results: only ``score >= floor`` is exact for it (every other output is its first schedule's)."""
     ask = None if want is None else want | NEEDED
     base = once(inp, ask)
     rule = inp.g("schedule_rule") > 0
@@ -79,7 +83,12 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[st
     r_free = on & hier
     if inp.has("regional_rounds"):
         r_free &= inp.g("regional_rounds") <= 0
-    todo = (h_free | r_free).ravel()
+    todo = h_free | r_free
+    if inp.has("quality_floor"):
+        # A caller that asks only "does it reach the floor?": a first schedule that already scores
+        # the floor answers yes for the best one too (its score is at least as high), so it is kept.
+        todo &= ~(score(base) >= inp.g("quality_floor"))
+    todo = todo.ravel()
     out = _only(base, want)
     if not todo.any():
         return out

@@ -134,6 +134,8 @@ INPUTS: dict[str, str] = {
     "schedule_rule": "0 the paper's schedule (the smallest H, and H_reg, that hides the sync), 1 default "
     "mode's: the grid schedule that maximises C_quality (kernel.choose); optional, absent = 0",
     "regional_rounds": "hierarchical: regional rounds per global sync H_reg; 0 = chosen by the rule; optional",
+    "quality_floor": "FLOP: a search that asks only whether C_quality reaches this floor; a configuration "
+    "whose first schedule reaches it is not walked further (kernel.choose); optional, absent = none",
 }
 
 

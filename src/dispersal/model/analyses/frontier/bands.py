@@ -128,10 +128,12 @@ class Draws:
         conds: Sequence[Condition],
         draw: IntArr,
         p: ModelParams,
+        floor: float | None = None,
     ) -> dict[str, Arr]:
         """Kernel outputs at draws `draw` (the transformation of `uncertainty.draws._Search.run`:
         MFU, quality fit draws and mapping, codec and activation quality, chip prices, Chinchilla and
-        replica overrides, eta_H rescaled), plus ``valid`` and ``metric``."""
+        replica overrides, eta_H rescaled), plus ``valid`` and ``metric``. With `floor` (FLOP) only
+        "metric >= floor" is exact (the kernel's ``quality_floor``, where the metric is C_quality)."""
         from dispersal.model.analyses.uncertainty.spec import CHINCHILLA
         from dispersal.model.kernel.kernel import evaluate
 
@@ -149,10 +151,14 @@ class Draws:
         x["price_usd_per_chip"] = x["price_usd_per_chip"] * d["price_scale"][draw]
         x["rental_usd_per_chip_hour"] = x["rental_usd_per_chip_hour"] * d["price_scale"][draw]
         ov = {k: d[k][draw] for k in (*CHINCHILLA, "replica_beta_coeff", "replica_beta_exponent")}
+        ratio = d["eta_h_ratio"][draw]
+        if floor is not None and eng.metric.value != "c_local":
+            # A draw that rescales eta_H after the schedule is chosen has a metric the kernel does not
+            # score: no floor there.
+            x["quality_floor"] = np.where(ratio == 1.0, floor, np.inf)
         r = evaluate(x, p, ov, qp, outputs=(*SEARCH_OUTPUTS, "replicas", "inner_steps_effective"))
         eng.kernel_calls += 1
         valid = eng.space.validity(r, combo, n)
-        ratio = d["eta_h_ratio"][draw]
         raw = eta_h(x["params"], r["inner_steps_effective"], p.replace(eta_h_floor=1e-300))
         e_new = np.clip(1.0 - ratio * (1.0 - raw), p.eta_h_floor, 1.0)
         e_old = np.clip(raw, p.eta_h_floor, 1.0)
@@ -213,8 +219,9 @@ def _least_group(
         res = np.zeros(rows.size, dtype=bool)
         for s in range(0, rows.size, _CHUNK):
             e = rows[s : s + _CHUNK]
-            r = dr.run(eng, combos[cc[e]], n[s : s + _CHUNK], kk[e], conds, draws[dd[e]], p)
-            res[s : s + _CHUNK] = (r["valid"] > 0) & (r["metric"] >= target * (1 - 1e-9))
+            floor = target * (1 - 1e-9)
+            r = dr.run(eng, combos[cc[e]], n[s : s + _CHUNK], kk[e], conds, draws[dd[e]], p, floor)
+            res[s : s + _CHUNK] = (r["valid"] > 0) & (r["metric"] >= floor)
         return res
 
     mt = meets(np.repeat(np.arange(dd.size), DRAW_GRID_POINTS), g.reshape(-1)).reshape(-1, DRAW_GRID_POINTS)

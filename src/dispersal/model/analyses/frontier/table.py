@@ -179,9 +179,11 @@ class Engine:
         cond: IntArr,
         conds: Sequence[Condition],
         extra: tuple[str, ...] = (),
+        floor: float | None = None,
     ) -> dict[str, Arr]:
         """Kernel outputs of candidates `combo` at node counts `n` under conditions `cond` (indices
-        into `conds`), plus ``valid`` (spec sec. 10) and ``metric``; chunked."""
+        into `conds`), plus ``valid`` (spec sec. 10) and ``metric``; chunked. With `floor` (FLOP of
+        C_quality) only "metric >= floor" is exact (the kernel's ``quality_floor``)."""
         from dispersal.model.kernel.kernel import evaluate
         from dispersal.model.search.candidates import SEARCH_OUTPUTS
 
@@ -190,6 +192,8 @@ class Engine:
             e = slice(s, s + CHUNK_POINTS)
             cc, nn = combo[e], np.asarray(n[e], dtype=np.float64)
             x = self.inputs(cc, nn, cond[e], conds)
+            if floor is not None:
+                x["quality_floor"] = np.asarray(floor)
             r = evaluate(x, self.space.p, outputs=(*SEARCH_OUTPUTS, *extra))
             self.kernel_calls += 1
             r["valid"] = self.space.validity(r, cc, nn).astype(np.float64)
@@ -204,8 +208,10 @@ class Engine:
         """Valid and meeting the target (FLOP of the mode's metric)."""
         if combo.size == 0:
             return np.zeros(0, dtype=bool)
-        r = self.run(combo, n, cond, conds)
-        return np.asarray((r["valid"] > 0) & (r["metric"] >= target * (1 - 1e-9)), dtype=bool)
+        floor = target * (1 - 1e-9)
+        # The quality metric is the kernel's score, so the schedule walk may stop at the floor.
+        r = self.run(combo, n, cond, conds, floor=floor if self.metric is Metric.C_QUALITY else None)
+        return np.asarray((r["valid"] > 0) & (r["metric"] >= floor), dtype=bool)
 
     def window(self, combo: IntArr, k: Condition, target: float) -> tuple[Arr, Arr]:
         """(lowest, highest) N worth trying per candidate under condition k, no budget cap: the
