@@ -32,7 +32,7 @@ def _scenario_params(name: str) -> list[tuple[str, Any, Any]]:
 def test_scenario_commands_declare_the_same_options() -> None:
     estimate = _scenario_params("estimate")
     assert [n for n, _, _ in estimate] == SCENARIO_FIELDS
-    for name in ("fleet", "solve"):
+    for name in ("fleet", "solve", "sweep"):
         assert _scenario_params(name) == estimate, name
     # report takes the scenario as its argument; every other option is the same
     assert _scenario_params("report")[1:] == estimate[1:]

@@ -93,12 +93,9 @@ def test_the_same_flags_build_the_same_scenario(
         seen[current[0]] = real(*args, **kwargs).to_dict()
         raise Built
 
-    import dispersal.cli.sweep
-
-    # estimate, solve and report build through the one option group (ScenarioOptions.build, which
-    # calls _scenario.build_scenario); sweep --field calls build_scenario itself.
-    for module in (scen, dispersal.cli.sweep):
-        monkeypatch.setattr(module, "build_scenario", spy)
+    # estimate, solve, report and sweep --field all build through the one option group
+    # (ScenarioOptions.build, which calls _scenario.build_scenario).
+    monkeypatch.setattr(scen, "build_scenario", spy)
     flags = [*FLAGS[:6], *extra, *FLAGS[8:]]
     for name, argv in _commands(tmp_path).items():
         current[0] = name

@@ -27,19 +27,11 @@ from dispersal.cli._common import (
     print_json,
     save_figure,
 )
+from dispersal.cli._groups import with_groups
 from dispersal.cli._scenario import (
-    AlgorithmOpt,
-    BandwidthOpt,
-    DaysOpt,
-    DistanceOpt,
-    HardwareOpt,
-    NodesOpt,
-    ParamsOpt,
-    SetOpt,
-    TokensOpt,
-    build_scenario,
+    SHORTCUT_FLAGS,
+    ScenarioOptions,
     check_bounds,
-    check_mode,
     latency_of_distance,
 )
 from dispersal.model.inputs import units
@@ -152,7 +144,9 @@ def estimate_field(e: Estimate, field: str) -> float:
 
 
 @guarded
+@with_groups
 def sweep_cmd(
+    sc: ScenarioOptions,
     x: Annotated[
         str,
         typer.Option(
@@ -161,10 +155,6 @@ def sweep_cmd(
         ),
     ] = "target=1e24,3e24,1e25,3e25,1e26",
     y: Annotated[str, typer.Option("--y", help="Second input, same form.")] = "regime=treaty,treaty_hbm",
-    regime: Annotated[
-        str | None, typer.Option(help="Regime when not swept (default treaty; with --field: the scenario's).")
-    ] = None,
-    mode: Annotated[str, typer.Option(help="paper or default.")] = "default",
     search: Annotated[str | None, typer.Option(help="bisect or exact.")] = None,
     metric: Annotated[str | None, typer.Option(help="c_local or c_quality.")] = None,
     out: Annotated[
@@ -192,25 +182,12 @@ def sweep_cmd(
             help="Chart this Estimate figure (e.g. utilisation, days, cost.total_usd, traffic.mean_mbps) over Scenario fields instead of the planner's cost; --x / --y then name Scenario fields (or bandwidth, distance)."
         ),
     ] = None,
-    scenario: Annotated[
-        str, typer.Option(help="With --field: preset name or TOML file of the base scenario.")
-    ] = "paper_threat_model",
-    hardware: HardwareOpt = None,
-    nodes: NodesOpt = None,
-    bandwidth: BandwidthOpt = None,
-    latency_: Annotated[
-        str | None, typer.Option("--latency", help="With --field: one-way WAN latency, e.g. 100ms.")
-    ] = None,
-    distance: DistanceOpt = None,
-    days: DaysOpt = None,
-    params: ParamsOpt = None,
-    tokens: TokensOpt = None,
-    algorithm: AlgorithmOpt = None,
-    set_: SetOpt = None,
 ) -> None:
     """Run the planner over a grid of two inputs (default: target FLOP x regime) and plot cost to evade;
-    with --field, chart any Estimate figure over two Scenario fields."""
-    m = check_mode(mode)
+    with --field, chart any Estimate figure over two Scenario fields of the scenario the shared options
+    describe (the planner sweep takes only --regime and --mode of them: the regime when not swept,
+    default treaty)."""
+    m = sc.model_mode()
     if search is not None and search not in ("bisect", "exact"):
         raise InputError("search", f"must be bisect or exact, got {search!r}")
     if metric is not None and metric not in ("c_local", "c_quality"):
@@ -227,40 +204,18 @@ def sweep_cmd(
     if field is not None:
         if not field.strip():
             raise InputError("field", "empty; name an Estimate figure, e.g. utilisation")
-        base = build_scenario(
-            scenario,
-            set_ or [],
-            hardware=hardware,
-            nodes=nodes,
-            bandwidth=bandwidth,
-            latency=latency_,
-            distance=distance,
-            days=days,
-            params=params,
-            tokens=tokens,
-            algorithm=algorithm,
-            regime=regime,
-        )
-        _field_sweep(field, base, x, y, m, out_path, plot_path, json_)
+        _field_sweep(field, sc.build(), x, y, m, out_path, plot_path, json_)
         return
-    flags = {
-        "hardware": hardware,
-        "nodes": nodes,
-        "bandwidth": bandwidth,
-        "latency": latency_,
-        "distance": distance,
-        "days": days,
-        "params": params,
-        "tokens": tokens,
-        "algorithm": algorithm,
-        "set": set_,
-    }
+    flags = {k: getattr(sc, k) for k in SHORTCUT_FLAGS if k != "regime"}
+    flags.update(scenario=sc.scenario, set=sc.set_)
     given = [k for k, v in flags.items() if v]
     if given:
         raise InputError(
             given[0], "is a scenario flag: it applies with --field only (the planner sweep takes --x / --y)"
         )
-    _sweep_plans(x, y, "treaty" if regime is None else regime, m, search, metric, out_path, plot_path, json_)
+    _sweep_plans(
+        x, y, "treaty" if sc.regime is None else sc.regime, m, search, metric, out_path, plot_path, json_
+    )
 
 
 def _sweep_plans(
