@@ -200,7 +200,8 @@ def _analyse(
     tables = rep.tables_md(s)
     con.print(rep.cells_md(s))
     con.print(tables)
-    argv = sys.argv[1:] if sys.argv and sys.argv[0].endswith("dispersal") else []
+    # The command as typed: `dispersal ...` or `python -m dispersal ...` (argv[0] then __main__.py).
+    argv = sys.argv[1:] if sys.argv and sys.argv[0].endswith(("dispersal", "__main__.py")) else []
     cmd = "dispersal " + " ".join(shlex.quote(a) for a in argv) if argv else "dispersal tail-grid"
     p = MODEL_PRESETS[spec.model]
     params = param_count(p["n_layer"], p["n_embd"], p["block_size"])
