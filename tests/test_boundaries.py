@@ -132,3 +132,38 @@ def test_top_level_api_snapshot() -> None:
         "scenario_names",
         "solve",
     ]
+
+
+def _calls(path: Path) -> list[ast.Call]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+
+
+def test_nothing_is_unpickled_from_disk_or_wire() -> None:
+    """Every ``torch.load`` in src, tests and benchmarks passes ``weights_only=True`` (tensors and
+    plain containers only), and nothing calls ``pickle.load`` / ``pickle.loads``: a checkpoint or a
+    peer's bytes never run code, in the tools that read them back either (a test read them with
+    ``weights_only=False`` until 2026-12-05)."""
+    root = MODEL_DIR.parents[2]
+    bad: list[str] = []
+    for folder in ("src", "tests", "benchmarks"):
+        for path in sorted((root / folder).rglob("*.py")):
+            text = path.read_text(encoding="utf-8")
+            if "torch.load" not in text and "pickle.load" not in text:
+                continue  # parse only the files that could call a loader
+            for call in _calls(path):
+                f = call.func
+                name = (
+                    f"{f.value.id}.{f.attr}"
+                    if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+                    else ""
+                )
+                where = f"{path.relative_to(root)}:{call.lineno}"
+                if name in ("pickle.load", "pickle.loads"):
+                    bad.append(f"{where} {name}")
+                if name == "torch.load":
+                    kw = {k.arg: k.value for k in call.keywords}
+                    v = kw.get("weights_only")
+                    if not (isinstance(v, ast.Constant) and v.value is True):
+                        bad.append(f"{where} torch.load without weights_only=True")
+    assert bad == []

@@ -145,12 +145,12 @@ def test_resume_is_bitwise_identical(tmp_path: Path, algorithm: str) -> None:
     assert [r["round"] for r in rows] == [r["round"] for r in _metrics(full)]
     last = (full / "ckpt" / "LATEST").read_text()
     assert (part / "ckpt" / "LATEST").read_text() == last
-    a = torch.load(full / "ckpt" / last / "global.pt", weights_only=False)
-    b = torch.load(part / "ckpt" / last / "global.pt", weights_only=False)
+    a = torch.load(full / "ckpt" / last / "global.pt", weights_only=True)
+    b = torch.load(part / "ckpt" / last / "global.pt", weights_only=True)
     assert torch.equal(a["global"], b["global"]) and torch.equal(a["outer"]["buf"], b["outer"]["buf"])
     for w in ("w0", "w1"):
-        wa = torch.load(full / "ckpt" / last / f"{w}.pt", weights_only=False)
-        wb = torch.load(part / "ckpt" / last / f"{w}.pt", weights_only=False)
+        wa = torch.load(full / "ckpt" / last / f"{w}.pt", weights_only=True)
+        wb = torch.load(part / "ckpt" / last / f"{w}.pt", weights_only=True)
         assert torch.equal(wa["model"], wb["model"])
     assert resumed["final_val_loss"] == pytest.approx(
         json.loads((full / "summary.json").read_text())["final_val_loss"], abs=0
