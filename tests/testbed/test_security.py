@@ -89,6 +89,17 @@ def test_secret_comes_from_env_or_a_private_file(tmp_path: Path) -> None:
         load_secret({SECRET_ENV: "zz"})
 
 
+def test_a_huge_secret_file_is_refused_without_reading_it_whole(tmp_path: Path) -> None:
+    f = tmp_path / "huge"
+    with open(f, "wb") as fh:
+        fh.truncate(1 << 30)  # 1 GiB, sparse: never read past the first 257 bytes
+    os.chmod(f, 0o600)
+    with pytest.raises(SecretError, match=f"^{SECRET_FILE_ENV} .*more than 256 bytes"):
+        load_secret({SECRET_FILE_ENV: str(f)})
+    f.write_text(SECRET.hex() + "\n")  # a newline after the digits is fine
+    assert load_secret({SECRET_FILE_ENV: str(f)}) == SECRET
+
+
 def test_mac_binds_every_part_and_their_boundaries() -> None:
     tag = mac(SECRET, b"ab", b"c")
     assert verify(SECRET, tag, b"ab", b"c")

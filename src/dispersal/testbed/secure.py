@@ -41,6 +41,8 @@ SECRET_ENV = "DISPERSAL_RUN_SECRET"
 SECRET_FILE_ENV = "DISPERSAL_RUN_SECRET_FILE"
 SECRET_BYTES = 32
 """256-bit key: HMAC-SHA256's block-size-independent security level (RFC 2104 sec. 3)."""
+SECRET_FILE_MAX_BYTES = 256
+"""Largest run-secret file read (64 hex digits plus whitespace fit many times over)."""
 MAC_BYTES = 32
 """HMAC-SHA256 tag length."""
 
@@ -83,7 +85,16 @@ def load_secret(environ: dict[str, str] | None = None) -> bytes:
             mode = path.stat().st_mode
             if mode & (stat.S_IRWXG | stat.S_IRWXO):
                 raise SecretError(f"{where}: the secret file must be mode 0600 (is {oct(mode & 0o777)})")
-            text = path.read_text().strip()
+            # Read at most a little more than a secret (64 hex digits, a newline, some spaces): a path
+            # pointed at a huge or endless file (/dev/zero) fails fast instead of filling memory.
+            with path.open("rb") as fh:
+                raw = fh.read(SECRET_FILE_MAX_BYTES + 1)
+            if len(raw) > SECRET_FILE_MAX_BYTES:
+                raise SecretError(
+                    f"{where}: the secret file holds more than {SECRET_FILE_MAX_BYTES} bytes "
+                    f"(expected {2 * SECRET_BYTES} hex digits)"
+                )
+            text = raw.decode("ascii", errors="replace").strip()
         except OSError as exc:
             raise SecretError(f"{where}: {exc.strerror or exc}") from None
     if not text:
