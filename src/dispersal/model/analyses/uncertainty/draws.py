@@ -20,7 +20,7 @@ from dispersal.model.kernel.efficiency import eta_h
 from dispersal.model.kernel.kernel import evaluate
 from dispersal.model.search import planner
 from dispersal.model.search.bisection import first_true
-from dispersal.model.search.candidates import CandidateSpace
+from dispersal.model.search.candidates import SEARCH_OUTPUTS, CandidateSpace
 
 Arr = npt.NDArray[np.float64]
 IntArr = npt.NDArray[np.int64]
@@ -113,6 +113,11 @@ def _rescaled(p: planner.Plan, mode: Mode, scale: float) -> planner.PlanOption |
 # ---------------------------------------------------------------------------------------------------
 # the vectorised search
 # ---------------------------------------------------------------------------------------------------
+#: What `_Search.meets` reads of the kernel: validity (sec. 10, both metrics among them) and what the
+#: eta_H rescale needs.
+_MEETS_OUTPUTS = (*SEARCH_OUTPUTS, "replicas", "inner_steps_effective")
+
+
 @dataclass(slots=True)
 class _Search:
     """Evaluates (draw, candidate, N) triples on the planner's candidate space."""
@@ -126,12 +131,20 @@ class _Search:
     c: planner.Constraints
     evaluations: int = 0
 
-    def run(self, combo: IntArr, draw: IntArr, n: Arr, window: bool = True) -> dict[str, Arr]:
-        """Kernel outputs plus ``valid``, ``meets``, ``metric`` and ``c_quality`` (eta_H rescaled)."""
+    def run(
+        self, combo: IntArr, draw: IntArr, n: Arr, window: bool = True, *, only_meets: bool = False
+    ) -> dict[str, Arr]:
+        """Kernel outputs plus ``valid``, ``meets``, ``metric`` and ``c_quality`` (eta_H rescaled).
+        `only_meets`: the caller reads ``meets`` alone, so the kernel computes only what validity and the
+        metric need and its schedule walk may stop at the target (the kernel's ``quality_floor``)."""
         sp, d = self.space, self.draws
         x = sp.inputs(combo, n)
         if window:
             sp.with_window(x)
+        if only_meets and self.metric is not planner.Metric.C_LOCAL:
+            # A draw that rescales eta_H after the schedule is chosen has a metric the kernel does not
+            # score: no floor there.
+            x["quality_floor"] = np.where(d["eta_h_ratio"][draw] == 1.0, self.target, np.inf)
         P = x["params"]
         if "mfu_scale" in d:
             # Default mode without an explicit MFU: each accelerator's catalogue MFU, scaled per draw.
@@ -152,7 +165,7 @@ class _Search:
         x["price_usd_per_chip"] = x["price_usd_per_chip"] * d["price_scale"][draw]
         x["rental_usd_per_chip_hour"] = x["rental_usd_per_chip_hour"] * d["price_scale"][draw]
         ov = {k: d[k][draw] for k in (*CHINCHILLA, "replica_beta_coeff", "replica_beta_exponent")}
-        r = evaluate(x, self.p, ov, qp)
+        r = evaluate(x, self.p, ov, qp, outputs=_MEETS_OUTPUTS if only_meets else None)
         self.evaluations += int(n.size)
         valid = sp.validity(r, combo, n)
         # eta_H = clip(1 - alpha0 f(P) log10 H, floor, 1) is linear in alpha0 before the floor.
@@ -174,7 +187,7 @@ class _Search:
         out = np.zeros(n.size, dtype=bool)
         for s in range(0, n.size, _CHUNK_ELEMENTS):
             e = slice(s, s + _CHUNK_ELEMENTS)
-            out[e] = self.run(combo[e], draw[e], n[e])["meets"] > 0
+            out[e] = self.run(combo[e], draw[e], n[e], only_meets=True)["meets"] > 0
         return out
 
     def smallest_nodes(self, combos: IntArr, draws: IntArr) -> Arr:
