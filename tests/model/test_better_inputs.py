@@ -226,12 +226,13 @@ def test_grid_is_fixed() -> None:
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(s=scenarios(), rel=st.sampled_from([0.25, 0.9, 1.0, 1.1, 4.0]))
+@given(s=scenarios(), rel=st.sampled_from([0.25, 0.9, 0.999999, 1.0, 1.000001, 1.1, 4.0, math.inf]))
 def test_a_quality_floor_keeps_every_answer_to_does_it_reach_the_floor(s: Scenario, rel: float) -> None:
     """The optional input ``quality_floor`` (the frontier's searches ask only "C_quality >= target?")
-    stops the schedule walk of a configuration whose first schedule already reaches it: the answer to
-    that question, and every schedule-free output, are the same as without the floor, at floors
-    below, at and above the chosen schedule's C_quality."""
+    stops the schedule walk of a configuration whose first schedule already reaches it, and skips it
+    for one whose free-links bound cannot: the answer to that question, and every schedule-free
+    output, are the same as without the floor, at floors below, at, just around (1e-6) and above the
+    chosen schedule's C_quality."""
     x = as_arrays(kernel_inputs(s, "default", DEFAULT_PARAMS))
     want = (*WANT, "time_ok", "run_time_s", "cost_usd", "algorithm_resolved", "replicas")
     full = evaluate(x, DEFAULT_PARAMS, outputs=want)
@@ -240,5 +241,9 @@ def test_a_quality_floor_keeps_every_answer_to_does_it_reach_the_floor(s: Scenar
     assert bool(choose.score(cut) >= floor) == bool(choose.score(full) >= floor)
     for k in ("cost_usd", "algorithm_resolved", "replicas", "feasible"):
         assert np.array_equal(cut[k], full[k], equal_nan=True), k
-    if rel > 1.0:  # a floor above the best: the walk runs in full
+    if rel == math.inf:  # an infinite floor is no floor: the walk runs in full
         assert np.array_equal(cut["c_quality_flop"], full["c_quality_flop"], equal_nan=True)
+    # A configuration left unwalked reports one of its schedules: never more than the best one.
+    assert not float(np.asarray(cut["c_quality_flop"])) > float(np.asarray(full["c_quality_flop"])) * (
+        1 + RTOL
+    )

@@ -86,8 +86,10 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[st
     todo = h_free | r_free
     if inp.has("quality_floor"):
         # A caller that asks only "does it reach the floor?": a first schedule that already scores
-        # the floor answers yes for the best one too (its score is at least as high), so it is kept.
+        # the floor answers yes for the best one too (its score is at least as high), so it is kept;
+        # one whose bound over every schedule stays below it answers no without a walk.
         todo &= ~(score(base) >= inp.g("quality_floor"))
+        todo = _below_floor_dropped(inp, todo, h_free, base, once)
     todo = todo.ravel()
     out = _only(base, want)
     if not todo.any():
@@ -148,6 +150,58 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[st
     return out
 
 
+#: Link inputs a bound run sets free (bandwidth, bit/s; latency and paced sync times, s): every sync
+#: then takes ~0 s, so every schedule trains the same (all-compute) tokens.
+FREE_LINKS: dict[str, float] = {
+    "up_bits_per_s": 1e30,
+    "down_bits_per_s": 1e30,
+    "regional_bits_per_s": 1e30,
+    "pp_bits_per_s": 1e30,
+    "site_fabric_bits_per_s": 1e30,
+    "latency_s": 0.0,
+    "regional_latency_s": 0.0,
+    "pp_latency_s": 0.0,
+    "site_fabric_latency_s": 0.0,
+    "regional_sync_time_s": 0.0,
+    "fragment_sync_time_s": 0.0,
+}
+#: Relative margin under the floor before a bound drops a configuration (the bound run's syncs take
+#: ~1e-20 s, not 0, and the Chinchilla inversion is iterative).
+BOUND_MARGIN = 1e-6
+
+
+def _below_floor_dropped(
+    inp: Inputs, todo: BoolArr, h_free: BoolArr, base: Mapping[str, Arr], once: Evaluator
+) -> BoolArr:
+    """`todo` without the configurations whose C_quality cannot reach the input ``quality_floor`` under
+    any schedule. The bound: the same configuration with free links (`FREE_LINKS`: better inputs, so
+    no schedule scores less than with the real links) at the grid's smallest H and H_reg (with free
+    links every schedule trains the same tokens, and the replica and H penalty only grows with H and
+    H_reg). Not used where a schedule-independent time per round remains (a permissionless run's
+    validation time: there more H means more tokens), nor where the free links resolve another
+    algorithm; the walk decides those."""
+    floor_all = np.broadcast_to(inp.g("quality_floor"), inp.shape).ravel()
+    # An infinite floor means "no floor here" (a draw whose metric the kernel does not score).
+    cand = todo.ravel() & np.isfinite(floor_all)
+    if inp.has("trust"):
+        cand &= ~(np.broadcast_to(inp.g("trust"), inp.shape).ravel() > 0)
+    idx = np.flatnonzero(cand)
+    if idx.size == 0:
+        return todo
+    h_fixed = np.broadcast_to(inp.g("inner_steps"), inp.shape).ravel()[idx]
+    lo = np.full(idx.size, float(SCHEDULE_GRID[0]))
+    sched = {"inner_steps": np.where(h_free.ravel()[idx], lo, h_fixed), "regional_rounds": lo}
+    sched.update({k: np.asarray(v) for k, v in FREE_LINKS.items() if k in inp.x})
+    # The overtraining window would blank a bound that trains more tokens than the real run can.
+    sub = _subset(inp, idx, sched, drop=("min_overtraining", "max_overtraining"))
+    r = once(sub, frozenset({"c_quality_flop", "time_ok", "run_time_s", "algorithm_resolved"}))
+    floor = floor_all[idx]
+    same = r["algorithm_resolved"] == base["algorithm_resolved"].ravel()[idx]
+    out = todo.ravel().copy()
+    out[idx[same & (score(r) < floor * (1.0 - BOUND_MARGIN))]] = False
+    return out.reshape(todo.shape)
+
+
 def DIRECTIONS(hf: BoolArr, rf: BoolArr) -> tuple[tuple[BoolArr, int, int], ...]:
     """The walk's steps (where free, step in H's grid index, step in H_reg's): each axis alone, and,
     where both are chosen (hierarchical, H automatic), the four diagonals and the four knight's steps
@@ -200,9 +254,11 @@ def _only(r: dict[str, Arr], want: frozenset[str] | None) -> dict[str, Arr]:
     return {k: np.array(v, dtype=np.float64) for k, v in r.items() if want is None or k in want}
 
 
-def _subset(inp: Inputs, flat: npt.NDArray[np.intp], sched: Mapping[str, Arr]) -> Inputs:
+def _subset(
+    inp: Inputs, flat: npt.NDArray[np.intp], sched: Mapping[str, Arr], drop: tuple[str, ...] = ()
+) -> Inputs:
     """The configurations at flat indices `flat` of `inp`'s shape as a 1-D evaluation, with `sched`
-    replacing inputs."""
+    replacing inputs and the optional inputs `drop` left out."""
 
     def take(v: npt.ArrayLike) -> Any:
         a = np.asarray(v)
@@ -210,7 +266,7 @@ def _subset(inp: Inputs, flat: npt.NDArray[np.intp], sched: Mapping[str, Arr]) -
             return a
         return (a if a.shape == inp.shape else np.broadcast_to(a, inp.shape)).reshape(-1)[flat]
 
-    x = {k: take(v) for k, v in inp.x.items()}
+    x = {k: take(v) for k, v in inp.x.items() if k not in drop}
     x.update(sched)
     ov = {k: take(v) for k, v in inp.ov.items()}
     q = inp.quality_params
