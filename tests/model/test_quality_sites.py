@@ -111,6 +111,30 @@ def test_sampled_exponents_cover_their_ranges() -> None:
         assert v.min() >= lo and v.max() <= hi and v.max() - v.min() > 0.8 * (hi - lo)
 
 
+def test_the_range_is_the_envelope_of_the_literature_and_every_testbed_preset() -> None:
+    """The Monte Carlo range of each tail exponent contains the literature range and each testbed
+    preset's measured interval (its measured value where the interval runs to the fit's bound), floored
+    at 0, and its label names the presets it read (issue 32: tiny and small)."""
+    import tomllib
+    from importlib import resources
+
+    from dispersal.model.kernel.quality import TAIL_EXPONENT_FLOOR
+    from dispersal.model.kernel.quality_draws import TAIL_FILE, TESTBED_TAIL_FILES
+
+    data = resources.files("dispersal.data")
+    lit = tomllib.loads(data.joinpath(TAIL_FILE).read_text(encoding="utf-8"))
+    tbs = [tomllib.loads(data.joinpath(f).read_text(encoding="utf-8")) for f in TESTBED_TAIL_FILES]
+    assert [tb["fit"]["preset"] for tb in tbs] == ["tiny", "small"]
+    for name, (lo, hi, label) in tail_exponent_ranges().items():
+        ends = [float(v) for v in lit[name]["range"]]
+        for tb in tbs:
+            m = tb[name]
+            at_lo, at_hi = m["ci_at_fit_bound"]
+            ends += [m["value"] if at_lo else m["ci_low"], m["value"] if at_hi else m["ci_high"]]
+        assert lo == max(min(ends), TAIL_EXPONENT_FLOOR) and hi == max(ends)
+        assert "tiny and small" in label
+
+
 HARDWARE = ["h100_sxm", "gh200", "a100_80gb", "tpu_v5p", "tpu_v6e", "b200", "h200", "tpu_v5e"]
 
 

@@ -26,6 +26,8 @@ from dispersal.model.kernel.quality import (
 FIT_FILE = "quality_fit.toml"
 TAIL_FILE = "quality_tail.toml"
 TESTBED_TAIL_FILE = "testbed_tail_fit.toml"
+#: The testbed's measured tails (issue 32), one file per preset: tiny, then small.
+TESTBED_TAIL_FILES = (TESTBED_TAIL_FILE, "testbed_tail_fit_small.toml")
 
 
 @cache
@@ -55,24 +57,34 @@ def tail_covariance() -> tuple[tuple[str, ...], Arr, Arr]:
 @cache
 def tail_exponent_ranges() -> dict[str, tuple[float, float, str]]:
     """{field: (low, high, label)} the Monte Carlo draws each `RANGE_FIELDS` exponent from: the
-    literature range of `quality_tail.toml`, widened to the envelope with the testbed's measured
-    interval [ci_low, ci_high] (`testbed_tail_fit.toml`, issue 32) where that file exists."""
+    literature range of `quality_tail.toml`, widened to the envelope with each testbed preset's
+    measured interval [ci_low, ci_high] (`TESTBED_TAIL_FILES`, issue 32) where that file exists."""
     data = resources.files("dispersal.data")
     lit = tomllib.loads(data.joinpath(TAIL_FILE).read_text(encoding="utf-8"))
-    tb_path = data.joinpath(TESTBED_TAIL_FILE)
-    tb = tomllib.loads(tb_path.read_text(encoding="utf-8")) if tb_path.is_file() else {}
+    tbs = [
+        tomllib.loads(data.joinpath(f).read_text(encoding="utf-8"))
+        for f in TESTBED_TAIL_FILES
+        if data.joinpath(f).is_file()
+    ]
     out: dict[str, tuple[float, float, str]] = {}
     for name in RANGE_FIELDS:
         lo, hi = (float(v) for v in lit[name]["range"])
-        label = "literature"
-        if name in tb:
+        presets: list[str] = []
+        for tb in tbs:
+            if name not in tb:
+                continue
             m = tb[name]
             # An interval end that sits at the fit's own bound (`ci_at_fit_bound`) says the data did not
             # bound that side: the envelope then takes the measured value there, not the bound.
             at_lo, at_hi = (bool(b) for b in m.get("ci_at_fit_bound", (False, False)))
             lo = min(lo, float(m["value"]) if at_lo else float(m["ci_low"]))
             hi = max(hi, float(m["value"]) if at_hi else float(m["ci_high"]))
-            label = "literature + testbed (measured at small scale)"
+            presets.append(str(tb.get("fit", {}).get("preset", "?")))
+        label = (
+            f"literature + testbed {' and '.join(presets)} (measured at small scale)"
+            if presets
+            else "literature"
+        )
         # No source reports a critical batch that shrinks as training goes on (Merrill et al. 2025: it
         # plateaus), so a measured interval reaching below 0 is clipped at `TAIL_EXPONENT_FLOOR`.
         out[name] = (max(lo, TAIL_EXPONENT_FLOOR), hi, label)
