@@ -53,6 +53,7 @@ def test_default_mode_levers_never_lower_cost() -> None:
     assert rows[1].cost_multiple is not None and rows[1].cost_multiple < 1.10
 
 
+@pytest.mark.slow
 def test_paper_findings_come_out_of_the_numbers(base_cost: float) -> None:
     cap = evaluate_bundle(TARGET, "bandwidth_cap", convention=CONV, baseline_cost_usd=base_cost)
     hbm = evaluate_bundle(TARGET, "hbm", convention=CONV, baseline_cost_usd=base_cost)
@@ -62,6 +63,7 @@ def test_paper_findings_come_out_of_the_numbers(base_cost: float) -> None:
     assert reg.p_detect > 0.9
 
 
+@pytest.mark.slow
 @settings(max_examples=12, deadline=None)
 @given(
     st.lists(st.sampled_from(sorted(levers())), min_size=1, max_size=4, unique=True),
