@@ -19,6 +19,7 @@ from dispersal.app.views import (
     frontier_request,
     monitor_request,
     run_frontier_request,
+    stored_answer,
     uncertainty_key,
     uncertainty_request,
 )
@@ -79,18 +80,15 @@ def frontier_view(
                 st.session_state["_fr"] = (key, logic.one_line(exc))
                 status.update(label="The frontier: no answer", state="error")
     adopt(st, "_fr", key, store, "frontier", req)
-    stored = st.session_state.get("_fr")
-    if stored is None:
-        return (
-            "Press 'Compute the frontier' (one target without draws: seconds; 100 draws per target: tens of "
-            "seconds on two cores)."
-        )
-    if stored[0] != key:
-        st.info("Inputs changed since this was computed; press the button to update.")
-    if isinstance(stored[1], str):
-        st.error(stored[1])
-        return None
-    fr = stored[1]
+    fr, msg = stored_answer(
+        st,
+        "_fr",
+        key,
+        "Press 'Compute the frontier' (one target without draws: seconds; 100 draws per target: tens of "
+        "seconds on two cores).",
+    )
+    if fr is None:
+        return msg
     st.markdown("**" + pf.headline(fr) + "**")
     show("frontier", fr)
     st.subheader("Where it stops, per target and premium")
@@ -180,15 +178,9 @@ def monitor_view(
                 st.session_state["_mon"] = (key, run(args))
             except ValueError as exc:
                 st.session_state["_mon"] = (key, logic.one_line(exc))
-    stored = st.session_state.get("_mon")
-    if stored is None:
-        return "Press the button (two plans and the detection model: seconds)."
-    if stored[0] != key:
-        st.info("Inputs changed since this was computed; press the button to update.")
-    if isinstance(stored[1], str):
-        st.error(stored[1])
-        return None
-    d = stored[1]
+    d, msg = stored_answer(st, "_mon", key, "Press the button (two plans and the detection model: seconds).")
+    if d is None:
+        return msg
     st.markdown("**" + pm.convention_line(d, days) + ".**")
     st.table(pm.compare_table(d))
     for c in d["comparisons"]:
@@ -224,15 +216,15 @@ def fleet_view(
                 st.session_state["_fleet"] = (key, run(json.dumps(sd, sort_keys=True), mode, metric))
             except ValueError as exc:
                 st.session_state["_fleet"] = (key, logic.relabel(logic.one_line(exc)))
-    stored = st.session_state.get("_fleet")
-    if stored is None:
-        return "Press the button (one to two seconds; cached per fleet)."
-    if stored[0] != key:
-        st.info("The fleet changed since this was computed; press the button to update.")
-    if isinstance(stored[1], str):
-        st.error(stored[1])
-        return None
-    d = stored[1]
+    d, msg = stored_answer(
+        st,
+        "_fleet",
+        key,
+        "Press the button (one to two seconds; cached per fleet).",
+        stale="The fleet changed since this was computed; press the button to update.",
+    )
+    if d is None:
+        return msg
     for line in d.get("lines", []):
         st.markdown(line.replace("$", "\\$"))
     if d.get("binding"):

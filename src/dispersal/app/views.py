@@ -264,6 +264,24 @@ def adopt(
         st.session_state[slot] = (key, hit)
 
 
+STALE = "Inputs changed since this was computed; press the button to update."
+
+
+def stored_answer(st: Any, slot: str, key: str, prompt: str, stale: str = STALE) -> tuple[Any, str | None]:
+    """The answer a view keeps in the session's ``slot`` as ``(key, answer or error line)``:
+    ``(answer, None)`` to draw (with a note when it was computed for other inputs than ``key``),
+    ``(None, prompt)`` when nothing is stored yet, ``(None, None)`` after showing a stored error."""
+    stored = st.session_state.get(slot)
+    if stored is None:
+        return None, prompt
+    if stored[0] != key:
+        st.info(stale)
+    if isinstance(stored[1], str):
+        st.error(stored[1])
+        return None, None
+    return stored[1], None
+
+
 def progress_bar(st: Any, unit: str) -> tuple[Progress, Any]:
     """A `Progress` callback that drives ``st.progress`` with the work actually completed, and the bar.
 
@@ -339,24 +357,22 @@ def countermeasures_view(
         except ValueError as exc:
             st.session_state["_cm"] = (key, logic.one_line(exc))
     adopt(st, "_cm", key, store, "countermeasures", inputs)
-    stored = st.session_state.get("_cm")
-    if stored is None:
-        return (
-            "Press the button to evaluate every lever and the default bundles (each one a re-plan: seconds "
-            "in paper mode, up to about two minutes in default mode; a bar shows how many are done)."
-        )
-    if stored[0] != key:
-        st.info("Inputs changed since this was computed; press the button to update.")
-    if isinstance(stored[1], str):
-        st.error(stored[1])
-        return None
-    blocked = sum(1 for o in stored[1] if blocks_the_run(o))
+    outcomes, msg = stored_answer(
+        st,
+        "_cm",
+        key,
+        "Press the button to evaluate every lever and the default bundles (each one a re-plan: seconds "
+        "in paper mode, up to about two minutes in default mode; a bar shows how many are done).",
+    )
+    if outcomes is None:
+        return msg
+    blocked = sum(1 for o in outcomes if blocks_the_run(o))
     st.caption(
-        f"{blocked} of {len(stored[1]) - 1} levers and bundles block the run (no plan reaches the target); they "
+        f"{blocked} of {len(outcomes) - 1} levers and bundles block the run (no plan reaches the target); they "
         "come first, then the rest by the cost multiple they impose. Numbers on the chart are the table's #."
     )
-    _show(st, show, "countermeasures", {"outcomes": countermeasure_order(stored[1])})
-    st.table(countermeasure_rows(stored[1]))
+    _show(st, show, "countermeasures", {"outcomes": countermeasure_order(outcomes)})
+    st.table(countermeasure_rows(outcomes))
     return None
 
 
@@ -450,19 +466,17 @@ def uncertainty_view(
         except ValueError as exc:
             st.session_state["_unc"] = (key, logic.one_line(exc))
     adopt(st, "_unc", key, store, "uncertainty", req)
-    stored = st.session_state.get("_unc")
-    if stored is None:
-        return (
-            "Press the button to run the Monte Carlo (4 targets x 200 draws: seconds in paper mode, up to "
-            "about a minute in default mode; a bar shows the draws done)."
-        )
-    if stored[0] != key:
-        st.info("Inputs changed since this was computed; press the button to update.")
-    if isinstance(stored[1], str):
-        st.error(stored[1])
-        return None
-    _show(st, show, "uncertainty", stored[1])
-    st.table(uncertainty_rows(stored[1]))
+    res, msg = stored_answer(
+        st,
+        "_unc",
+        key,
+        "Press the button to run the Monte Carlo (4 targets x 200 draws: seconds in paper mode, up to "
+        "about a minute in default mode; a bar shows the draws done).",
+    )
+    if res is None:
+        return msg
+    _show(st, show, "uncertainty", res)
+    st.table(uncertainty_rows(res))
     return None
 
 
