@@ -30,7 +30,7 @@ from dispersal.model.inputs.units import H100E_FLOP_PER_S
 from dispersal.model.kernel import quality
 from dispersal.model.kernel.algorithms import ALGORITHMS, Branch
 from dispersal.model.kernel.choose import choose
-from dispersal.model.kernel.context import Arr, Common, Inputs, as_float
+from dispersal.model.kernel.context import Arr, Common, Inputs, as_float, broadcast
 from dispersal.model.kernel.cost import COST_OUTPUTS, cost
 from dispersal.model.kernel.efficiency import straggler_factor, uniform_code
 from dispersal.model.kernel.memory import memory, resolve_auto
@@ -359,7 +359,9 @@ class _Picker:
                     j += 1
             i += 1
         if self.complete:
-            out = np.broadcast_to(as_float(uniq[-1]), self.c.shape)
+            last = as_float(uniq[-1])
+            # (a full-shape array as it is; a number by the cheap zero-stride view)
+            out = _read_only(last) if last.shape == self.c.shape else broadcast(last, self.c.shape)
             rest = zip(masks[:-1], uniq[:-1], strict=True)
         else:
             out = np.full(self.c.shape, np.nan)
@@ -367,6 +369,13 @@ class _Picker:
         for m, v in reversed(list(rest)):
             out = np.where(m, v, out)
         return np.asarray(out, dtype=np.float64)
+
+
+def _read_only(a: Arr) -> Arr:
+    """A read-only view of `a` (as `np.broadcast_to` gives, without its checks)."""
+    v = a.view()
+    v.flags.writeable = False
+    return v
 
 
 def _same_value(a: npt.ArrayLike, b: npt.ArrayLike) -> bool:

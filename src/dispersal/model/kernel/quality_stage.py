@@ -81,7 +81,7 @@ def quality_stage(
         # A scalar broadcasts as it is; every configuration live (a sweep without a window): no gather.
         if a.ndim == 0 or all_live:
             return a
-        return np.broadcast_to(a, shape)[live]
+        return (a if a.shape == shape else np.broadcast_to(a, shape))[live]
 
     leg = lv(np.asarray(legacy_q)) > 0
     if live.any() and leg.any():
@@ -198,7 +198,9 @@ def _fitted_penalty(
     def gl(a: Arr) -> Arr:
         a = np.asarray(a, dtype=np.float64)
         # a number needs no broadcast and gather: the same value at every selected configuration
-        return np.full(n_on, a) if a.ndim == 0 else np.asarray(np.broadcast_to(a, shape)[gmask])
+        if a.ndim == 0:
+            return np.full(n_on, a)
+        return np.asarray((a if a.shape == shape else np.broadcast_to(a, shape))[gmask])
 
     frag_q = np.maximum(gl(np.where(streaming, fragments, 1.0)), 1.0)
     m_q, h_q = np.maximum(gl(replicas), 1.0), np.maximum(gl(h_pen), 1.0)

@@ -39,7 +39,7 @@ def quality_assumption_lines(
             c0 = base_cost[t]
             if c0 is None:
                 continue
-            tab = search_target(eng, t, conds, tuple(x * c0 for x in prem))
+            tab = search_target(eng, t, conds, tuple(x * c0 for x in prem), exact_screen=False)
             cm = tab.cost_min.min(axis=1) if tab.combos.size else np.full(len(conds), np.inf)
             least = []
             for x in prem:

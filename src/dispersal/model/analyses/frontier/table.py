@@ -107,10 +107,14 @@ class TargetTable:
     """(conditions, budgets): what stops one more site for that candidate."""
     reach_uncapped_flop: Arr
     """Per candidate of the space: the best metric on the screen's node counts at condition 0
-    with no budget cap (-inf: no valid point), whatever its power per site."""
+    with no budget cap (-inf: no valid point), whatever its power per site. Where `screen_exact` is
+    False only "reach >= T (1 - SCREEN_MARGIN)" is exact (a value at or above it is a lower bound)."""
     c_local_uncapped_flop: float
     """The best C_local on the screen at condition 0 (what the chips deliver before the quality
-    mapping) of the candidates under the power cap, FLOP."""
+    mapping) of the candidates under the power cap, FLOP (NaN where `screen_exact` is False)."""
+    screen_exact: bool = True
+    """Whether the screen's metrics are exact (False: a search that needs only the cheapest plans,
+    `search_target(..., exact_screen=False)`)."""
 
 
 class Engine:
@@ -283,10 +287,19 @@ def geomgrid(lo: Arr, hi: Arr, points: int) -> Arr:
 
 
 def search_target(
-    eng: Engine, target: float, conds: Sequence[Condition], budgets_usd: Sequence[float]
+    eng: Engine,
+    target: float,
+    conds: Sequence[Condition],
+    budgets_usd: Sequence[float],
+    *,
+    exact_screen: bool = True,
 ) -> TargetTable:
     """The search for one target (module docstring). Condition 0 is the screen's (the most
-    generous: top bandwidth, base latency, full time budget); budgets ascending."""
+    generous: top bandwidth, base latency, full time budget); budgets ascending.
+
+    `exact_screen` False: the screen asks only whether each candidate comes within SCREEN_MARGIN of
+    T (the kernel's ``quality_floor``: the schedule walk stops there), for a caller that reads the
+    cheapest plans and not the screen's best metrics (which candidates are kept is the same)."""
     sp = eng.space
     budgets = tuple(sorted(float(b) for b in budgets_usd))
     bmax = budgets[-1] if budgets else math.inf
@@ -299,12 +312,17 @@ def search_target(
     if ok.any():
         cc = allc[ok]
         g = geomgrid(lo0[ok], hi0[ok], SCREEN_POINTS)
-        r = eng.run(np.repeat(cc, SCREEN_POINTS), g.reshape(-1), np.zeros(g.size, dtype=np.int64), conds)
+        floor = None if exact_screen or eng.metric is Metric.C_LOCAL else target * (1 - SCREEN_MARGIN)
+        r = eng.run(
+            np.repeat(cc, SCREEN_POINTS), g.reshape(-1), np.zeros(g.size, dtype=np.int64), conds, floor=floor
+        )
         valid = r["valid"] > 0
         m = np.where(valid, r["metric"], -np.inf).reshape(-1, SCREEN_POINTS)
         reach[cc] = m.max(axis=1)
         under = np.repeat(eng.usable[cc], SCREEN_POINTS)
         c_local_best = float(np.max(np.where(valid & under, r["c_local_flop"], -np.inf)))
+    if not exact_screen:
+        c_local_best = math.nan
     keep = np.flatnonzero((reach >= target * (1 - SCREEN_MARGIN)) & eng.usable).astype(np.int64)
     nk, nc = len(conds), keep.size
     n_min = np.full((nk, nc), np.nan)
@@ -343,6 +361,7 @@ def search_target(
         most_binds=tuple(tuple(b) for b in binds),
         reach_uncapped_flop=reach,
         c_local_uncapped_flop=c_local_best,
+        screen_exact=exact_screen,
     )
 
 
