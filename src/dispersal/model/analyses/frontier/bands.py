@@ -264,7 +264,9 @@ def shortlist(
                 picked.add(int(tab.combos[i]))
     if not picked:
         if not tab.screen_exact:
-            raise ValueError("tab: the fallback reads the screen's best metrics (search_target(exact_screen=True))")
+            raise ValueError(
+                "tab: the fallback reads the screen's best metrics (search_target(exact_screen=True))"
+            )
         reach = tab.reach_uncapped_flop
         order = np.argsort(-reach, kind="stable")
         picked.update(int(i) for i in order[:SHORTLIST_TOTAL] if np.isfinite(reach[i]))

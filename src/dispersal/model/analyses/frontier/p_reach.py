@@ -102,9 +102,7 @@ def draw_costs(
     )
     # The building's accelerator at every node size (its cheapest nominal candidate per node type,
     # re-sized per draw): a building is not held to the nominal node count's granularity.
-    btab = search_target(
-        beng, t, (bc,), (building.cost_usd * bands.SHORTLIST_PREMIUM,), exact_screen=False
-    )
+    btab = search_target(beng, t, (bc,), (building.cost_usd * bands.SHORTLIST_PREMIUM,), exact_screen=False)
     c0 = bands.least_costs(beng, dr, t, bands.cheapest_per_node_type(beng, btab), (bc,), draws)[:, 0]
     return costs, c0
 
