@@ -23,8 +23,6 @@ import numpy.typing as npt
 from dispersal.model.analyses.frontier.table import Condition, Engine, TargetTable
 from dispersal.model.inputs.params import ModelParams
 from dispersal.model.inputs.scenario import Mode
-from dispersal.model.kernel import quality
-from dispersal.model.kernel.efficiency import eta_h
 from dispersal.model.search.bisection import first_true
 from dispersal.model.search.candidates import SEARCH_OUTPUTS, Constraints
 
@@ -130,27 +128,17 @@ class Draws:
         p: ModelParams,
         floor: float | None = None,
     ) -> dict[str, Arr]:
-        """Kernel outputs at draws `draw` (the transformation of `uncertainty.draws._Search.run`:
-        MFU, quality fit draws and mapping, codec and activation quality, chip prices, Chinchilla and
-        replica overrides, eta_H rescaled), plus ``valid`` and ``metric``. With `floor` (FLOP) only
-        "metric >= floor" is exact (the kernel's ``quality_floor``, where the metric is C_quality)."""
-        from dispersal.model.analyses.uncertainty.spec import CHINCHILLA
+        """Kernel outputs at draws `draw` (the planner Monte Carlo's transformation,
+        `uncertainty.draws.apply_draw` and `eta_h_rescale`: MFU, quality fit draws and mapping, codec
+        and activation quality, chip prices, Chinchilla and replica overrides, eta_H rescaled), plus
+        ``valid`` and ``metric``. With `floor` (FLOP) only "metric >= floor" is exact (the kernel's
+        ``quality_floor``, where the metric is C_quality)."""
+        from dispersal.model.analyses.uncertainty.draws import apply_draw, eta_h_rescale
         from dispersal.model.kernel.kernel import evaluate
 
         d = self.arrays
         x = eng.inputs(combo, n, cond, conds)
-        x["mfu"] = x["mfu"] * d["mfu_scale"][draw] if "mfu_scale" in d else d["mfu"][draw]
-        qp: quality.QualitySamples | None = None
-        if "q_u0" in d:
-            x["quality_mapping"] = np.where(x["quality_mapping"] >= 0, d["quality_mapping"][draw], -1.0)
-            qp = quality.QualitySamples(
-                base=quality.QualityParams(), **{f: d[f"q_{f}"][draw] for f in quality.SAMPLED_FIELDS}
-            )
-        x["compression_quality"] = d["compression_quality"][draw]
-        x["activation_quality"] = d["activation_quality"][draw]
-        x["price_usd_per_chip"] = x["price_usd_per_chip"] * d["price_scale"][draw]
-        x["rental_usd_per_chip_hour"] = x["rental_usd_per_chip_hour"] * d["price_scale"][draw]
-        ov = {k: d[k][draw] for k in (*CHINCHILLA, "replica_beta_coeff", "replica_beta_exponent")}
+        ov, qp = apply_draw(x, d, draw)
         ratio = d["eta_h_ratio"][draw]
         if floor is not None and eng.metric.value != "c_local":
             # A draw that rescales eta_H after the schedule is chosen has a metric the kernel does not
@@ -159,10 +147,7 @@ class Draws:
         r = evaluate(x, p, ov, qp, outputs=(*SEARCH_OUTPUTS, "replicas", "inner_steps_effective"))
         eng.kernel_calls += 1
         valid = eng.space.validity(r, combo, n)
-        raw = eta_h(x["params"], r["inner_steps_effective"], p.replace(eta_h_floor=1e-300))
-        e_new = np.clip(1.0 - ratio * (1.0 - raw), p.eta_h_floor, 1.0)
-        e_old = np.clip(raw, p.eta_h_floor, 1.0)
-        fac = np.where((ratio == 1.0) | (r["replicas"] <= 1), 1.0, e_new / e_old)
+        fac = eta_h_rescale(x["params"], r, ratio, p)
         base = r["c_local_flop"] if eng.metric.value == "c_local" else r["c_quality_flop"]
         r["metric"] = base * fac
         r["valid"] = valid.astype(np.float64)

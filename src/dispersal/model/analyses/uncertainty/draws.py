@@ -39,6 +39,53 @@ _CHUNK_ELEMENTS = 400_000
 
 
 # ---------------------------------------------------------------------------------------------------
+# one draw applied to a kernel call (the planner's Monte Carlo and the frontier's bands share it)
+# ---------------------------------------------------------------------------------------------------
+#: Model parameters a draw overrides per configuration (kernel `overrides`).
+DRAWN_OVERRIDES = (*CHINCHILLA, "replica_beta_coeff", "replica_beta_exponent")
+
+
+def apply_draw(
+    x: dict[str, Any], d: Mapping[str, Arr], draw: IntArr
+) -> tuple[dict[str, Arr], quality.QualitySamples | None]:
+    """Set the drawn inputs of kernel inputs `x` in place at draws `draw` (indices into the per-draw
+    arrays `d`, `monte_carlo.per_draw_arrays`): MFU (the drawn value, or each accelerator's catalogue
+    MFU x the drawn scale), the quality mapping (paper-mode inputs keep the paper's form, -1), codec
+    and activation quality columns, chip prices (purchase and rental x the drawn scale). Returns the
+    kernel overrides (Chinchilla fit, replica multiplier) and the quality fit's draws (None where the
+    spec draws none)."""
+    if "mfu_scale" in d:
+        # Default mode without an explicit MFU: each accelerator's catalogue MFU, scaled per draw.
+        x["mfu"] = x["mfu"] * d["mfu_scale"][draw]
+    else:
+        x["mfu"] = d["mfu"][draw]
+    qp: quality.QualitySamples | None = None
+    if "q_u0" in d:
+        # The quality fit's parameter draws and the mapping (compute-space fit or its loss-space
+        # bound) per draw; paper-mode inputs keep the paper's form (-1).
+        x["quality_mapping"] = np.where(x["quality_mapping"] >= 0, d["quality_mapping"][draw], -1.0)
+        qp = quality.QualitySamples(
+            base=quality.QualityParams(), **{f: d[f"q_{f}"][draw] for f in quality.SAMPLED_FIELDS}
+        )
+    x["compression_quality"] = d["compression_quality"][draw]
+    x["activation_quality"] = d["activation_quality"][draw]
+    x["price_usd_per_chip"] = x["price_usd_per_chip"] * d["price_scale"][draw]
+    x["rental_usd_per_chip_hour"] = x["rental_usd_per_chip_hour"] * d["price_scale"][draw]
+    return {k: d[k][draw] for k in DRAWN_OVERRIDES}, qp
+
+
+def eta_h_rescale(params: Arr, r: Mapping[str, Arr], ratio: Arr, p: ModelParams) -> Arr:
+    """The factor a draw's eta_H scale (`ratio`, 1 = nominal) applies to the kernel's compute of a
+    DiLoCo run: eta_H = clip(1 - alpha0 f(P) log10 H, floor, 1) is linear in alpha0 before the floor,
+    so the drawn eta_H is clip(1 - ratio (1 - raw), floor, 1) over the nominal clip(raw, floor, 1);
+    1 for a single replica or the nominal ratio. Reads ``inner_steps_effective`` and ``replicas``."""
+    raw = eta_h(params, r["inner_steps_effective"], p.replace(eta_h_floor=1e-300))
+    e_new = np.clip(1.0 - ratio * (1.0 - raw), p.eta_h_floor, 1.0)
+    e_old = np.clip(raw, p.eta_h_floor, 1.0)
+    return np.asarray(np.where((ratio == 1.0) | (r["replicas"] <= 1), 1.0, e_new / e_old), dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------------------------------
 # mapping parameter values to the model
 # ---------------------------------------------------------------------------------------------------
 def _value(values: Mapping[str, float], name: str, default: float) -> float:
@@ -145,35 +192,11 @@ class _Search:
             # A draw that rescales eta_H after the schedule is chosen has a metric the kernel does not
             # score: no floor there.
             x["quality_floor"] = np.where(d["eta_h_ratio"][draw] == 1.0, self.target, np.inf)
-        P = x["params"]
-        if "mfu_scale" in d:
-            # Default mode without an explicit MFU: each accelerator's catalogue MFU, scaled per draw.
-            x["mfu"] = x["mfu"] * d["mfu_scale"][draw]
-        else:
-            x["mfu"] = d["mfu"][draw]
-        qp: quality.QualitySamples | None = None
-        if "q_u0" in d:
-            # The quality fit's parameter draws and the mapping (compute-space fit or its loss-space
-            # bound) per draw; paper-mode inputs keep the paper's form (-1).
-            x["quality_mapping"] = np.where(x["quality_mapping"] >= 0, d["quality_mapping"][draw], -1.0)
-            qp = quality.QualitySamples(
-                base=quality.QualityParams(),
-                **{f: d[f"q_{f}"][draw] for f in quality.SAMPLED_FIELDS},
-            )
-        x["compression_quality"] = d["compression_quality"][draw]
-        x["activation_quality"] = d["activation_quality"][draw]
-        x["price_usd_per_chip"] = x["price_usd_per_chip"] * d["price_scale"][draw]
-        x["rental_usd_per_chip_hour"] = x["rental_usd_per_chip_hour"] * d["price_scale"][draw]
-        ov = {k: d[k][draw] for k in (*CHINCHILLA, "replica_beta_coeff", "replica_beta_exponent")}
+        ov, qp = apply_draw(x, d, draw)
         r = evaluate(x, self.p, ov, qp, outputs=_MEETS_OUTPUTS if only_meets else None)
         self.evaluations += int(n.size)
         valid = sp.validity(r, combo, n)
-        # eta_H = clip(1 - alpha0 f(P) log10 H, floor, 1) is linear in alpha0 before the floor.
-        ratio = d["eta_h_ratio"][draw]
-        raw = eta_h(P, r["inner_steps_effective"], self.p.replace(eta_h_floor=1e-300))
-        e_new = np.clip(1.0 - ratio * (1.0 - raw), self.p.eta_h_floor, 1.0)
-        e_old = np.clip(raw, self.p.eta_h_floor, 1.0)
-        fac = np.where((ratio == 1.0) | (r["replicas"] <= 1), 1.0, e_new / e_old)
+        fac = eta_h_rescale(x["params"], r, d["eta_h_ratio"][draw], self.p)
         r["c_quality"] = r["c_quality_flop"] * fac
         r["metric"] = (
             r["c_local_flop"] if self.metric is planner.Metric.C_LOCAL else r["c_quality_flop"]
