@@ -19,6 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from dispersal.errors import InputError
+
 MAX_INPUT_BYTES = 16 * 2**20
 """Largest user input file read, bytes (16 MiB). The largest file dispersal ships is
 ``data/published_runs.toml`` at 0.4 MB and a hand-written scenario with a thousand sites is well
@@ -71,8 +73,6 @@ def _umask() -> int:
 
 
 def _input_error(option: str, message: str) -> ValueError:
-    from dispersal.model.inputs.errors import InputError  # lazy: the model's inputs import this module
-
     return InputError(option, message)
 
 

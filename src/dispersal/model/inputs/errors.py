@@ -1,21 +1,9 @@
-"""Errors the model raises for bad input. Expected infeasibility is never an exception."""
+"""Errors the model raises for bad input (`dispersal.errors`, on the ground floor so that the file
+input and output every layer shares, `dispersal._io`, raises the same error without importing the
+model)."""
 
 from __future__ import annotations
 
+from dispersal.errors import InputError, require
 
-class InputError(ValueError):
-    """A user-supplied value is invalid.
-
-    The message is one line that names the field and what is allowed, e.g.
-    ``bandwidth: must be > 0 bit/s, got -5``. The CLI prints it and exits with status 2.
-    """
-
-    def __init__(self, field: str, message: str) -> None:
-        self.field = field
-        super().__init__(f"{field}: {message}")
-
-
-def require(condition: bool, field: str, message: str) -> None:
-    """Raise InputError(field, message) unless condition holds."""
-    if not condition:
-        raise InputError(field, message)
+__all__ = ["InputError", "require"]
