@@ -111,6 +111,29 @@ def test_most_sites_is_a_true_maximum() -> None:
     assert r["valid"][0] > 0 and r["metric"][0] >= target and r["cost_usd"][0] <= budget
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("target", "bw"), [(1e24, 100e6), (1e25, 1e9), (3e25, 10e9)])
+def test_a_screen_that_stops_at_the_margin_keeps_the_same_plans(target: float, bw: float) -> None:
+    """`search_target(exact_screen=False)` (the kernel's floor at T (1 - SCREEN_MARGIN): the schedule
+    walk stops there) keeps the same candidates and finds the same cheapest and largest plans as the
+    exact screen, and says its screen values are not exact."""
+    c = Constraints(hardware=("h100_sxm", "a100_80gb"))
+    eng = Engine(Mode.DEFAULT, c, "treaty")
+    k = [
+        Condition(bandwidth_bits_per_s=bw, latency_s=0.1, duration_s=c.max_duration_s),
+        Condition(bandwidth_bits_per_s=bw / 10, latency_s=0.1, duration_s=c.max_duration_s),
+    ]
+    budgets = (3e6, 3e7, 3e8)
+    exact = search_target(eng, target, k, budgets)
+    cheap = search_target(eng, target, k, budgets, exact_screen=False)
+    assert exact.combos.size > 0 and np.isfinite(exact.cost_min).any()
+    np.testing.assert_array_equal(cheap.combos, exact.combos)
+    np.testing.assert_array_equal(cheap.n_min, exact.n_min)
+    np.testing.assert_array_equal(cheap.cost_min, exact.cost_min)
+    np.testing.assert_array_equal(cheap.most_sites, exact.most_sites)
+    assert exact.screen_exact and not cheap.screen_exact and math.isnan(cheap.c_local_uncapped_flop)
+
+
 @settings(max_examples=4, deadline=None)
 @given(
     target=st.sampled_from([3e23, 1e24, 1e25]),
