@@ -20,6 +20,7 @@ from dispersal.model.search.bisection import (
     IntArr,
     Predicate,
     first_in_pieces,
+    first_on_grid,
     first_true,
     last_true,
 )
@@ -282,6 +283,33 @@ def test_bisections_find_the_edge_of_a_monotone_predicate(
     for i in range(lo.size):
         holds = [n for n in range(int(lo[i]), int(hi[i]) + 1) if n < edge[i]]
         assert got[i] == (holds[-1] if holds else lo[i])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    flags=st.lists(st.lists(st.booleans(), min_size=7, max_size=7), min_size=1, max_size=20),
+    batch=st.sampled_from([1, 3, 4, 7, 9]),
+)
+def test_first_on_grid_equals_the_first_true_of_the_whole_grid(flags: list[list[bool]], batch: int) -> None:
+    """first_on_grid gives each row's first true point (-1: none) as asking about the whole grid
+    does, for any predicate (not only a monotone one), asks about each (row, point) at most once and
+    never about a point right of a row's first true batch."""
+    truth = np.asarray(flags, dtype=bool)
+    g = np.cumsum(np.ones(truth.shape), axis=1) * 10.0  # node counts 10, 20, ... per row
+    asked: list[tuple[int, int]] = []
+
+    def pred(rows: IntArr, n: Arr) -> BoolArr:
+        cols = (n / 10.0 - 1).astype(np.int64)
+        asked.extend(zip(rows.tolist(), cols.tolist(), strict=True))
+        return np.asarray(truth[rows, cols], dtype=bool)
+
+    got = first_on_grid(g, pred, batch=batch)
+    want = np.where(truth.any(axis=1), np.argmax(truth, axis=1), -1)
+    np.testing.assert_array_equal(got, want)
+    assert len(asked) == len(set(asked))
+    for r, c in asked:
+        if want[r] >= 0:
+            assert c // batch <= want[r] // batch
 
 
 @pytest.mark.slow

@@ -227,6 +227,32 @@ class _Walk:
 _Part = tuple[int, IntArr, IntArr, IntArr, IntArr, Arr, Arr]
 
 
+#: Grid points per row `first_on_grid` evaluates together (ascending N): a row that meets the
+#: predicate in one batch is not evaluated at the later ones. Sets only how many predicate calls a
+#: grid takes, never which point is first.
+FIRST_ON_GRID_BATCH = 4
+
+
+def first_on_grid(g: Arr, pred: Predicate, *, batch: int = FIRST_ON_GRID_BATCH) -> IntArr:
+    """Per row of the node-count grid `g` (rows, points): the index of the first point where
+    `pred(rows, n)` holds, -1 where none does (the grid step before a bisection refines the cell).
+    The points are asked about in batches of `batch` from the left, each only for the rows with no
+    true point yet: the same first point as asking about the whole grid at once, for fewer points."""
+    rows, points = g.shape
+    first = np.full(rows, -1, dtype=np.int64)
+    for a in range(0, points, max(1, batch)):
+        open_rows = np.flatnonzero(first < 0)
+        if open_rows.size == 0:
+            break
+        cols = np.arange(a, min(a + max(1, batch), points))
+        rr = np.repeat(open_rows, cols.size)
+        cc = np.tile(cols, open_rows.size)
+        mt = np.asarray(pred(rr, g[rr, cc]), dtype=bool).reshape(open_rows.size, cols.size)
+        hit = mt.any(axis=1)
+        first[open_rows[hit]] = a + np.argmax(mt[hit], axis=1)
+    return first
+
+
 def first_in_pieces(
     lo: npt.ArrayLike,
     hi: npt.ArrayLike,
@@ -516,4 +542,4 @@ def _finish(w: _Walk, sel: IntArr) -> None:
     w.phase[sel] = _DONE
 
 
-__all__ = ["first_in_pieces", "first_true", "last_true"]
+__all__ = ["FIRST_ON_GRID_BATCH", "first_in_pieces", "first_on_grid", "first_true", "last_true"]

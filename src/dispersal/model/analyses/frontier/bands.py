@@ -23,7 +23,7 @@ import numpy.typing as npt
 from dispersal.model.analyses.frontier.table import Condition, Engine, TargetTable
 from dispersal.model.inputs.params import ModelParams
 from dispersal.model.inputs.scenario import Mode
-from dispersal.model.search.bisection import first_true
+from dispersal.model.search.bisection import first_on_grid, first_true
 from dispersal.model.search.candidates import SEARCH_OUTPUTS, Constraints
 
 Arr = npt.NDArray[np.float64]
@@ -209,11 +209,11 @@ def _least_group(
             res[s : s + _CHUNK] = (r["valid"] > 0) & (r["metric"] >= floor)
         return res
 
-    mt = meets(np.repeat(np.arange(dd.size), DRAW_GRID_POINTS), g.reshape(-1)).reshape(-1, DRAW_GRID_POINTS)
-    has = np.flatnonzero(mt.any(axis=1))
+    first = first_on_grid(g, meets)
+    has = np.flatnonzero(first >= 0)
     if has.size == 0:
         return
-    f = np.argmax(mt[has], axis=1)
+    f = first[has]
     b_hi = g[has, f]
     b_lo = np.where(f > 0, g[has, np.maximum(f - 1, 0)] + 1.0, b_hi)
 

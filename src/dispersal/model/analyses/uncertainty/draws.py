@@ -19,7 +19,7 @@ from dispersal.model.kernel import quality
 from dispersal.model.kernel.efficiency import eta_h
 from dispersal.model.kernel.kernel import evaluate
 from dispersal.model.search import planner
-from dispersal.model.search.bisection import first_true
+from dispersal.model.search.bisection import first_on_grid, first_true
 from dispersal.model.search.candidates import SEARCH_OUTPUTS, CandidateSpace
 
 Arr = npt.NDArray[np.float64]
@@ -233,21 +233,20 @@ class _Search:
         grid = np.round(lo[:, None] * (hi / lo)[:, None] ** t[None, :])
         grid[:, 0], grid[:, -1] = lo, hi
         grid = np.maximum.accumulate(grid, axis=1)
-        m = self.meets(np.repeat(cc[idx], GRID_POINTS), np.repeat(dd[idx], GRID_POINTS), grid.reshape(-1))
-        m = m.reshape(idx.size, GRID_POINTS)
-        has = m.any(axis=1)
-        first = np.argmax(m, axis=1)
+        ci, di = cc[idx], dd[idx]
+
+        def meets_at(sel: IntArr, n: Arr) -> npt.NDArray[np.bool_]:
+            return self.meets(ci[sel], di[sel], n)
+
+        at = first_on_grid(grid, meets_at)
+        has = at >= 0
+        first = np.maximum(at, 0)
         rows = np.arange(idx.size)
         b_hi = grid[rows, first]
         b_lo = np.where(first > 0, grid[rows, np.maximum(first - 1, 0)] + 1.0, b_hi)
         b_lo = np.minimum(b_lo, b_hi)
         # Bisect the first cell that meets the target on its upper end (a row with no such cell has
         # b_lo == b_hi and is left alone).
-        ci, di = cc[idx], dd[idx]
-
-        def meets_at(sel: IntArr, n: Arr) -> npt.NDArray[np.bool_]:
-            return self.meets(ci[sel], di[sel], n)
-
         n_first = first_true(b_lo, b_hi, meets_at)
         out[idx[has]] = n_first[has]
         return out.reshape(draws.size, combos.size)
