@@ -541,13 +541,22 @@ class CandidateSpace:
         return x
 
     def run(
-        self, combo: npt.NDArray[np.int64], n: npt.ArrayLike, *, every_output: bool = False
+        self,
+        combo: npt.NDArray[np.int64],
+        n: npt.ArrayLike,
+        *,
+        every_output: bool = False,
+        floor: float | None = None,
     ) -> dict[str, Arr]:
         """Evaluate combos at node counts n (same shape or scalar) and add the validity mask of sec. 10.
 
         The searches read only `SEARCH_OUTPUTS` (the kernel then skips the traffic and time-breakdown
-        stages); `every_output` returns all of them (a plan's reported option)."""
+        stages); `every_output` returns all of them (a plan's reported option). With `floor` (FLOP of
+        C_quality) only "valid and C_quality >= floor" is exact (the kernel's ``quality_floor``: the
+        schedule walk stops there)."""
         x = self.with_window(self.inputs(combo, n))
+        if floor is not None:
+            x["quality_floor"] = np.asarray(floor)
         r = evaluate(x, self.p, outputs=None if every_output else SEARCH_OUTPUTS)
         self.evaluations += int(np.size(r["eta"]))
         r["valid"] = self.validity(r, combo, x["num_nodes"]).astype(np.float64)

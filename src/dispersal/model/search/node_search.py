@@ -29,10 +29,11 @@ BoolArr = npt.NDArray[np.bool_]
 ETA_BOUND = 1.25
 
 
-def best_at(space: CandidateSpace, n_per_hw: Arr, metric: Metric) -> Arr:
-    """best(N) for every hardware at its own N: the highest metric among valid candidates."""
+def best_at(space: CandidateSpace, n_per_hw: Arr, metric: Metric, floor: float | None = None) -> Arr:
+    """best(N) for every hardware at its own N: the highest metric among valid candidates. With
+    `floor` (C_quality, FLOP) only "best(N) >= floor" is exact (`CandidateSpace.run`)."""
     combos = np.arange(len(space.combo_hw))
-    r = space.run(combos, np.asarray(n_per_hw, dtype=np.float64)[space.combo_hw])
+    r = space.run(combos, np.asarray(n_per_hw, dtype=np.float64)[space.combo_hw], floor=floor)
     m = np.where(r["valid"] > 0, metric_of(r, metric), -np.inf)
     return np.asarray(np.maximum.reduceat(m, space.hw_start), dtype=np.float64)
 
@@ -62,11 +63,16 @@ BISECT_WINDOW_SLACK = 0.25
 
 
 def best_of(
-    space: CandidateSpace, hws: IntArr, n: Arr, metric: Metric, window: tuple[BoolArr, Arr, Arr]
+    space: CandidateSpace,
+    hws: IntArr,
+    n: Arr,
+    metric: Metric,
+    window: tuple[BoolArr, Arr, Arr],
+    floor: float | None = None,
 ) -> Arr:
     """best(N) of hardware `hws` (distinct) at node counts `n` (one per hardware): as `best_at`,
     evaluating only those hardware's candidates whose widened overtraining `window` (usable, lowest
-    N, highest N per candidate) holds N (-inf where none does)."""
+    N, highest N per candidate) holds N (-inf where none does); `floor` as in `best_at`."""
     usable, lo, hi = window
     parts = []
     for h, nh in zip(hws, np.asarray(n, dtype=np.float64), strict=True):
@@ -76,7 +82,7 @@ def best_of(
     out = np.full(len(parts), -np.inf)
     if sizes.sum() == 0:
         return out
-    r = space.run(np.concatenate(parts), np.repeat(np.asarray(n, dtype=np.float64), sizes))
+    r = space.run(np.concatenate(parts), np.repeat(np.asarray(n, dtype=np.float64), sizes), floor=floor)
     m = np.where(r["valid"] > 0, metric_of(r, metric), -np.inf)
     has = sizes > 0
     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))[has]
@@ -91,8 +97,10 @@ def bisect(space: CandidateSpace, target: float, metric: Metric) -> dict[int, in
     """
     out: dict[int, int] = {}
     cap = np.maximum(space.n_cap, 1.0)
-    one = best_at(space, np.ones(space.n_hw), metric)
-    top = best_at(space, cap, metric)
+    # Every best(N) here is only compared with the target: the schedule walk may stop there.
+    floor = target if metric is Metric.C_QUALITY else None
+    one = best_at(space, np.ones(space.n_hw), metric, floor)
+    top = best_at(space, cap, metric, floor)
     active = (one < target) & (top >= target) & (space.n_cap >= 1)
 
     # Candidates outside their overtraining window at a step's N are invalid there: each step
@@ -102,7 +110,7 @@ def bisect(space: CandidateSpace, target: float, metric: Metric) -> dict[int, in
 
     def meets(sel: IntArr, n: Arr) -> BoolArr:
         # best(N) of the hardware still bisecting only, all of them in one kernel call per step.
-        return np.asarray(best_of(space, sel, n, metric, (usable, w_lo, w_hi)) >= target)
+        return np.asarray(best_of(space, sel, n, metric, (usable, w_lo, w_hi), floor) >= target)
 
     lo = first_true(np.where(active, 2.0, cap), cap, meets)
     for h in range(space.n_hw):
