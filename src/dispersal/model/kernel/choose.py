@@ -72,7 +72,8 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[st
 
     With the optional input ``quality_floor`` (FLOP; a search asking only "valid and C_quality >=
     floor?"), a configuration whose first schedule already scores the floor keeps that schedule's
-    results: only ``score >= floor`` is exact for it (every other output is its first schedule's)."""
+    results, and one whose walk reaches the floor stops there: only ``score >= floor`` is exact for
+    them (every other output is that schedule's, not the best one's)."""
     ask = None if want is None else want | NEEDED
     base = once(inp, ask)
     rule = inp.g("schedule_rule") > 0
