@@ -277,6 +277,13 @@ class _Round:
     all_in_s: float = 0.0
 
 
+#: How long a stopping relay waits for its cancelled connection handlers to finish, s (a bound on a
+#: handler that ignores its cancellation; they finish in a loop turn or two).
+RELAY_DRAIN_S = 5.0
+#: Cancel-and-wait passes over the relay's remaining tasks when it stops.
+RELAY_DRAIN_PASSES = 3
+
+
 class Relay:
     """The relay server (asyncio, one thread). Start with :meth:`start`, stop with :meth:`stop`."""
 
@@ -361,9 +368,18 @@ class Relay:
             self._ready.set()
         finally:
             self.cpu_s = time.thread_time()  # this thread's CPU time: the relay's whole cost
-            for task in asyncio.all_tasks(loop):
-                task.cancel()
-            loop.run_until_complete(asyncio.sleep(0))
+            # Let every cancelled connection run its finally (close its writer) before the loop
+            # closes: one loop turn was not always enough, and a handler left pending is destroyed
+            # later with "Event loop is closed". A cancelled handler may start others (a round's
+            # aborts): a few passes, each bounded in case a handler ignores the cancel.
+            for _ in range(RELAY_DRAIN_PASSES):
+                tasks = asyncio.all_tasks(loop)
+                if not tasks:
+                    break
+                for task in tasks:
+                    task.cancel()
+                loop.run_until_complete(asyncio.wait(tasks, timeout=RELAY_DRAIN_S))
+            loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
     def close(self, counters_path: Path | None = None) -> None:
