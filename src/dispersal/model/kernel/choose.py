@@ -117,9 +117,7 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[st
     gam = np.where(hier, inp.p.hierarchical_h_exponent, 0.0).ravel()[idx]
     h_now = _penalty_h(hf, h_fixed, ih, ir, gam)
     # A caller that asks only "does it reach the floor?" has its answer once a step reaches it.
-    floor = (
-        np.broadcast_to(inp.g("quality_floor"), inp.shape).ravel()[idx] if inp.has("quality_floor") else None
-    )
+    floor = inp.g("quality_floor").ravel()[idx] if inp.has("quality_floor") else None
     while moving.any():
         trials: list[tuple[npt.NDArray[np.intp], int, int]] = []
         for free, d_h, d_r in DIRECTIONS(hf, rf):

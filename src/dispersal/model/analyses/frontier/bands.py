@@ -248,11 +248,7 @@ def shortlist(
                 seen.add(h)
                 picked.add(int(tab.combos[i]))
     if not picked:
-        if not tab.screen_exact:
-            raise ValueError(
-                "tab: the fallback reads the screen's best metrics (search_target(exact_screen=True))"
-            )
-        reach = tab.reach_uncapped_flop
+        reach = tab.exact_reach_flop()
         order = np.argsort(-reach, kind="stable")
         picked.update(int(i) for i in order[:SHORTLIST_TOTAL] if np.isfinite(reach[i]))
     return np.asarray(sorted(picked), dtype=np.int64)

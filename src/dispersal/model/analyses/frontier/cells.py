@@ -22,9 +22,7 @@ def _cannot(eng: Engine, tab: TargetTable, t: float, where: str, prem_max: float
     """Why no plan reaches t within the largest premium at the screen's condition: cost (some plan
     reaches it beyond the premium), power (only sites over the power cap reach it), replica quality
     (the chips deliver t of C_local, the quality mapping keeps less) or the time budget."""
-    if not tab.screen_exact:
-        raise ValueError("tab: the reasons read the screen's best metrics (search_target(exact_screen=True))")
-    reach = tab.reach_uncapped_flop
+    reach = tab.exact_reach_flop()
     best_any = float(np.max(reach)) if reach.size else -math.inf
     under = reach[eng.usable]
     best = float(np.max(under)) if under.size else -math.inf
@@ -203,9 +201,7 @@ def _least_power(
     smaller = np.flatnonzero(eng.usable & (eng.power_kw[eng.space.combo_hw] < lp * (1 - 1e-9)))
     if smaller.size == 0:
         why = "nothing: the smallest node type of the catalogue already fits"
-    elif not tab.screen_exact:
-        raise ValueError("tab: the reasons read the screen's best metrics (search_target(exact_screen=True))")
-    elif np.any(tab.reach_uncapped_flop[smaller] >= t * (1 - 1e-9)):
+    elif np.any(tab.exact_reach_flop()[smaller] >= t * (1 - 1e-9)):
         why = "cost: smaller sites reach the target only beyond the premium"
     else:
         why = "replica quality: smaller sites cannot reach the target at any site count"

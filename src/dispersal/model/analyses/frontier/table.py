@@ -116,6 +116,15 @@ class TargetTable:
     """Whether the screen's metrics are exact (False: a search that needs only the cheapest plans,
     `search_target(..., exact_screen=False)`)."""
 
+    def exact_reach_flop(self) -> Arr:
+        """`reach_uncapped_flop` for a reader of its values (a reason, a ranking): a ValueError where
+        the screen stopped at the margin (`search_target(..., exact_screen=False)`)."""
+        if not self.screen_exact:
+            raise ValueError(
+                "tab: the screen's best metrics are not exact (search_target(exact_screen=True))"
+            )
+        return self.reach_uncapped_flop
+
 
 class Engine:
     """The candidate space of `planner.plan` (every node size), evaluated at many conditions."""
