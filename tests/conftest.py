@@ -33,16 +33,3 @@ class _TierTimes:
 def pytest_configure(config: pytest.Config) -> None:
     """Register this run's tier timer (its state lives with the run, not in the module)."""
     config.pluginmanager.register(_TierTimes(), "dispersal-tier-times")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist (`-n auto --dist loadgroup`, the README's test command): one test file per
-    group, so a module's expensive fixtures (the app's server and browser, a shared report) are set up
-    once; every testbed file in one group, so runs of real worker processes never share the two cores
-    with each other (their heartbeats and time-outs are sized for one run at a time, beside model tests)."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        group = "testbed" if path.startswith("tests/testbed/") else path
-        item.add_marker(pytest.mark.xdist_group(name=group))

@@ -26,6 +26,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from default_report import shared_default_report
 from dispersal.present import fleet as present_fleet
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -883,18 +884,13 @@ def test_a_shared_url_reopens_the_view(page: Any, server: str) -> None:
 
 
 @pytest.mark.timeout(1500)
-def test_default_report_prints_on_a4_and_letter(browser: Any, tmp_path: Path) -> None:
+def test_default_report_prints_on_a4_and_letter(
+    browser: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """`dispersal report paper_threat_model` (no flags): every section, and no element wider than an A4
-    (718 px printable) or Letter (740 px) page in print media."""
-    out = tmp_path / "report.html"
-    r = subprocess.run(
-        [sys.executable, "-m", "dispersal", "report", "paper_threat_model", "--out", str(out)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=1400,
-    )
-    assert r.returncode == 0, r.stderr
+    (718 px printable) or Letter (740 px) page in print media. The report is the run's one default build
+    (tests/default_report.py), which tests/cli/test_report_cli.py reads too."""
+    out = shared_default_report(tmp_path_factory).path
     for width in (718, 740):
         ctx = browser.new_context(viewport={"width": width, "height": 1000})
         pg = ctx.new_page()

@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
-from default_report import DefaultReport, build_default_report
 from typer.testing import CliRunner
 
+from default_report import DefaultReport, shared_default_report
 from dispersal.cli import app
 
 #: The flags that narrow the default report (which answers everything: plan, frontier, monitor,
@@ -19,8 +19,8 @@ NARROW = ["--no-plan", "--no-frontier", "--no-monitor", "--no-counter", "--uncer
 
 @pytest.fixture(scope="module")
 def default_report(tmp_path_factory: pytest.TempPathFactory) -> DefaultReport:
-    """The default report of DEFAULT_REPORT_SCENARIO, built once for every test here that reads it."""
-    return build_default_report(tmp_path_factory.mktemp("default-report"))
+    """The default report of DEFAULT_REPORT_SCENARIO, built once per run for every test that reads it."""
+    return shared_default_report(tmp_path_factory)
 
 
 @pytest.mark.slow
@@ -116,7 +116,7 @@ def test_default_report_answers_every_question(default_report: DefaultReport) ->
     """`dispersal report SCENARIO` with no flags: the answer card (plan, premium, P(reach)), the frontier
     with its P(reach) drawn, the monitor comparison, countermeasures, uncertainty and resilience; the
     title names the mode, regime and target (not the preset's paper-mode "Table 1, 1e24 row").
-    The report is the session's one default build (tests/cli/conftest.py)."""
+    The report is the run's one default build (tests/default_report.py)."""
     assert default_report.summary["sections"] == [
         "plan",
         "frontier",

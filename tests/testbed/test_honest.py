@@ -58,16 +58,28 @@ def _kill_when_training(out: Path, worker: str, done: dict[str, Any]) -> None:
         if (out / "metrics.jsonl").exists() and (out / "metrics.jsonl").read_text().count("\n") >= 1:
             break
         time.sleep(0.05)
+    # The supervisor's workers are this test process's descendants (forked from its fork server) and
+    # carry the process name "worker wN" (launch.py), which ps and pgrep show.
+    parent: dict[int, int] = {}
     for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
+        if d.name.isdigit():
+            try:
+                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    ours, grew = {os.getpid()}, True
+    while grew:
+        kids = {p for p, pp in parent.items() if pp in ours} - ours
+        ours |= kids
+        grew = bool(kids)
+    for pid in sorted(ours - {os.getpid()}):
         try:
-            argv = (d / "cmdline").read_bytes().split(b"\0")
+            comm = (Path("/proc") / str(pid) / "comm").read_text().strip()
         except OSError:
             continue
-        if b"dispersal.testbed.worker" in argv and worker.encode() in argv and str(out).encode() in argv:
-            os.kill(int(d.name), signal.SIGKILL)
-            done["pid"] = int(d.name)
+        if comm == f"worker {worker}":
+            os.kill(pid, signal.SIGKILL)
+            done["pid"] = pid
             return
 
 

@@ -32,7 +32,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -44,6 +43,7 @@ from dispersal.testbed.data import prepare_data
 from dispersal.testbed.events import log_event
 from dispersal.testbed.faults import FaultPlan
 from dispersal.testbed.honesty import honest
+from dispersal.testbed.launch import Launched, launch
 from dispersal.testbed.membership import parse_heartbeat
 from dispersal.testbed.secure import SignedStore, listen_store, load_secret, new_secret, secret_env
 
@@ -158,14 +158,12 @@ def _spawn(
     secret: bytes,
     join_at_step: int = 0,
     module: str = "dispersal.testbed.worker",
-) -> subprocess.Popen[bytes]:
-    """One worker (or, decoupled, learner: ``module`` dispersal.testbed.learner) process."""
+) -> Launched:
+    """One worker (or, decoupled, learner: ``module`` dispersal.testbed.learner) process, forked from
+    the warm fork server (launch.py) with the argv ``python -m MODULE`` would get."""
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        module,
+    argv = [
         "--config",
         str(cfg_path),
         "--worker",
@@ -178,13 +176,13 @@ def _spawn(
         str(incarnation),
     ]
     if resume and incarnation == 0:
-        cmd.append("--resume")
+        argv.append("--resume")
     if join_at_step:
-        cmd += ["--join-at-step", str(join_at_step)]
+        argv += ["--join-at-step", str(join_at_step)]
     # The secret goes through the environment (readable only by this user), never the command line.
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", **secret_env(secret))
-    with open(logs / f"{worker}.{incarnation}.log", "wb") as log:
-        return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    name = f"{module.rsplit('.', 1)[-1]} {worker}"  # "worker w1", "learner w1": what ps shows
+    return launch(module, argv, env, logs / f"{worker}.{incarnation}.log", name=name)
 
 
 def _progress(store: SignedStore, workers: list[str]) -> int:
@@ -227,7 +225,7 @@ class _Handshakes:
         self.killed: set[str] = set()  # workers whose first process the plan killed
         self.stopped: set[str] = set()  # workers the plan froze (a heartbeat drop is then planned)
 
-    def poll(self, w: str, p: subprocess.Popen[bytes], incarnation: int) -> None:
+    def poll(self, w: str, p: Launched, incarnation: int) -> None:
         alive = p.poll() is None and incarnation == 0
         kill_at = self.store.get_int(f"killme/{w}") if alive else None
         if kill_at is not None:
@@ -335,7 +333,7 @@ def supervise(
     cfg: TestbedConfig,
     out: Path,
     store: SignedStore,
-    spawn: Callable[[str, int, int], subprocess.Popen[bytes]],
+    spawn: Callable[[str, int, int], Launched],
     *,
     tick: Callable[[], None] | None = None,
     on_exit: Callable[[str, int], None] | None = None,
@@ -359,15 +357,16 @@ def supervise(
             tick()
         for w, p in procs.items():
             hands.poll(w, p, incarnation[w])
-            if p.poll() is not None and (w, incarnation[w]) not in exited:
+            code = p.poll()
+            if code is not None and (w, incarnation[w]) not in exited:
                 exited.add((w, incarnation[w]))
                 planned = incarnation[w] == 0 and w in hands.killed
-                if p.returncode != 0 and not planned and _finished(store, w):
+                if code != 0 and not planned and _finished(store, w):
                     # Its work was done and handed over (done/<w>): a crash while exiting is an
                     # event, not a lost worker.
-                    log_event(out, worker=w, event="exit_after_finish", reason=_exit_reason(p.returncode))
-                elif p.returncode != 0 and not planned:
-                    _lost(out, store, cfg, lost, w, incarnation[w], _exit_reason(p.returncode))
+                    log_event(out, worker=w, event="exit_after_finish", reason=_exit_reason(code))
+                elif code != 0 and not planned:
+                    _lost(out, store, cfg, lost, w, incarnation[w], _exit_reason(code))
                 if on_exit is not None:
                     on_exit(w, incarnation[w])
         step = _progress(store, cfg.worker_ids)
