@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from proc_tree import descendants
 
 pytest.importorskip("torch")
 
@@ -60,18 +61,7 @@ def _kill_when_training(out: Path, worker: str, done: dict[str, Any]) -> None:
         time.sleep(0.05)
     # The supervisor's workers are this test process's descendants (forked from its fork server) and
     # carry the process name "worker wN" (launch.py), which ps and pgrep show.
-    parent: dict[int, int] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    ours, grew = {os.getpid()}, True
-    while grew:
-        kids = {p for p, pp in parent.items() if pp in ours} - ours
-        ours |= kids
-        grew = bool(kids)
+    ours = descendants()
     for pid in sorted(ours - {os.getpid()}):
         try:
             comm = (Path("/proc") / str(pid) / "comm").read_text().strip()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from proc_tree import descendants
 
 torch = pytest.importorskip("torch")
 
@@ -38,18 +39,7 @@ def _our_socket_inodes() -> set[str]:
     """Socket inodes held by this process and its descendants (the supervisor, workers, relay)."""
     import os
 
-    parent: dict[int, int] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    ours, grew = {os.getpid()}, True
-    while grew:
-        kids = {p for p, pp in parent.items() if pp in ours} - ours
-        ours |= kids
-        grew = bool(kids)
+    ours = descendants()
     inodes = set()
     for pid in ours:
         try:
