@@ -78,3 +78,15 @@ def test_exit_codes_and_signals_as_popen_reports_them(tmp_path: Path) -> None:
     assert p.poll() is None
     os.kill(p.pid, signal.SIGKILL)
     assert _wait(p) == -signal.SIGKILL and p.returncode == -signal.SIGKILL
+
+
+def test_a_workers_first_optimizer_step_imports_nothing_heavy(tmp_path: Path) -> None:
+    """torch.optim imports torch._dynamo (with sympy and mpmath: about 800 modules, 2.2 s of CPU on the
+    2-core machine) when the first optimizer is built; the fork server preloads it, so a forked
+    worker's first AdamW step imports (almost) nothing."""
+    log = tmp_path / "opt.log"
+    p = launch("launch_target", ["optimizer"], {"PATH": os.environ.get("PATH", "")}, log)
+    assert _wait(p) == 0, log.read_text()
+    words = log.read_text().split()
+    new = int(words[words.index("modules") + 1])
+    assert words[words.index("dynamo") + 1] == "False" and new < 20, log.read_text()

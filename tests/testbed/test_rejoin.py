@@ -12,8 +12,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 import sysconfig
 import time
 from collections.abc import Callable, Iterator
@@ -27,6 +25,7 @@ torch = pytest.importorskip("torch")
 
 from dispersal.testbed.config import TestbedConfig  # noqa: E402
 from dispersal.testbed.data import prepare_corpus  # noqa: E402
+from dispersal.testbed.launch import Launched, launch  # noqa: E402
 from dispersal.testbed.secure import SignedStore, secret_env  # noqa: E402
 
 # Real worker processes and sockets: part of the full suite, not of the fast tier (`-m "not slow"`).
@@ -56,8 +55,13 @@ def _free_port() -> int:
 
 
 class Cluster:
-    """The documented several-machines path on one host: ``python -m dispersal.testbed.supervisor``
-    (store + coordinator only) and standalone worker processes started by hand, all on 127.0.0.1."""
+    """The documented several-machines path on one host: the supervisor (store + coordinator only) and
+    standalone workers, each a separate process running its module's ``main`` with the argv and
+    environment a user types, all on 127.0.0.1. They are forked from the warm fork server
+    (`dispersal.testbed.launch`) rather than started as fresh interpreters: a fresh one spends about
+    6 s of CPU importing torch and torch._dynamo on the 2-core machine, and what these tests check
+    (a join decided by state, identical argv) does not depend on it. Fresh interpreters on separate
+    hosts are tests/testbed/test_multihost.py's."""
 
     def __init__(self, cfg: TestbedConfig, tmp: Path) -> None:
         self.cfg, self.tmp = cfg, tmp
@@ -66,14 +70,16 @@ class Cluster:
         self.port = _free_port()
         self.logs = tmp / "proc-logs"
         self.logs.mkdir()
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.procs: list[Launched] = []
         sup = ["-m", "dispersal.testbed.supervisor", "--config", str(self.cfg_path), "--port", str(self.port)]
         self.sup = self._popen("supervisor", [*sup, "--host", "127.0.0.1"])
         self.store = self._connect()
 
-    def _popen(self, name: str, args: list[str]) -> subprocess.Popen[bytes]:
-        with open(self.logs / f"{name}.{len(self.procs)}.log", "wb") as log:
-            p = subprocess.Popen([sys.executable, *args], stdout=log, stderr=subprocess.STDOUT, env=ENV)
+    def _popen(self, name: str, args: list[str]) -> Launched:
+        # args as for `python`: ["-m", module, *argv]
+        assert args[0] == "-m", args
+        log = self.logs / f"{name}.{len(self.procs)}.log"
+        p = launch(args[1], args[2:], ENV, log, name=name)
         self.procs.append(p)
         return p
 
@@ -105,7 +111,7 @@ class Cluster:
             *extra,
         ]
 
-    def start(self, argv: list[str], name: str) -> subprocess.Popen[bytes]:
+    def start(self, argv: list[str], name: str) -> Launched:
         return self._popen(name, argv)
 
     def wait_for_key(self, key: str, timeout_s: float) -> str:
@@ -117,10 +123,8 @@ class Cluster:
         deadline = time.monotonic() + timeout_s
         left = []
         for p in self.procs:
-            try:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                left.append(p.args)
+            if p.wait(timeout=max(0.1, deadline - time.monotonic())) is None:
+                left.append(p.pid)
         self.kill_all()
         assert not left, f"still running after {timeout_s} s: {left}"
 

@@ -27,8 +27,10 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 #: What the fork server imports once: torch and the two process entry points (and through them the
-#: model, the wire and the data code a worker runs).
-PRELOAD = ("torch", "dispersal.testbed.worker", "dispersal.testbed.learner")
+#: model, the wire and the data code a worker runs), and torch._dynamo: torch.optim imports it lazily
+#: on an optimizer's first step (its dynamo guard), which cost every worker about 2.2 s of CPU on the
+#: 2-core machine (822 modules: dynamo, sympy, mpmath) before its first inner step.
+PRELOAD = ("torch", "torch._dynamo", "dispersal.testbed.worker", "dispersal.testbed.learner")
 
 
 class Launched:

@@ -79,7 +79,10 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[st
     rule = inp.g("schedule_rule") > 0
     code = base["algorithm_resolved"]
     hier = code == ALGO_HIERARCHICAL
-    on = rule & np.isin(code, CHOSEN_ALGORITHMS) & (base["replicas"] > 1) & np.isfinite(score(base))
+    chosen = np.zeros(code.shape, dtype=bool)
+    for a in CHOSEN_ALGORITHMS:  # (np.isin's answer; its set machinery costs more on small calls)
+        chosen |= code == a
+    on = rule & chosen & (base["replicas"] > 1) & np.isfinite(score(base))
     h_free = on & (inp.g("inner_steps") <= 0)
     r_free = on & hier
     if inp.has("regional_rounds"):

@@ -106,7 +106,9 @@ def eta_comp(
         # One column for every element: interpolate only it.
         qk = float(q.flat[0])
         col = (0 if qk == 0 else 1 if qk == 1 else 2) + (0 if bool(ef.flat[0]) else 3)
-        return _shaped(_interp_log(cr, xs, table[:, 1 + col]), cr, ef, q)
+        # One ratio for every element too (a search's usual call): interpolate one number.
+        one = cr if uniform_code(cr) is None else cr.reshape(-1)[:1].reshape(())
+        return _shaped(_interp_log(one, xs, table[:, 1 + col]), cr, ef, q)
     cols = [_interp_log(cr, xs, table[:, 1 + i]) for i in range(6)]
     with_ef = np.select([q == 0, q == 1], [cols[0], cols[1]], default=cols[2])
     without = np.select([q == 0, q == 1], [cols[3], cols[4]], default=cols[5])
@@ -128,7 +130,9 @@ def eta_act(
     s = np.maximum(np.asarray(stages, dtype=np.float64), 1.0)
     k = uniform_code(qsel)
     if k is not None:
-        one = _interp_log(ca, xs, table[:, 2 if k == 0 else 1 if k == 1 else 3])
+        # (one compression for every element: interpolate one number)
+        ca1 = ca if uniform_code(ca) is None else ca.reshape(-1)[:1].reshape(())
+        one = _interp_log(ca1, xs, table[:, 2 if k == 0 else 1 if k == 1 else 3])
         return _shaped(np.asarray(one ** (2.0 * (s - 1.0)), dtype=np.float64), ca, qsel, s)
     expected = _interp_log(ca, xs, table[:, 1])
     optimistic = _interp_log(ca, xs, table[:, 2])

@@ -28,6 +28,7 @@ Pure NumPy; every function broadcasts its array arguments and never loops in Pyt
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
@@ -261,6 +262,27 @@ def _arr(x: npt.ArrayLike) -> Arr:
     return np.asarray(x, dtype=np.float64)
 
 
+#: The smallest positive normal float64 (`np.finfo(np.float64).tiny`, read once: the kernel's quality
+#: stage runs thousands of times per search).
+TINY_FLOAT = float(np.finfo(np.float64).tiny)
+
+
+def _clip(x: npt.ArrayLike, lo: npt.ArrayLike, hi: npt.ArrayLike) -> Arr:
+    """min(max(x, lo), hi): `np.clip`'s values (NaN kept) without its Python-level wrapper, which
+    costs more than the arithmetic on the kernel's arrays of a few thousand configurations."""
+    return np.asarray(np.minimum(np.maximum(x, lo), hi), dtype=np.float64)
+
+
+def codes_in(codes: npt.ArrayLike, allowed: Iterable[int]) -> bool:
+    """Whether every element of `codes` is one of `allowed` (`np.isin`'s answer for a handful of
+    allowed codes, by equality, at a fraction of its cost on small arrays)."""
+    c = np.asarray(codes)
+    ok = np.zeros(c.shape, dtype=bool)
+    for v in allowed:
+        ok |= c == v
+    return bool(ok.all())
+
+
 def _check(name: str, x: Arr, lo: float) -> None:
     bad = ~(np.isfinite(x) & (x >= lo))
     if np.any(bad):
@@ -410,17 +432,17 @@ def log_loss_ratio(
         if v is not None and np.any(~(np.isfinite(_arr(v)) & (_arr(v) > 0))):
             raise InputError(name, "must be finite and > 0 tokens")
     opt = np.asarray(inner_optimizer)
-    if opt.size and not np.all(np.isin(opt, list(INNER_OPTIMIZER_CODES.values()))):
+    if opt.size and not codes_in(opt, INNER_OPTIMIZER_CODES.values()):
         raise InputError("inner_optimizer", "codes must be 0 (adamw) or 1 (muon)")
     x = np.log(n / fx.pivot_params)
-    xc = np.clip(x, np.log(fx.fit_params_min / fx.pivot_params), np.log(fx.fit_params_max / fx.pivot_params))
+    xc = _clip(x, np.log(fx.fit_params_min / fx.pivot_params), np.log(fx.fit_params_max / fx.pivot_params))
     p, mx, s = _arr(qq.p), fx.fit_replicas_max, fx.loss_compute_slope
     amp = penalty_amplitude(h, n, opt, qq)
     is_mu = opt == INNER_OPTIMIZER_CODES[InnerOptimizer.MUON]
     mj = junction_replicas(amp, p, qq)
     s_in = (np.minimum(m, mj) ** p - 1.0) / p
     # between M_j and M_x the elasticity is held at 1 (M g(M) flat), never above it
-    flat = s * np.log(np.clip(m, mj, mx) / mj)
+    flat = s * np.log(_clip(m, mj, mx) / mj)
     k = critical_replicas(
         h, n, opt, qq, tokens=tokens, replica_batch_tokens=replica_batch_tokens, amplitude=amp
     )
@@ -487,7 +509,7 @@ def compute_fraction(
     )
     g = np.exp(-lr / s)
     # floor at the smallest normal float so g stays > 0 where exp underflows (ln r > ~34)
-    return np.asarray(np.clip(g, np.finfo(np.float64).tiny, _fixed(qq).g_max), dtype=np.float64)
+    return np.asarray(_clip(g, TINY_FLOAT, _fixed(qq).g_max), dtype=np.float64)
 
 
 def loss_space_fraction(
@@ -537,7 +559,7 @@ def efficiency(
     tail (`critical_replicas`). `loss_nats` is the run's Chinchilla loss before the replica penalty,
     used only by the loss mapping."""
     code = np.asarray(mapping)
-    if code.size and not np.all(np.isin(code, list(MAPPING_CODES.values()))):
+    if code.size and not codes_in(code, MAPPING_CODES.values()):
         raise InputError("quality_mapping", "codes must be 0 (compute) or 1 (loss)")
     lr = log_loss_ratio(
         replicas,
@@ -569,7 +591,7 @@ def efficiency_from_log_ratio(
     code = np.asarray(mapping)
     qq = QualityParams() if q is None else q
     lr = _arr(log_ratio)
-    g = np.clip(np.exp(-lr / _fixed(qq).loss_compute_slope), np.finfo(np.float64).tiny, _fixed(qq).g_max)
+    g = _clip(np.exp(-lr / _fixed(qq).loss_compute_slope), TINY_FLOAT, _fixed(qq).g_max)
     is_loss = code == MAPPING_CODES[QualityMapping.LOSS]
     if not np.any(is_loss):  # the Chinchilla inversions are the costly part; skip them when unused
         return np.asarray(np.broadcast_to(g, np.broadcast_shapes(g.shape, code.shape)), dtype=np.float64)

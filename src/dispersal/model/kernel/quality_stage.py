@@ -53,7 +53,13 @@ def quality_stage(
     qmap = g("quality_mapping")
     legacy_q = qmap < 0
     q_tr = np.asarray(quality_factor, dtype=np.float64)
-    e_h = np.where(distributed & legacy_q, eta_h(P, h_pen, p), 1.0)
+    paper_dist = distributed & legacy_q
+    # eta_H is the paper mapping's alone: a call without such a configuration skips its logs.
+    e_h = (
+        np.where(paper_dist, eta_h(P, h_pen, p), 1.0)
+        if paper_dist.any()
+        else np.ones(np.broadcast_shapes(paper_dist.shape, np.shape(P), np.shape(h_pen)))
+    )
     e_c = np.where(
         distributed, eta_comp(g("compression_ratio"), g("error_feedback"), g("compression_quality"), p), 1.0
     )
@@ -222,7 +228,7 @@ def _fitted_penalty(
     # ln r once: both the efficiency and the printed loss ratio read it
     lr = quality.log_loss_ratio(m_q, h_q, gl(P), frag_q, qp, opt_q, **kw)
     codes = np.maximum(gl(qmap), 0.0).astype(np.int64)
-    if codes.size and not np.all(np.isin(codes, list(quality.MAPPING_CODES.values()))):
+    if codes.size and not quality.codes_in(codes, quality.MAPPING_CODES.values()):
         raise InputError("quality_mapping", "codes must be 0 (compute) or 1 (loss)")
     q_eff[gmask] = quality.efficiency_from_log_ratio(
         codes,
