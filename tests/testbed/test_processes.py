@@ -91,6 +91,56 @@ def test_kill_rejoin_and_corrupt_update(tmp_path: Path) -> None:
     assert summary["bytes_sent_per_worker"]["w3"] == payload * (2 + 6)  # rounds 0-1 and 6-11
 
 
+class _FakeProc:
+    """A worker process for `supervisor.supervise` driven by polls: alive for `polls` polls, then it
+    exits with `code`, having first run `at_exit` (what the worker writes to the store as it ends)."""
+
+    def __init__(self, polls: int, code: int, at_exit: Any = None) -> None:
+        self.left, self.code, self.at_exit = polls, code, at_exit
+        self.pid, self.returncode = 0, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.left -= 1
+            if self.left <= 0:
+                if self.at_exit is not None:
+                    self.at_exit()
+                self.returncode = self.code
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        return self.returncode
+
+    def kill(self) -> None:
+        self.returncode = -9
+
+
+def test_a_pending_rejoin_never_restarts_a_worker_that_finished(tmp_path: Path) -> None:
+    """The plan's "rejoin w1@step30" is for a w1 that a fault took away. A w1 that ends by finishing its
+    work (done/w1 written, exit 0) before the run is marked "finished" is not restarted: a full-suite
+    run once saw the supervisor start a replacement after a run was over (test_rejoin's
+    SIGSTOP case, whose plan holds a rejoin that should never fire)."""
+    from dispersal.testbed.secure import SignedStore
+    from dispersal.testbed.supervisor import supervise
+
+    store = SignedStore(torch.distributed.HashStore(), bytes(32))
+    cfg = TestbedConfig(workers=2, steps=10, inner_steps=5, data=CORPUS, faults=("rejoin w1@step30",))
+    spawned: list[tuple[str, int]] = []
+
+    def spawn(w: str, incarnation: int, join_at: int) -> Any:
+        spawned.append((w, incarnation))
+        if w == "w1":  # the first out: done, exit 0, while w0 still writes its last results
+            return _FakeProc(3, 0, lambda: store.set("done/w1", "1"))
+        return _FakeProc(8, 0, lambda: (store.set("done/w0", "1"), store.set("finished", "1")))
+
+    timed_out = supervise(cfg, tmp_path, store, spawn)  # type: ignore[arg-type]
+    assert timed_out is False
+    assert spawned == [("w0", 0), ("w1", 0)]
+    assert (
+        not (tmp_path / "events.jsonl").exists() or "restarted" not in (tmp_path / "events.jsonl").read_text()
+    )
+
+
 def test_a_worker_that_never_comes_back_does_not_hang_the_group(tmp_path: Path) -> None:
     """The hold at a planned rejoin is bounded: no generation with the worker -> go on without it."""
     from dispersal.testbed.membership import Membership

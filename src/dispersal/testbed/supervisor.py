@@ -376,6 +376,12 @@ def supervise(
             # group holds that boundary for it, at most rejoin_timeout_s). Waiting for the group to
             # reach f.step before even starting it would make the group wait for process start-up,
             # and if the group never got there (a stall) the replacement would never be started.
+            if procs[f.worker].poll() is not None and _finished(store, f.worker):
+                # It ended by finishing its work (done/<w>), not by a fault: nothing to rejoin. (Seen
+                # under load: the last worker out exited before "finished" was set, and the pending
+                # rejoin started a replacement of a run that was over.)
+                rejoins.remove(f)
+                continue
             if procs[f.worker].poll() is not None and not store.valid("finished"):
                 incarnation[f.worker] += 1
                 procs[f.worker] = spawn(f.worker, incarnation[f.worker], f.step)
