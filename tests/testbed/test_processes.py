@@ -6,6 +6,7 @@ import itertools
 import json
 import statistics
 import sysconfig
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -95,16 +96,16 @@ class _FakeProc:
     """A worker process for `supervisor.supervise` driven by polls: alive for `polls` polls, then it
     exits with `code`, having first run `at_exit` (what the worker writes to the store as it ends)."""
 
-    def __init__(self, polls: int, code: int, at_exit: Any = None) -> None:
+    def __init__(self, polls: int, code: int, at_exit: Callable[[], None]) -> None:
         self.left, self.code, self.at_exit = polls, code, at_exit
-        self.pid, self.returncode = 0, None
+        self.pid = 0
+        self.returncode: int | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
             self.left -= 1
             if self.left <= 0:
-                if self.at_exit is not None:
-                    self.at_exit()
+                self.at_exit()
                 self.returncode = self.code
         return self.returncode
 
@@ -127,13 +128,20 @@ def test_a_pending_rejoin_never_restarts_a_worker_that_finished(tmp_path: Path) 
     cfg = TestbedConfig(workers=2, steps=10, inner_steps=5, data=CORPUS, faults=("rejoin w1@step30",))
     spawned: list[tuple[str, int]] = []
 
+    def finish(*keys: str) -> Callable[[], None]:
+        def write() -> None:
+            for k in keys:
+                store.set(k, "1")
+
+        return write
+
     def spawn(w: str, incarnation: int, join_at: int) -> Any:
         spawned.append((w, incarnation))
         if w == "w1":  # the first out: done, exit 0, while w0 still writes its last results
-            return _FakeProc(3, 0, lambda: store.set("done/w1", "1"))
-        return _FakeProc(8, 0, lambda: (store.set("done/w0", "1"), store.set("finished", "1")))
+            return _FakeProc(3, 0, finish("done/w1"))
+        return _FakeProc(8, 0, finish("done/w0", "finished"))
 
-    timed_out = supervise(cfg, tmp_path, store, spawn)  # type: ignore[arg-type]
+    timed_out = supervise(cfg, tmp_path, store, spawn)
     assert timed_out is False
     assert spawned == [("w0", 0), ("w1", 0)]
     assert (
