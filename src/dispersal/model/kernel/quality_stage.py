@@ -12,6 +12,7 @@ import numpy.typing as npt
 
 from dispersal.model.inputs.decoupled import MERGE_RULE_CODES
 from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.params import ModelParams
 from dispersal.model.kernel import chinchilla, quality
 from dispersal.model.kernel.context import Arr, BoolArr, Inputs, as_float
 from dispersal.model.kernel.efficiency import eta_comp, eta_h
@@ -53,13 +54,7 @@ def quality_stage(
     qmap = g("quality_mapping")
     legacy_q = qmap < 0
     q_tr = np.asarray(quality_factor, dtype=np.float64)
-    paper_dist = distributed & legacy_q
-    # eta_H is the paper mapping's alone: a call without such a configuration skips its logs.
-    e_h = (
-        np.where(paper_dist, eta_h(P, h_pen, p), 1.0)
-        if paper_dist.any()
-        else np.ones(np.broadcast_shapes(paper_dist.shape, np.shape(P), np.shape(h_pen)))
-    )
+    e_h = _eta_h_paper(distributed & legacy_q, P, h_pen, p)
     e_c = np.where(
         distributed, eta_comp(g("compression_ratio"), g("error_feedback"), g("compression_quality"), p), 1.0
     )
@@ -170,6 +165,14 @@ def quality_stage(
         "c_quality_flop": c_quality,
         "overtraining_ratio": ot,
     }
+
+
+def _eta_h_paper(paper_dist: BoolArr, P: Arr, h_pen: Arr, p: ModelParams) -> Arr:
+    """eta_H where `paper_dist` (the paper mapping's distributed configurations), 1 elsewhere; a call
+    without such a configuration (default mode) skips its logarithms."""
+    if paper_dist.any():
+        return np.asarray(np.where(paper_dist, eta_h(P, h_pen, p), 1.0), dtype=np.float64)
+    return np.ones(np.broadcast_shapes(paper_dist.shape, np.shape(P), np.shape(h_pen)))
 
 
 @dataclasses.dataclass(frozen=True)
