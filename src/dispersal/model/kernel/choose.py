@@ -79,9 +79,7 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[st
     rule = inp.g("schedule_rule") > 0
     code = base["algorithm_resolved"]
     hier = code == ALGO_HIERARCHICAL
-    chosen = np.zeros(code.shape, dtype=bool)
-    for a in CHOSEN_ALGORITHMS:  # (np.isin's answer; its set machinery costs more on small calls)
-        chosen |= code == a
+    chosen = quality.code_mask(code, CHOSEN_ALGORITHMS)
     on = rule & chosen & (base["replicas"] > 1) & np.isfinite(score(base))
     h_free = on & (inp.g("inner_steps") <= 0)
     r_free = on & hier
