@@ -287,3 +287,36 @@ def test_building_cost_between_targets_is_interpolated_log_log() -> None:
     assert c0(1e25) == pytest.approx(1e7)
     assert c0(1e23) == pytest.approx(1e5) and c0(1e28) == pytest.approx(1e10)
     assert _c0_of({1e24: None}) is None
+
+
+def test_each_targets_first_answer_is_the_finished_frontiers() -> None:
+    """`on_curve` gets one `PremiumCurve` per target, in order, as its search ends: the same one-building
+    cost and cost per grid bandwidth as the finished frontier, which the callback does not change; the
+    app's first-answer rows are those costs over the building's."""
+    from typing import Any
+
+    from dispersal.present import formats as F
+    from dispersal.present.frontier import curve_rows
+
+    kw = {
+        "targets_flop": (1e23, 1e24),
+        "premiums": (2.0,),
+        "constraints": SMALL,
+        "mode": "paper",
+        "bandwidth_grid_bits_per_s": (100e6, 1e9),
+        "sites": (),
+    }
+    seen: list[dict[str, Any]] = []
+    f = frontier(**kw, on_curve=lambda c: seen.append(c.to_dict()))  # type: ignore[arg-type]
+    assert f.to_dict() == frontier(**kw).to_dict()  # type: ignore[arg-type]
+    d = f.to_dict()
+    assert [c["target_flop"] for c in seen] == [1e23, 1e24]
+    for c, c0, costs in zip(seen, d["centralized_cost_usd"], d["cost_by_bandwidth_usd"], strict=True):
+        assert c["centralized_cost_usd"] == c0["cost_usd"] and c["cost_by_bandwidth_usd"] == costs["cost_usd"]
+        assert c["bandwidth_grid_bits_per_s"] == [100e6, 1e9]
+    rows = curve_rows(seen)
+    assert len(rows) == 4
+    cost, c0 = seen[1]["cost_by_bandwidth_usd"][1], seen[1]["centralized_cost_usd"]
+    assert cost is not None and c0 is not None
+    assert rows[3]["premium"] == f"{F.sig(cost / c0, 3)}x"
+    assert rows[3]["cheapest dispersed plan"] == F.money(cost)

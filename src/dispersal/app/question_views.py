@@ -58,6 +58,19 @@ def frontier_view(
     key = _digest(req)
     if st.button("Compute the frontier", key="fr_go", type="primary"):
         t0 = time.perf_counter()
+        # Each target's premium at every grid bandwidth is shown as soon as its search is done (the first
+        # answer, above the status); the cells, the draws and the other targets follow.
+        first = st.empty()
+        curves: list[dict[str, Any]] = []
+
+        def on_curve(c: dict[str, Any]) -> None:
+            curves.append(c)
+            with first.container():
+                st.caption(
+                    "First answer, per target as its search ends (the full table replaces it when all is done):"
+                )
+                st.table(pf.curve_rows(curves))
+
         with st.status(
             f"Searching {len(req['targets'])} target(s) x {len(req['premiums'])} premiums on the bandwidth "
             f"grid, then {req['samples']:,} Monte Carlo draws per target...",
@@ -65,9 +78,9 @@ def frontier_view(
         ) as status:
             try:
                 out, hit = (
-                    store.get_or_run("frontier", req, lambda: run_frontier_request(req))
+                    store.get_or_run("frontier", req, lambda: run_frontier_request(req, on_curve))
                     if store is not None
-                    else (run_frontier_request(req), False)
+                    else (run_frontier_request(req, on_curve), False)
                 )
                 st.session_state["_fr"] = (key, out)
                 status.update(
@@ -79,6 +92,8 @@ def frontier_view(
             except ValueError as exc:
                 st.session_state["_fr"] = (key, logic.one_line(exc))
                 status.update(label="The frontier: no answer", state="error")
+            finally:
+                first.empty()
     adopt(st, "_fr", key, store, "frontier", req)
     fr, msg = stored_answer(
         st,

@@ -657,10 +657,18 @@ def frontier_request(ui: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_frontier_request(req: Mapping[str, Any]) -> dict[str, Any]:
-    """`questions.run_frontier` for a `frontier_request` (the app caches this on its JSON)."""
+def run_frontier_request(
+    req: Mapping[str, Any], on_curve: Callable[[dict[str, Any]], None] | None = None
+) -> dict[str, Any]:
+    """`questions.run_frontier` for a `frontier_request` (the app caches this on its JSON); ``on_curve``
+    gets each target's first answer as soon as its search is done."""
     return questions.run_frontier(
-        req["plan"], int(req["samples"]), int(req["seed"]), targets=req["targets"], premiums=req["premiums"]
+        req["plan"],
+        int(req["samples"]),
+        int(req["seed"]),
+        targets=req["targets"],
+        premiums=req["premiums"],
+        on_curve=on_curve,
     )
 
 

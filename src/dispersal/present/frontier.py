@@ -138,6 +138,27 @@ def at_sites_rows(fr: Mapping[str, Any]) -> list[dict[str, str]]:
     return out
 
 
+def curve_rows(curves: Sequence[Mapping[str, Any]]) -> list[dict[str, str]]:
+    """The first answer of each target searched so far (`PremiumCurve.to_dict()`): per target and grid
+    bandwidth, the cheapest plan's cost and its premium over one building ("-": none within the largest
+    premium searched)."""
+    out = []
+    for c in curves:
+        c0 = c.get("centralized_cost_usd")
+        for b, cost in zip(c["bandwidth_grid_bits_per_s"], c["cost_by_bandwidth_usd"], strict=True):
+            prem = "-" if cost is None or not c0 else f"{F.sig(float(cost) / float(c0), 3)}x"
+            out.append(
+                {
+                    "target": F.flop(float(c["target_flop"]), unit=True),
+                    "WAN per site": F.bandwidth(float(b)),
+                    "one building": F.money_or(c0, "cannot reach"),
+                    "cheapest dispersed plan": F.money_or(cost, "-"),
+                    "premium": prem,
+                }
+            )
+    return out
+
+
 def headline(fr: Mapping[str, Any]) -> str:
     """One sentence per target: the one-building cost and P(reach) at the reach bandwidth (or why not)."""
     metric = {"c_quality": "C_quality", "c_local": "C_local"}.get(

@@ -267,10 +267,12 @@ def run_frontier(
     targets: Sequence[str] | None = None,
     premiums: Sequence[float] = FRONTIER_PREMIUMS,
     sites: Sequence[int] = FRONTIER_SITES,
+    on_curve: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """`frontier.frontier` at the plan's target (or ``targets``), regime and mode, the plan's constraints
     (its links are replaced by each grid bandwidth there), ``samples`` Monte Carlo draws per target for
-    P(reach) and the bands -> Frontier.to_dict()."""
+    P(reach) and the bands -> Frontier.to_dict(). ``on_curve`` gets each target's first answer
+    (`PremiumCurve.to_dict()`) as soon as its search is done."""
     from dispersal.model.analyses.frontier import frontier
     from dispersal.model.search.planner import Constraints
 
@@ -284,6 +286,7 @@ def run_frontier(
             mode=plan["mode"],
             samples=samples,
             seed=seed,
+            on_curve=None if on_curve is None else (lambda c: on_curve(c.to_dict())),
         ).to_dict()
     )
 

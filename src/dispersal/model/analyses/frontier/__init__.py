@@ -27,6 +27,7 @@ from dispersal.model.analyses.frontier.result import (
     AtSites,
     Frontier,
     Limit,
+    PremiumCurve,
     QualityLine,
 )
 
@@ -45,6 +46,7 @@ __all__ = [
     "AtSites",
     "Frontier",
     "Limit",
+    "PremiumCurve",
     "QualityLine",
     "frontier",
     "power_per_site_kw",

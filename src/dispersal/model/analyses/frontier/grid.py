@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -43,6 +43,7 @@ from dispersal.model.analyses.frontier.result import (
     DEFAULT_TARGETS_FLOP,
     Frontier,
     Limit,
+    PremiumCurve,
 )
 from dispersal.model.analyses.frontier.table import Engine, TargetTable, search_target
 from dispersal.model.inputs.catalog import regime
@@ -65,6 +66,7 @@ def frontier(
     sites: Sequence[int] = DEFAULT_SITES,
     quality_lines: bool = True,
     max_site_kw: float | None = None,
+    on_curve: Callable[[PremiumCurve], None] | None = None,
 ) -> Frontier:
     """The limits of dispersal for every (target, premium) pair (method: module docstring).
 
@@ -79,6 +81,8 @@ def frontier(
         quality_lines: also search under each of QUALITY_ASSUMPTIONS (default mode only).
         max_site_kw: a per-site power cap, kW (chips x TDP x PUE; None: none): larger sites are not
             searched, and "power" binds where only they would reach the target.
+        on_curve: called with each target's `PremiumCurve` as soon as its search is done, before its
+            cells and draws (the app shows it as the first answer); it changes nothing computed.
     """
     targets = tuple(float(t) for t in targets_flop)
     prem = tuple(float(p) for p in premiums)
@@ -124,6 +128,15 @@ def frontier(
         tables[t] = tab
         cm = tab.cost_min.min(axis=1) if tab.combos.size else np.full(len(lay.conds), np.inf)
         costs[t] = tuple(float(cm[k]) if math.isfinite(cm[k]) else None for k in lay.bw)
+        if on_curve is not None:
+            on_curve(
+                PremiumCurve(
+                    target_flop=t,
+                    bandwidth_grid_bits_per_s=grid,
+                    centralized_cost_usd=c0,
+                    cost_by_bandwidth_usd=costs[t],
+                )
+            )
         # each premium's column in the table (its budgets are sorted ascending, the draws' one added)
         order = (
             np.searchsorted(np.asarray(tab.budgets_usd), np.asarray(budgets) * (1 - 1e-12))

@@ -39,7 +39,9 @@ def quality_assumption_lines(
             c0 = base_cost[t]
             if c0 is None:
                 continue
-            tab = search_target(eng, t, conds, tuple(x * c0 for x in prem), exact_screen=False)
+            tab = search_target(
+                eng, t, conds, tuple(x * c0 for x in prem), exact_screen=False, most_sites=False
+            )
             cm = tab.cost_min.min(axis=1) if tab.combos.size else np.full(len(conds), np.inf)
             least = []
             for x in prem:

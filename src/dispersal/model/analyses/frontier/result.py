@@ -143,6 +143,30 @@ class QualityLine:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class PremiumCurve:
+    """One target's first answer, as soon as its search is done (before the cells, the draws and the
+    other targets): the cheapest plan's cost at each grid bandwidth against one building's. The same
+    numbers as the finished `Frontier`'s ``centralized_cost_usd`` and ``cost_by_bandwidth_usd``."""
+
+    target_flop: float
+    bandwidth_grid_bits_per_s: tuple[float, ...]
+    centralized_cost_usd: float | None
+    """One building's cost, USD (None: one building cannot reach the target either)."""
+    cost_by_bandwidth_usd: tuple[float | None, ...]
+    """Per grid bandwidth (ascending): the cheapest plan's cost, USD (None: none within the largest
+    premium searched)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "target_flop": self.target_flop,
+            "bandwidth_grid_bits_per_s": list(self.bandwidth_grid_bits_per_s),
+            "centralized_cost_usd": self.centralized_cost_usd,
+            "cost_by_bandwidth_usd": list(self.cost_by_bandwidth_usd),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Frontier:
     """The limits of dispersal over targets and premiums (`frontier`)."""
 

@@ -239,21 +239,40 @@ class Engine:
         return np.where(usable[combo], lo, np.inf), hi
 
     def _window_at(self, k: Condition) -> tuple[BoolArr, Arr, Arr]:
-        """The overtraining window of every candidate at condition k (one kernel call, cached)."""
+        """The overtraining window of every candidate at condition k (cached; `prefetch_windows`)."""
         got = self._windows.get(k)
         if got is None:
-            from dispersal.model.kernel.kernel import evaluate
-
-            sp = self.space
-            allc = np.arange(len(sp.combo_hw), dtype=np.int64)
-            n_ref = sp.reference_nodes(allc)
-            x = self.inputs(allc, n_ref, np.zeros(allc.size, dtype=np.int64), [k])
-            x["min_overtraining"] = np.asarray(np.inf)
-            ref = evaluate(x, sp.p, outputs=_WINDOW_OUTPUTS)
-            self.kernel_calls += 1
-            got = sp.node_window(ref, allc, n_ref, slack=WINDOW_SLACK)
-            self._windows[k] = got
+            self.prefetch_windows((k,))
+            got = self._windows[k]
         return got
+
+    def prefetch_windows(self, conds: Sequence[Condition]) -> None:
+        """Read the overtraining window of every candidate at each of `conds` not read yet, several
+        conditions per kernel call (up to CHUNK_POINTS points): the kernel is element-wise, so this
+        equals one call per condition, with fewer calls' fixed overhead."""
+        from dispersal.model.kernel.kernel import evaluate
+
+        todo = [k for k in dict.fromkeys(conds) if k not in self._windows]
+        if not todo:
+            return
+        sp = self.space
+        allc = np.arange(len(sp.combo_hw), dtype=np.int64)
+        n_ref = sp.reference_nodes(allc)
+        nc = allc.size
+        # batches of conditions within CHUNK_POINTS points per call
+        per_call = max(1, CHUNK_POINTS // max(nc, 1))
+        for s in range(0, len(todo), per_call):
+            batch = todo[s : s + per_call]
+            m = len(batch)
+            cond = np.repeat(np.arange(m, dtype=np.int64), nc)
+            x = self.inputs(np.tile(allc, m), np.tile(n_ref, m), cond, batch)
+            x["min_overtraining"] = np.asarray(np.inf)
+            out = evaluate(x, sp.p, outputs=_WINDOW_OUTPUTS)
+            self.kernel_calls += 1
+            ref = {key: np.broadcast_to(v, (m * nc,)) for key, v in out.items()}
+            for i, k in enumerate(batch):
+                part = {key: v[i * nc : (i + 1) * nc] for key, v in ref.items()}
+                self._windows[k] = sp.node_window(part, allc, n_ref, slack=WINDOW_SLACK)
 
     def reaches(self, combo: IntArr, k: Condition, target: float) -> bool:
         """Whether any of `combo` meets the target under condition k at any cost: REACH_POINTS node
@@ -302,14 +321,18 @@ def search_target(
     budgets_usd: Sequence[float],
     *,
     exact_screen: bool = True,
+    most_sites: bool = True,
 ) -> TargetTable:
     """The search for one target (module docstring). Condition 0 is the screen's (the most
     generous: top bandwidth, base latency, full time budget); budgets ascending.
 
     `exact_screen` False: the screen asks only whether each candidate comes within SCREEN_MARGIN of
     T (the kernel's ``quality_floor``: the schedule walk stops there), for a caller that reads the
-    cheapest plans and not the screen's best metrics (which candidates are kept is the same)."""
+    cheapest plans and not the screen's best metrics (which candidates are kept is the same).
+    `most_sites` False: the most sites per budget are not searched (``most_sites`` stays 0, its binds
+    "not searched"), for a caller that reads only the cheapest plans."""
     sp = eng.space
+    eng.prefetch_windows(conds)
     budgets = tuple(sorted(float(b) for b in budgets_usd))
     bmax = budgets[-1] if budgets else math.inf
     allc = np.arange(len(sp.combo_hw), dtype=np.int64)
@@ -357,7 +380,10 @@ def search_target(
             _smallest(eng, target, conds, keep, ki, ci, g, mt, n_min)
             cost_min[:] = np.where(np.isfinite(n_min), n_min * node_cost, np.inf)
             nb = np.stack([np.floor(b / node_cost * (1 + 1e-12)) for b in budgets], axis=-1)
-            _largest(eng, target, conds, keep, ki, ci, g, mt, nb, hi, most, most_combo, binds)
+            if most_sites:
+                _largest(eng, target, conds, keep, ki, ci, g, mt, nb, hi, most, most_combo, binds)
+            else:
+                binds = [["not searched" for _ in budgets] for _ in conds]
     return TargetTable(
         target_flop=target,
         conditions=tuple(conds),
