@@ -340,3 +340,54 @@ def test_the_monte_carlo_draws_the_chosen_target_first_without_changing_a_number
     for f in (0.01, 1.0):
         alone = questions.run_uncertainty("1e24", args, 8, 3, factors=(f,))["points"][0]
         assert alone == next(p for p in out["points"] if p["target_flop"] == alone["target_flop"])
+
+
+def test_frontier_view_shows_each_targets_first_answer_before_the_whole_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Frontier view draws each target's premium per grid bandwidth (`curve_rows`) while the search is
+    still running, once per target as its search ends, clears it when the whole answer is there, then
+    draws the whole answer's table. A fake ``st`` records the order; the frontier is a real small one."""
+    from unittest import mock
+
+    from dispersal.app import question_views
+    from dispersal.model.analyses.frontier import frontier
+    from dispersal.model.search.candidates import Constraints
+    from dispersal.present.frontier import curve_rows, limit_rows
+
+    events: list[str] = []
+    curves: list[dict[str, Any]] = []
+
+    def run(req: dict[str, Any], on_curve: Any = None) -> dict[str, Any]:
+        def seen(c: Any) -> None:
+            curves.append(c.to_dict())
+            on_curve(c.to_dict())
+
+        f = frontier(
+            targets_flop=(1e23, 1e24),
+            premiums=(2.0,),
+            constraints=Constraints(hardware=("h100_sxm",)),
+            mode="paper",
+            bandwidth_grid_bits_per_s=(100e6, 1e9),
+            sites=(),
+            on_curve=seen,
+        )
+        events.append("done")
+        return dict(f.to_dict())
+
+    monkeypatch.setattr(question_views, "run_frontier_request", run)
+    st = mock.MagicMock()
+    st.session_state = {}
+    st.button.return_value = True
+    st.checkbox.return_value = False
+    tables: list[tuple[int, Any]] = []
+    st.table.side_effect = lambda rows: tables.append((len(events), rows))
+    first = st.empty.return_value
+    first.empty.side_effect = lambda: events.append("cleared")
+    ui = {**logic.default_ui(), "mode": "paper", "plan_target": "1e24"}
+    assert question_views.frontier_view(st, ui, lambda *a: None, None, lambda d: {}) is None
+    assert len(curves) == 2
+    assert tables[0] == (0, curve_rows(curves[:1])) and tables[1] == (0, curve_rows(curves))
+    assert events == ["done", "cleared"]
+    fr = st.session_state["_fr"][1]
+    assert (2, limit_rows(fr)) in tables[2:]
