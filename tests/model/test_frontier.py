@@ -134,6 +134,30 @@ def test_a_screen_that_stops_at_the_margin_keeps_the_same_plans(target: float, b
     assert exact.screen_exact and not cheap.screen_exact and math.isnan(cheap.c_local_uncapped_flop)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("target", "bw"), [(1e23, 30e6), (1e24, 100e6), (1e25, 1e9), (3e25, 10e9)])
+def test_cheapest_only_finds_the_same_cheapest_plan_per_condition(target: float, bw: float) -> None:
+    """`search_target(cheapest_only=True)` (branch and bound on cost = N x a node's cost, what the quality
+    lines read) gives exactly the full search's cheapest cost per condition, refines fewer candidates,
+    and searches no most sites."""
+    c = Constraints(hardware=("h100_sxm", "a100_80gb", "tpu_v5e"))
+    eng = Engine(Mode.DEFAULT, c, "treaty")
+    k = [
+        Condition(bandwidth_bits_per_s=b, latency_s=0.1, duration_s=c.max_duration_s)
+        for b in (bw * 10, bw, bw / 10)
+    ]
+    budgets = (1e7, 1e8, 1e9)
+    full = search_target(eng, target, k, budgets, exact_screen=False)
+    cheap = search_target(eng, target, k, budgets, exact_screen=False, cheapest_only=True)
+    np.testing.assert_array_equal(cheap.combos, full.combos)
+    np.testing.assert_array_equal(cheap.cost_min.min(axis=1), full.cost_min.min(axis=1))
+    assert np.isfinite(full.cost_min).sum() > np.isfinite(cheap.cost_min).sum() > 0
+    # every cost it did compute is the full search's
+    done = np.isfinite(cheap.cost_min)
+    np.testing.assert_array_equal(cheap.cost_min[done], full.cost_min[done])
+    assert not cheap.most_sites.any() and {b for row in cheap.most_binds for b in row} == {"not searched"}
+
+
 @settings(max_examples=4, deadline=None)
 @given(
     target=st.sampled_from([3e23, 1e24, 1e25]),

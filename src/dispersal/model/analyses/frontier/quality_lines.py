@@ -40,7 +40,7 @@ def quality_assumption_lines(
             if c0 is None:
                 continue
             tab = search_target(
-                eng, t, conds, tuple(x * c0 for x in prem), exact_screen=False, most_sites=False
+                eng, t, conds, tuple(x * c0 for x in prem), exact_screen=False, cheapest_only=True
             )
             cm = tab.cost_min.min(axis=1) if tab.combos.size else np.full(len(conds), np.inf)
             least = []

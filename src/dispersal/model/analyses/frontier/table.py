@@ -321,7 +321,7 @@ def search_target(
     budgets_usd: Sequence[float],
     *,
     exact_screen: bool = True,
-    most_sites: bool = True,
+    cheapest_only: bool = False,
 ) -> TargetTable:
     """The search for one target (module docstring). Condition 0 is the screen's (the most
     generous: top bandwidth, base latency, full time budget); budgets ascending.
@@ -329,8 +329,10 @@ def search_target(
     `exact_screen` False: the screen asks only whether each candidate comes within SCREEN_MARGIN of
     T (the kernel's ``quality_floor``: the schedule walk stops there), for a caller that reads the
     cheapest plans and not the screen's best metrics (which candidates are kept is the same).
-    `most_sites` False: the most sites per budget are not searched (``most_sites`` stays 0, its binds
-    "not searched"), for a caller that reads only the cheapest plans."""
+    `cheapest_only` True: for a caller that reads only the cheapest plan per condition
+    (``cost_min.min(axis=1)``), which is then exactly as without it, but a candidate that cannot beat
+    the cheapest is not refined (its ``n_min`` NaN, ``cost_min`` inf: `_cheapest`) and the most sites
+    per budget are not searched (``most_sites`` 0, binds "not searched")."""
     sp = eng.space
     eng.prefetch_windows(conds)
     budgets = tuple(sorted(float(b) for b in budgets_usd))
@@ -371,7 +373,13 @@ def search_target(
             lo[i], hi[i] = eng.window(keep, k, target)
         top = np.minimum(hi, np.floor(bmax / node_cost * (1 + 1e-12)))
         rows = np.flatnonzero((top >= lo).reshape(-1))
-        if rows.size:
+        if rows.size and cheapest_only:
+            ki, ci = np.divmod(rows, nc)
+            g = geomgrid(lo.reshape(-1)[rows], top.reshape(-1)[rows], GRID_POINTS)
+            _cheapest(eng, target, conds, keep, ki, ci, g, node_cost[ki, ci], n_min)
+            cost_min[:] = np.where(np.isfinite(n_min), n_min * node_cost, np.inf)
+            binds = [["not searched" for _ in budgets] for _ in conds]
+        elif rows.size:
             ki, ci = np.divmod(rows, nc)
             g = geomgrid(lo.reshape(-1)[rows], top.reshape(-1)[rows], GRID_POINTS)
             mt = eng.meets(
@@ -380,10 +388,7 @@ def search_target(
             _smallest(eng, target, conds, keep, ki, ci, g, mt, n_min)
             cost_min[:] = np.where(np.isfinite(n_min), n_min * node_cost, np.inf)
             nb = np.stack([np.floor(b / node_cost * (1 + 1e-12)) for b in budgets], axis=-1)
-            if most_sites:
-                _largest(eng, target, conds, keep, ki, ci, g, mt, nb, hi, most, most_combo, binds)
-            else:
-                binds = [["not searched" for _ in budgets] for _ in conds]
+            _largest(eng, target, conds, keep, ki, ci, g, mt, nb, hi, most, most_combo, binds)
     return TargetTable(
         target_flop=target,
         conditions=tuple(conds),
@@ -428,6 +433,64 @@ def _smallest(
 
     first = first_true(np.minimum(lo[sel], hi[sel]), hi[sel], pred)
     n_min[ki[sel], ci[sel]] = first
+
+
+#: Grid points per row `_cheapest` asks about together, from the left: after each batch a row that cannot
+#: beat the cheapest plan found so far at its condition is dropped. Sets only how many points are asked
+#: about, never the answer.
+CHEAPEST_BATCH = 2
+
+
+def _cheapest(
+    eng: Engine,
+    target: float,
+    conds: Sequence[Condition],
+    keep: IntArr,
+    ki: IntArr,
+    ci: IntArr,
+    g: Arr,
+    unit_usd: Arr,
+    n_min: Arr,
+) -> None:
+    """`_smallest` for the rows that can hold the cheapest plan of their condition, by branch and bound
+    on cost = N x unit_usd (the table's cost): per row the grid is asked about from the left; a row whose
+    first point meeting T lies at grid index f has its smallest N in [g[f-1] + 1, g[f]] (`_smallest`),
+    so a row with no point meeting T among the first a costs at least (g[a-1] + 1) x unit and one meeting
+    at f at most g[f] x unit. A row whose least possible cost is above the least upper bound of its
+    condition is dropped (grid, then before the bisection): the per-condition minimum of n_min x unit
+    is exactly `_smallest`'s, the dropped rows' n_min stay NaN."""
+    rows, points = g.shape
+    best = np.full(len(conds), np.inf)
+    first = np.full(rows, -1, dtype=np.int64)
+    tol = 1 + 1e-12
+    for a in range(0, points, CHEAPEST_BATCH):
+        least = (g[:, a - 1] + 1.0 if a > 0 else g[:, 0]) * unit_usd
+        open_rows = np.flatnonzero((first < 0) & (least <= best[ki] * tol))
+        if open_rows.size == 0:
+            break
+        cols = np.arange(a, min(a + CHEAPEST_BATCH, points))
+        rr = np.repeat(open_rows, cols.size)
+        cc = np.tile(cols, open_rows.size)
+        mt = eng.meets(keep[ci[rr]], g[rr, cc], ki[rr], conds, target).reshape(open_rows.size, cols.size)
+        hit = mt.any(axis=1)
+        r = open_rows[hit]
+        f = a + np.argmax(mt[hit], axis=1)
+        first[r] = f
+        np.minimum.at(best, ki[r], g[r, f] * unit_usd[r])
+    has = first >= 0
+    f = np.maximum(first, 0)
+    idx = np.arange(rows)
+    hi = g[idx, f]
+    lo = np.where(f > 0, g[idx, np.maximum(f - 1, 0)] + 1.0, hi)
+    sel = np.flatnonzero(has & (np.minimum(lo, hi) * unit_usd <= best[ki] * tol))
+    if sel.size == 0:
+        return
+
+    def pred(s: IntArr, n: Arr) -> BoolArr:
+        r = sel[s]
+        return eng.meets(keep[ci[r]], n, ki[r], conds, target)
+
+    n_min[ki[sel], ci[sel]] = first_true(np.minimum(lo[sel], hi[sel]), hi[sel], pred)
 
 
 def _largest(
