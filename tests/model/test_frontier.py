@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -317,8 +318,6 @@ def test_each_targets_first_answer_is_the_finished_frontiers() -> None:
     """`on_curve` gets one `PremiumCurve` per target, in order, as its search ends: the same one-building
     cost and cost per grid bandwidth as the finished frontier, which the callback does not change; the
     app's first-answer rows are those costs over the building's."""
-    from typing import Any
-
     from dispersal.present import formats as F
     from dispersal.present.frontier import curve_rows
 
@@ -344,3 +343,61 @@ def test_each_targets_first_answer_is_the_finished_frontiers() -> None:
     assert cost is not None and c0 is not None
     assert rows[3]["premium"] == f"{F.sig(cost / c0, 3)}x"
     assert rows[3]["cheapest dispersed plan"] == F.money(cost)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", [Mode.DEFAULT, Mode.PAPER])
+def test_draws_branch_and_bound_gives_the_unpruned_least_costs(
+    mode: Mode, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`bands.least_costs` refines only the rows that can hold the cheapest plan of their (draw,
+    condition) (`bisection.cheapest_first_on_grid`): the same least cost per draw and condition as
+    refining every row, which the kernel's cost makes sound: non-decreasing in N for each candidate, draw
+    and condition (the search trains for the whole time budget)."""
+    from dispersal.model.analyses.frontier import bands
+    from dispersal.model.search import bisection
+
+    c = Constraints(hardware=("h100_sxm", "a100_80gb"))
+    eng = Engine(mode, c, "treaty")
+    dr = bands.Draws(mode, c, 12, 3)
+    conds = [
+        Condition(bandwidth_bits_per_s=b, latency_s=0.1, duration_s=c.max_duration_s)
+        for b in (1e8, 1e9, 1e10)
+    ]
+    target = 1e24
+    tab = search_target(eng, target, conds, (5e8,), exact_screen=False)
+    combos = bands.shortlist(tab, range(len(conds)), eng.space.combo_hw)
+    draws = np.arange(1, 13, dtype=np.int64)
+    kept: list[tuple[int, int]] = []
+    bound = bisection.cheapest_first_on_grid
+
+    def counted(g: Any, pred: Any, group: Any) -> Any:
+        first = bound(g, pred, group)
+        every = bisection.first_on_grid(g, lambda r, n: pred(r, n)[0])
+        kept.append((int((first >= 0).sum()), int((every >= 0).sum())))
+        return first
+
+    monkeypatch.setattr(bands, "cheapest_first_on_grid", counted)
+    pruned = bands.least_costs(eng, dr, target, combos, conds, draws)
+    assert np.isfinite(pruned).sum() > 0
+    assert sum(k for k, _ in kept) < sum(e for _, e in kept)  # rows were dropped
+
+    def every_row(g: Any, pred: Any, group: Any) -> Any:
+        return bisection.first_on_grid(g, lambda r, n: pred(r, n)[0])
+
+    monkeypatch.setattr(bands, "cheapest_first_on_grid", every_row)
+    np.testing.assert_array_equal(bands.least_costs(eng, dr, target, combos, conds, draws), pruned)
+    # the property the bound rests on: at each candidate, draw and condition, cost never falls with N
+    n = np.geomspace(1.0, 4096.0, 24).round()
+    rows = np.repeat(np.arange(combos.size), n.size)
+    r = dr.run(
+        eng,
+        combos[rows],
+        np.tile(n, combos.size),
+        np.zeros(rows.size, dtype=np.int64),
+        conds,
+        np.full(rows.size, 5, dtype=np.int64),
+        eng.space.p,
+    )
+    cost = r["cost_usd"].reshape(combos.size, n.size)
+    assert (np.diff(cost, axis=1) >= 0).all()

@@ -19,6 +19,7 @@ from dispersal.model.search.bisection import (
     BoolArr,
     IntArr,
     Predicate,
+    cheapest_first_on_grid,
     first_in_pieces,
     first_on_grid,
     first_true,
@@ -310,6 +311,52 @@ def test_first_on_grid_equals_the_first_true_of_the_whole_grid(flags: list[list[
     for r, c in asked:
         if want[r] >= 0:
             assert c // batch <= want[r] // batch
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(st.integers(1, 400), st.floats(0.5, 8.0), st.floats(0.0, 50.0), st.integers(0, 2)),
+        min_size=1,
+        max_size=25,
+    ),
+    batch=st.sampled_from([1, 2, 4, 8]),
+)
+def test_cheapest_first_on_grid_keeps_every_groups_least_cost(
+    rows: list[tuple[int, float, float, int]], batch: int
+) -> None:
+    """Rows meeting the predicate from a threshold N on (random per row), cost = base + unit x N
+    (non-decreasing), three groups: refining only the rows `cheapest_first_on_grid` keeps (first_true in
+    their first true cell) gives every group's least cost of the rows' answers, as refining every row;
+    a kept row's first point is `first_on_grid`'s."""
+    thr = np.asarray([r[0] for r in rows], dtype=np.float64)
+    unit = np.asarray([r[1] for r in rows])
+    base = np.asarray([r[2] for r in rows])
+    group = np.asarray([r[3] for r in rows], dtype=np.int64)
+    g = np.tile(np.round(np.geomspace(1.0, 300.0, 9)), (len(rows), 1))
+
+    def meets(r: IntArr, n: Arr) -> BoolArr:
+        return np.asarray(n >= thr[r], dtype=bool)
+
+    def meets_cost(r: IntArr, n: Arr) -> tuple[BoolArr, Arr]:
+        return meets(r, n), base[r] + unit[r] * n
+
+    def least_per_group(first: IntArr) -> dict[int, float]:
+        sel = np.flatnonzero(first >= 0)
+        f = first[sel]
+        hi = g[sel, f]
+        lo = np.minimum(np.where(f > 0, g[sel, np.maximum(f - 1, 0)] + 1.0, hi), hi)
+        n = first_true(lo, hi, lambda s, x: meets(sel[s], x))
+        out: dict[int, float] = {}
+        for i, r in enumerate(sel):
+            c = float(base[r] + unit[r] * n[i])
+            out[int(group[r])] = min(out.get(int(group[r]), np.inf), c)
+        return out
+
+    every = first_on_grid(g, meets, batch=batch)
+    kept = cheapest_first_on_grid(g, meets_cost, group, batch=batch)
+    assert least_per_group(kept) == least_per_group(every)
+    np.testing.assert_array_equal(kept[kept >= 0], every[kept >= 0])
 
 
 @pytest.mark.slow

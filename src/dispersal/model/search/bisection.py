@@ -253,6 +253,52 @@ def first_on_grid(g: Arr, pred: Predicate, *, batch: int = FIRST_ON_GRID_BATCH) 
     return first
 
 
+CostPredicate = Callable[[IntArr, Arr], tuple[BoolArr, Arr]]
+"""pred(rows, n): whether each row meets the predicate at node count n, and the cost there (non-decreasing
+in n along a row)."""
+
+
+def cheapest_first_on_grid(
+    g: Arr, pred: CostPredicate, group: IntArr, *, batch: int = FIRST_ON_GRID_BATCH
+) -> IntArr:
+    """`first_on_grid` for a caller that reads only the cheapest plan per group of rows (branch and
+    bound), the plan of a row being the smallest N in its first true cell [g[f-1] + 1, g[f]]. The rows
+    are asked about in batches from the left as there. A row with no true point yet costs at least its
+    cost at the last point asked (the cost is non-decreasing in N and its answer lies beyond), one whose
+    first true point is f at least its cost at g[f-1] and at most its cost at g[f]; a row whose least
+    cost is above its group's least upper bound (by more than rounding: a tie is kept) is asked about no
+    more. Returns `first_on_grid`'s index for every row that can hold its group's cheapest plan, -1 for
+    the others: refining only those rows' cells gives each group's least cost exactly."""
+    rows, points = g.shape
+    group = np.asarray(group, dtype=np.int64)
+    best = np.full(int(group.max()) + 1 if rows else 0, np.inf)
+    first = np.full(rows, -1, dtype=np.int64)
+    below = np.zeros(rows)
+    for a in range(0, points, max(1, batch)):
+        open_rows = np.flatnonzero((first < 0) & (below <= best[group] * _COST_TOL))
+        if open_rows.size == 0:
+            break
+        cols = np.arange(a, min(a + max(1, batch), points))
+        rr = np.repeat(open_rows, cols.size)
+        ok, cost = pred(rr, g[rr, np.tile(cols, open_rows.size)])
+        ok = np.asarray(ok, dtype=bool).reshape(open_rows.size, cols.size)
+        cost = np.asarray(cost, dtype=np.float64).reshape(open_rows.size, cols.size)
+        hit = ok.any(axis=1)
+        j = np.argmax(ok[hit], axis=1)
+        r = open_rows[hit]
+        first[r] = a + j
+        np.minimum.at(best, group[r], cost[hit, j])
+        below[r] = np.where(j > 0, cost[hit, np.maximum(j - 1, 0)], below[r])
+        below[open_rows[~hit]] = cost[~hit, -1]
+    first[(first >= 0) & (below > best[group] * _COST_TOL)] = -1
+    return first
+
+
+#: A row is dropped only when its least cost is above its group's best by more than rounding (a tie is
+#: kept: it cannot change the least cost either way).
+_COST_TOL = 1.0 + 1e-12
+
+
 def first_in_pieces(
     lo: npt.ArrayLike,
     hi: npt.ArrayLike,
@@ -542,4 +588,11 @@ def _finish(w: _Walk, sel: IntArr) -> None:
     w.phase[sel] = _DONE
 
 
-__all__ = ["FIRST_ON_GRID_BATCH", "first_in_pieces", "first_on_grid", "first_true", "last_true"]
+__all__ = [
+    "FIRST_ON_GRID_BATCH",
+    "cheapest_first_on_grid",
+    "first_in_pieces",
+    "first_on_grid",
+    "first_true",
+    "last_true",
+]

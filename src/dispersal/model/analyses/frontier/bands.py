@@ -23,7 +23,7 @@ import numpy.typing as npt
 from dispersal.model.analyses.frontier.table import Condition, Engine, TargetTable
 from dispersal.model.inputs.params import ModelParams
 from dispersal.model.inputs.scenario import Mode
-from dispersal.model.search.bisection import first_on_grid, first_true
+from dispersal.model.search.bisection import cheapest_first_on_grid, first_true
 from dispersal.model.search.candidates import SEARCH_OUTPUTS, Constraints
 
 Arr = npt.NDArray[np.float64]
@@ -200,16 +200,24 @@ def _least_group(
     g = np.round(lo[:, None] * (hi / lo)[:, None] ** t)
     g = np.maximum.accumulate(np.clip(g, lo[:, None], hi[:, None]), axis=1)
 
-    def meets(rows: IntArr, n: Arr) -> BoolArr:
+    def meets_cost(rows: IntArr, n: Arr) -> tuple[BoolArr, Arr]:
         res = np.zeros(rows.size, dtype=bool)
+        cost = np.zeros(rows.size)
         for s in range(0, rows.size, _CHUNK):
             e = rows[s : s + _CHUNK]
             floor = target * (1 - 1e-9)
             r = dr.run(eng, combos[cc[e]], n[s : s + _CHUNK], kk[e], conds, draws[dd[e]], p, floor)
             res[s : s + _CHUNK] = (r["valid"] > 0) & (r["metric"] >= floor)
-        return res
+            cost[s : s + _CHUNK] = r["cost_usd"]
+        return res, cost
 
-    first = first_on_grid(g, meets)
+    def meets(rows: IntArr, n: Arr) -> BoolArr:
+        return meets_cost(rows, n)[0]
+
+    # Only the cheapest row per (draw, condition) is read: branch and bound on the cost, which the
+    # kernel makes non-decreasing in N here (the search trains for the whole time budget, tokens 0, so
+    # cost = (N + validators) x a node's price and energy; tests/model/test_frontier.py checks it).
+    first = cheapest_first_on_grid(g, meets_cost, dd * len(conds) + kk)
     has = np.flatnonzero(first >= 0)
     if has.size == 0:
         return

@@ -31,7 +31,7 @@ import numpy.typing as npt
 from dispersal.model.inputs import units
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.inputs.scenario import Mode
-from dispersal.model.search.bisection import first_true, last_true
+from dispersal.model.search.bisection import cheapest_first_on_grid, first_true, last_true
 from dispersal.model.search.candidates import Constraints, hardware_variants, make_space
 from dispersal.model.search.plan_result import Metric
 from dispersal.model.search.planner import ETA_BOUND, SCREEN_MARGIN
@@ -435,12 +435,6 @@ def _smallest(
     n_min[ki[sel], ci[sel]] = first
 
 
-#: Grid points per row `_cheapest` asks about together, from the left: after each batch a row that cannot
-#: beat the cheapest plan found so far at its condition is dropped. Sets only how many points are asked
-#: about, never the answer.
-CHEAPEST_BATCH = 2
-
-
 def _cheapest(
     eng: Engine,
     target: float,
@@ -452,45 +446,26 @@ def _cheapest(
     unit_usd: Arr,
     n_min: Arr,
 ) -> None:
-    """`_smallest` for the rows that can hold the cheapest plan of their condition, by branch and bound
-    on cost = N x unit_usd (the table's cost): per row the grid is asked about from the left; a row whose
-    first point meeting T lies at grid index f has its smallest N in [g[f-1] + 1, g[f]] (`_smallest`),
-    so a row with no point meeting T among the first a costs at least (g[a-1] + 1) x unit and one meeting
-    at f at most g[f] x unit. A row whose least possible cost is above the least upper bound of its
-    condition is dropped (grid, then before the bisection): the per-condition minimum of n_min x unit
-    is exactly `_smallest`'s, the dropped rows' n_min stay NaN."""
-    rows, points = g.shape
-    best = np.full(len(conds), np.inf)
-    first = np.full(rows, -1, dtype=np.int64)
-    tol = 1 + 1e-12
-    for a in range(0, points, CHEAPEST_BATCH):
-        least = (g[:, a - 1] + 1.0 if a > 0 else g[:, 0]) * unit_usd
-        open_rows = np.flatnonzero((first < 0) & (least <= best[ki] * tol))
-        if open_rows.size == 0:
-            break
-        cols = np.arange(a, min(a + CHEAPEST_BATCH, points))
-        rr = np.repeat(open_rows, cols.size)
-        cc = np.tile(cols, open_rows.size)
-        mt = eng.meets(keep[ci[rr]], g[rr, cc], ki[rr], conds, target).reshape(open_rows.size, cols.size)
-        hit = mt.any(axis=1)
-        r = open_rows[hit]
-        f = a + np.argmax(mt[hit], axis=1)
-        first[r] = f
-        np.minimum.at(best, ki[r], g[r, f] * unit_usd[r])
-    has = first >= 0
-    f = np.maximum(first, 0)
-    idx = np.arange(rows)
-    hi = g[idx, f]
-    lo = np.where(f > 0, g[idx, np.maximum(f - 1, 0)] + 1.0, hi)
-    sel = np.flatnonzero(has & (np.minimum(lo, hi) * unit_usd <= best[ki] * tol))
+    """`_smallest` for the rows that can hold the cheapest plan of their condition: branch and bound on
+    the table's cost N x unit_usd (`bisection.cheapest_first_on_grid`). The per-condition minimum of
+    n_min x unit is exactly `_smallest`'s; the dropped rows' n_min stay NaN."""
+
+    def meets_cost(r: IntArr, n: Arr) -> tuple[BoolArr, Arr]:
+        return eng.meets(keep[ci[r]], n, ki[r], conds, target), n * unit_usd[r]
+
+    at = cheapest_first_on_grid(g, meets_cost, ki)
+    sel = np.flatnonzero(at >= 0)
     if sel.size == 0:
         return
+    f = at[sel]
+    hi = g[sel, f]
+    lo = np.where(f > 0, g[sel, np.maximum(f - 1, 0)] + 1.0, hi)
 
     def pred(s: IntArr, n: Arr) -> BoolArr:
         r = sel[s]
         return eng.meets(keep[ci[r]], n, ki[r], conds, target)
 
-    n_min[ki[sel], ci[sel]] = first_true(np.minimum(lo[sel], hi[sel]), hi[sel], pred)
+    n_min[ki[sel], ci[sel]] = first_true(np.minimum(lo, hi), hi, pred)
 
 
 def _largest(

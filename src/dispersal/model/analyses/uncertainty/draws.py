@@ -19,7 +19,7 @@ from dispersal.model.kernel import quality
 from dispersal.model.kernel.efficiency import eta_h
 from dispersal.model.kernel.kernel import evaluate
 from dispersal.model.search import planner
-from dispersal.model.search.bisection import first_on_grid, first_true
+from dispersal.model.search.bisection import cheapest_first_on_grid, first_on_grid, first_true
 from dispersal.model.search.candidates import SEARCH_OUTPUTS, CandidateSpace
 
 Arr = npt.NDArray[np.float64]
@@ -207,14 +207,26 @@ class _Search:
 
     def meets(self, combo: IntArr, draw: IntArr, n: Arr) -> npt.NDArray[np.bool_]:
         """Valid and meeting the target, evaluated in chunks."""
+        return self.meets_cost(combo, draw, n)[0]
+
+    def meets_cost(self, combo: IntArr, draw: IntArr, n: Arr) -> tuple[npt.NDArray[np.bool_], Arr]:
+        """(valid and meeting the target, cost in USD), evaluated in chunks."""
         out = np.zeros(n.size, dtype=bool)
+        cost = np.zeros(n.size)
         for s in range(0, n.size, _CHUNK_ELEMENTS):
             e = slice(s, s + _CHUNK_ELEMENTS)
-            out[e] = self.run(combo[e], draw[e], n[e], only_meets=True)["meets"] > 0
-        return out
+            r = self.run(combo[e], draw[e], n[e], only_meets=True)
+            out[e] = r["meets"] > 0
+            cost[e] = r["cost_usd"]
+        return out, cost
 
-    def smallest_nodes(self, combos: IntArr, draws: IntArr) -> Arr:
-        """For each (draw, combo) of the outer product: the smallest N meeting the target, or NaN."""
+    def smallest_nodes(self, combos: IntArr, draws: IntArr, *, cheapest_only: bool = False) -> Arr:
+        """For each (draw, combo) of the outer product: the smallest N meeting the target, or NaN.
+
+        `cheapest_only`: for a caller that reads only each draw's cheapest (combo, N) (`_pick`): a
+        combo whose plan cannot cost as little as the draw's cheapest is left NaN (branch and bound,
+        `bisection.cheapest_first_on_grid`; the cost is non-decreasing in N, as the search trains for
+        the whole time budget), so each draw's least cost, and its ties, are exactly as without it."""
         sp, c = self.space, self.c
         cc = np.tile(combos, draws.size)
         dd = np.repeat(draws, combos.size)
@@ -238,7 +250,14 @@ class _Search:
         def meets_at(sel: IntArr, n: Arr) -> npt.NDArray[np.bool_]:
             return self.meets(ci[sel], di[sel], n)
 
-        at = first_on_grid(grid, meets_at)
+        def meets_cost_at(sel: IntArr, n: Arr) -> tuple[npt.NDArray[np.bool_], Arr]:
+            return self.meets_cost(ci[sel], di[sel], n)
+
+        at = (
+            cheapest_first_on_grid(grid, meets_cost_at, di)
+            if cheapest_only
+            else first_on_grid(grid, meets_at)
+        )
         has = at >= 0
         first = np.maximum(at, 0)
         rows = np.arange(idx.size)

@@ -333,7 +333,7 @@ def _run_draws(
             members = np.flatnonzero(scales == scale)
             for s in range(0, members.size, chunk):
                 part = members[s : s + chunk]
-                n = srch.smallest_nodes(shortlist, part + 1)
+                n = srch.smallest_nodes(shortlist, part + 1, cheapest_only=True)
                 _pick(srch, shortlist, part, n, out, choice)
                 done += part.size
                 if progress is not None:
