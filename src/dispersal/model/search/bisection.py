@@ -253,6 +253,20 @@ def first_on_grid(g: Arr, pred: Predicate, *, batch: int = FIRST_ON_GRID_BATCH) 
     return first
 
 
+def first_in_cells(g: Arr, first: IntArr, pred: Predicate) -> tuple[IntArr, Arr]:
+    """The refinement after a grid step (`first_on_grid`, `cheapest_first_on_grid`): for each row of `g`
+    with a first true point f (``first >= 0``), the smallest integer n with pred(row, n) in its cell
+    [g[f-1] + 1, g[f]] (g[f] itself when f = 0), by `first_true`. Returns (rows, n); `pred` is asked
+    with row indices of `g`."""
+    sel = np.flatnonzero(first >= 0)
+    if sel.size == 0:
+        return sel, np.zeros(0)
+    f = first[sel]
+    hi = g[sel, f]
+    lo = np.where(f > 0, g[sel, np.maximum(f - 1, 0)] + 1.0, hi)
+    return sel, first_true(np.minimum(lo, hi), hi, lambda s, n: pred(sel[s], n))
+
+
 CostPredicate = Callable[[IntArr, Arr], tuple[BoolArr, Arr]]
 """pred(rows, n): whether each row meets the predicate at node count n, and the cost there (non-decreasing
 in n along a row)."""
@@ -591,6 +605,7 @@ def _finish(w: _Walk, sel: IntArr) -> None:
 __all__ = [
     "FIRST_ON_GRID_BATCH",
     "cheapest_first_on_grid",
+    "first_in_cells",
     "first_in_pieces",
     "first_on_grid",
     "first_true",

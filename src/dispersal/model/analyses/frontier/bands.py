@@ -23,7 +23,7 @@ import numpy.typing as npt
 from dispersal.model.analyses.frontier.table import Condition, Engine, TargetTable
 from dispersal.model.inputs.params import ModelParams
 from dispersal.model.inputs.scenario import Mode
-from dispersal.model.search.bisection import cheapest_first_on_grid, first_true
+from dispersal.model.search.bisection import cheapest_first_on_grid, first_in_cells
 from dispersal.model.search.candidates import SEARCH_OUTPUTS, Constraints
 
 Arr = npt.NDArray[np.float64]
@@ -218,17 +218,9 @@ def _least_group(
     # kernel makes non-decreasing in N here (the search trains for the whole time budget, tokens 0, so
     # cost = (N + validators) x a node's price and energy; tests/model/test_frontier.py checks it).
     first = cheapest_first_on_grid(g, meets_cost, dd * len(conds) + kk)
-    has = np.flatnonzero(first >= 0)
+    has, n_first = first_in_cells(g, first, meets)
     if has.size == 0:
         return
-    f = first[has]
-    b_hi = g[has, f]
-    b_lo = np.where(f > 0, g[has, np.maximum(f - 1, 0)] + 1.0, b_hi)
-
-    def meets_has(s: IntArr, n: Arr) -> BoolArr:
-        return meets(has[s], n)
-
-    n_first = first_true(np.minimum(b_lo, b_hi), b_hi, meets_has)
     r = dr.run(eng, combos[cc[has]], n_first, kk[has], conds, draws[dd[has]], p)
     cost = np.where((r["valid"] > 0) & (r["metric"] >= target * (1 - 1e-9)), r["cost_usd"], np.inf)
     np.minimum.at(out, (dd[has], kk[has]), cost)

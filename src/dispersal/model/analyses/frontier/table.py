@@ -31,7 +31,7 @@ import numpy.typing as npt
 from dispersal.model.inputs import units
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.inputs.scenario import Mode
-from dispersal.model.search.bisection import cheapest_first_on_grid, first_true, last_true
+from dispersal.model.search.bisection import cheapest_first_on_grid, first_in_cells, last_true
 from dispersal.model.search.candidates import Constraints, hardware_variants, make_space
 from dispersal.model.search.plan_result import Metric
 from dispersal.model.search.planner import ETA_BOUND, SCREEN_MARGIN
@@ -376,7 +376,7 @@ def search_target(
         if rows.size and cheapest_only:
             ki, ci = np.divmod(rows, nc)
             g = geomgrid(lo.reshape(-1)[rows], top.reshape(-1)[rows], GRID_POINTS)
-            _cheapest(eng, target, conds, keep, ki, ci, g, node_cost[ki, ci], n_min)
+            _cheapest(_Rows(eng, target, conds, keep, ki, ci), g, node_cost[ki, ci], n_min)
             cost_min[:] = np.where(np.isfinite(n_min), n_min * node_cost, np.inf)
             binds = [["not searched" for _ in budgets] for _ in conds]
         elif rows.size:
@@ -385,10 +385,11 @@ def search_target(
             mt = eng.meets(
                 np.repeat(keep[ci], GRID_POINTS), g.reshape(-1), np.repeat(ki, GRID_POINTS), conds, target
             ).reshape(-1, GRID_POINTS)
-            _smallest(eng, target, conds, keep, ki, ci, g, mt, n_min)
+            rws = _Rows(eng, target, conds, keep, ki, ci)
+            _smallest(rws, g, mt, n_min)
             cost_min[:] = np.where(np.isfinite(n_min), n_min * node_cost, np.inf)
             nb = np.stack([np.floor(b / node_cost * (1 + 1e-12)) for b in budgets], axis=-1)
-            _largest(eng, target, conds, keep, ki, ci, g, mt, nb, hi, most, most_combo, binds)
+            _largest(rws, g, mt, nb, hi, most, most_combo, binds)
     return TargetTable(
         target_flop=target,
         conditions=tuple(conds),
@@ -405,76 +406,44 @@ def search_target(
     )
 
 
-def _smallest(
-    eng: Engine,
-    target: float,
-    conds: Sequence[Condition],
-    keep: IntArr,
-    ki: IntArr,
-    ci: IntArr,
-    g: Arr,
-    mt: BoolArr,
-    n_min: Arr,
-) -> None:
+@dataclass(frozen=True, slots=True)
+class _Rows:
+    """The rows of a search's grid: row r is candidate keep[ci[r]] under condition conds[ki[r]], asked
+    whether it meets the target."""
+
+    eng: Engine
+    target: float
+    conds: Sequence[Condition]
+    keep: IntArr
+    ki: IntArr
+    ci: IntArr
+
+    def meets(self, r: IntArr, n: Arr) -> BoolArr:
+        """Whether rows r meet the target at node counts n (`Engine.meets`)."""
+        return self.eng.meets(self.keep[self.ci[r]], n, self.ki[r], self.conds, self.target)
+
+
+def _smallest(rows: _Rows, g: Arr, mt: BoolArr, n_min: Arr) -> None:
     """Fill n_min[k, c]: the first grid point meeting T, refined down to the integer by bisection
-    inside its grid cell."""
-    has = mt.any(axis=1)
-    f = np.argmax(mt, axis=1)
-    idx = np.arange(g.shape[0])
-    hi = g[idx, f]
-    lo = np.where(f > 0, g[idx, np.maximum(f - 1, 0)] + 1.0, hi)
-    sel = np.flatnonzero(has)
-    if sel.size == 0:
-        return
-
-    def pred(s: IntArr, n: Arr) -> BoolArr:
-        r = sel[s]
-        return eng.meets(keep[ci[r]], n, ki[r], conds, target)
-
-    first = first_true(np.minimum(lo[sel], hi[sel]), hi[sel], pred)
-    n_min[ki[sel], ci[sel]] = first
+    inside its grid cell (`bisection.first_in_cells`)."""
+    sel, n = first_in_cells(g, np.where(mt.any(axis=1), np.argmax(mt, axis=1), -1), rows.meets)
+    n_min[rows.ki[sel], rows.ci[sel]] = n
 
 
-def _cheapest(
-    eng: Engine,
-    target: float,
-    conds: Sequence[Condition],
-    keep: IntArr,
-    ki: IntArr,
-    ci: IntArr,
-    g: Arr,
-    unit_usd: Arr,
-    n_min: Arr,
-) -> None:
+def _cheapest(rows: _Rows, g: Arr, unit_usd: Arr, n_min: Arr) -> None:
     """`_smallest` for the rows that can hold the cheapest plan of their condition: branch and bound on
     the table's cost N x unit_usd (`bisection.cheapest_first_on_grid`). The per-condition minimum of
     n_min x unit is exactly `_smallest`'s; the dropped rows' n_min stay NaN."""
 
     def meets_cost(r: IntArr, n: Arr) -> tuple[BoolArr, Arr]:
-        return eng.meets(keep[ci[r]], n, ki[r], conds, target), n * unit_usd[r]
+        return rows.meets(r, n), n * unit_usd[r]
 
-    at = cheapest_first_on_grid(g, meets_cost, ki)
-    sel = np.flatnonzero(at >= 0)
-    if sel.size == 0:
-        return
-    f = at[sel]
-    hi = g[sel, f]
-    lo = np.where(f > 0, g[sel, np.maximum(f - 1, 0)] + 1.0, hi)
-
-    def pred(s: IntArr, n: Arr) -> BoolArr:
-        r = sel[s]
-        return eng.meets(keep[ci[r]], n, ki[r], conds, target)
-
-    n_min[ki[sel], ci[sel]] = first_true(np.minimum(lo, hi), hi, pred)
+    sel, n = first_in_cells(g, cheapest_first_on_grid(g, meets_cost, rows.ki), rows.meets)
+    n_min[rows.ki[sel], rows.ci[sel]] = n
 
 
 def _largest(
-    eng: Engine,
-    target: float,
-    conds: Sequence[Condition],
-    keep: IntArr,
-    ki: IntArr,
-    ci: IntArr,
+    rows: _Rows,
     g: Arr,
     mt: BoolArr,
     nb: Arr,
@@ -487,6 +456,7 @@ def _largest(
     row, the last grid point meeting T within the budget's node count, then bisection up to the next
     grid point (or the budget's node count); only rows that could beat the best lower bound are
     refined. Fills most, most_combo and binds (what stops one more site of the winner)."""
+    eng, target, conds, keep, ki, ci = rows.eng, rows.target, rows.conds, rows.keep, rows.ki, rows.ci
     nbud = nb.shape[-1]
     idx = np.arange(g.shape[0])
     for j in range(nbud):
@@ -509,14 +479,13 @@ def _largest(
             if sel.size:
 
                 def pred(s: IntArr, n: Arr, sel: IntArr = sel) -> BoolArr:
-                    r = sel[s]
-                    return eng.meets(keep[ci[r]], n, ki[r], conds, target)
+                    return rows.meets(sel[s], n)
 
                 ends = last_true(low[sel], up[sel], pred)
             cand = np.concatenate([low[rk], ends])
-            rows = np.concatenate([rk, sel])
+            which = np.concatenate([rk, sel])
             w = int(np.argmax(cand))
-            r = int(rows[w])
+            r = int(which[w])
             n_best = int(cand[w])
             most[k, j] = n_best
             most_combo[k, j] = int(keep[ci[r]])

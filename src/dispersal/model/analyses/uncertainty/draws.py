@@ -19,7 +19,7 @@ from dispersal.model.kernel import quality
 from dispersal.model.kernel.efficiency import eta_h
 from dispersal.model.kernel.kernel import evaluate
 from dispersal.model.search import planner
-from dispersal.model.search.bisection import cheapest_first_on_grid, first_on_grid, first_true
+from dispersal.model.search.bisection import cheapest_first_on_grid, first_in_cells, first_on_grid
 from dispersal.model.search.candidates import SEARCH_OUTPUTS, CandidateSpace
 
 Arr = npt.NDArray[np.float64]
@@ -258,16 +258,9 @@ class _Search:
             if cheapest_only
             else first_on_grid(grid, meets_at)
         )
-        has = at >= 0
-        first = np.maximum(at, 0)
-        rows = np.arange(idx.size)
-        b_hi = grid[rows, first]
-        b_lo = np.where(first > 0, grid[rows, np.maximum(first - 1, 0)] + 1.0, b_hi)
-        b_lo = np.minimum(b_lo, b_hi)
-        # Bisect the first cell that meets the target on its upper end (a row with no such cell has
-        # b_lo == b_hi and is left alone).
-        n_first = first_true(b_lo, b_hi, meets_at)
-        out[idx[has]] = n_first[has]
+        # Bisect the first cell that meets the target on its upper end.
+        has, n_first = first_in_cells(grid, at, meets_at)
+        out[idx[has]] = n_first
         return out.reshape(draws.size, combos.size)
 
 
