@@ -401,3 +401,23 @@ def test_draws_branch_and_bound_gives_the_unpruned_least_costs(
     )
     cost = r["cost_usd"].reshape(combos.size, n.size)
     assert (np.diff(cost, axis=1) >= 0).all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target", [1e23, 1e25, 1e27])
+def test_reaches_is_any_point_of_the_window_grid(target: float) -> None:
+    """`Engine.reaches` (the top of each window asked first, then the rest) says yes exactly when some
+    point of its REACH_POINTS grid meets the target."""
+    from dispersal.model.analyses.frontier.table import REACH_POINTS, geomgrid
+
+    c = Constraints(hardware=("h100_sxm", "a100_80gb"))
+    eng = Engine(Mode.DEFAULT, c, "treaty")
+    combos = np.arange(len(eng.space.combo_hw), dtype=np.int64)
+    for days in (30.0, 365.0):
+        k = Condition(bandwidth_bits_per_s=1e9, latency_s=0.1, duration_s=days * 86400.0)
+        lo, hi = eng.window(combos, k, target)
+        ok = hi >= lo
+        g = geomgrid(lo[ok], hi[ok], REACH_POINTS)
+        zeros = np.zeros(g.size, dtype=np.int64)
+        want = bool(eng.meets(np.repeat(combos[ok], REACH_POINTS), g.reshape(-1), zeros, [k], target).any())
+        assert eng.reaches(combos, k, target) is want

@@ -276,14 +276,22 @@ class Engine:
 
     def reaches(self, combo: IntArr, k: Condition, target: float) -> bool:
         """Whether any of `combo` meets the target under condition k at any cost: REACH_POINTS node
-        counts of each window with no budget cap (one kernel call; a grid, so "no" is a grid answer)."""
+        counts of each window with no budget cap (a grid, so "no" is a grid answer), the top of each
+        window asked first."""
         lo, hi = self.window(combo, k, target)
         ok = hi >= lo
         if not ok.any():
             return False
         g = geomgrid(lo[ok], hi[ok], REACH_POINTS)
-        zeros = np.zeros(g.size, dtype=np.int64)
-        return bool(self.meets(np.repeat(combo[ok], REACH_POINTS), g.reshape(-1), zeros, [k], target).any())
+        cc = combo[ok]
+        # The top of each window first (the most sites, hence the most compute, within the window): when
+        # some plan reaches, that call usually says so and the other points are not asked about.
+        for cols in (g[:, -1:], g[:, :-1]):
+            n = cols.reshape(-1)
+            zeros = np.zeros(n.size, dtype=np.int64)
+            if n.size and self.meets(np.repeat(cc, cols.shape[1]), n, zeros, [k], target).any():
+                return True
+        return False
 
     def pick(self, combo: int, n: int, k: Condition) -> Pick:
         """The figures of one plan (one kernel call)."""
