@@ -62,8 +62,8 @@ def measure(src: Path, edits: int, views: tuple[str, ...]) -> dict[str, Any]:
         return metric(self, *args, **kwargs)
 
     DeltaGenerator.metric = timed_metric  # type: ignore[method-assign]
-    # The first answer a press shows: the first table, markdown (figures are inline SVG in markdown) or
-    # metric drawn after the pressed button returns True in that run, which for a view that streams
+    # The first answer a press shows: the first table, dataframe or markdown (figures are inline SVG in
+    # markdown) drawn after the pressed button returns True in that run, which for a view that streams
     # (the Frontier's per-target curve, the Countermeasures' growing table, the Monte Carlo's first
     # point, the comparison's first chart) comes before the run ends.
     pressed: dict[str, float] = {}

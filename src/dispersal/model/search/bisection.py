@@ -267,6 +267,11 @@ def first_in_cells(g: Arr, first: IntArr, pred: Predicate) -> tuple[IntArr, Arr]
     return sel, first_true(np.minimum(lo, hi), hi, lambda s, n: pred(sel[s], n))
 
 
+#: A row is dropped only when its least cost is above its group's best by more than rounding (a tie is
+#: kept: it cannot change the least cost either way).
+_COST_TOL = 1.0 + 1e-12
+
+
 CostPredicate = Callable[[IntArr, Arr], tuple[BoolArr, Arr]]
 """pred(rows, n): whether each row meets the predicate at node count n, and the cost there (non-decreasing
 in n along a row)."""
@@ -306,11 +311,6 @@ def cheapest_first_on_grid(
         below[open_rows[~hit]] = cost[~hit, -1]
     first[(first >= 0) & (below > best[group] * _COST_TOL)] = -1
     return first
-
-
-#: A row is dropped only when its least cost is above its group's best by more than rounding (a tie is
-#: kept: it cannot change the least cost either way).
-_COST_TOL = 1.0 + 1e-12
 
 
 def first_in_pieces(

@@ -381,23 +381,21 @@ def search_target(
             lo[i], hi[i] = eng.window(keep, k, target)
         top = np.minimum(hi, np.floor(bmax / node_cost * (1 + 1e-12)))
         rows = np.flatnonzero((top >= lo).reshape(-1))
-        if rows.size and cheapest_only:
+        if rows.size:
             ki, ci = np.divmod(rows, nc)
             g = geomgrid(lo.reshape(-1)[rows], top.reshape(-1)[rows], GRID_POINTS)
-            _cheapest(_Rows(eng, target, conds, keep, ki, ci), g, node_cost[ki, ci], n_min)
-            cost_min[:] = np.where(np.isfinite(n_min), n_min * node_cost, np.inf)
-            binds = [["not searched" for _ in budgets] for _ in conds]
-        elif rows.size:
-            ki, ci = np.divmod(rows, nc)
-            g = geomgrid(lo.reshape(-1)[rows], top.reshape(-1)[rows], GRID_POINTS)
-            mt = eng.meets(
-                np.repeat(keep[ci], GRID_POINTS), g.reshape(-1), np.repeat(ki, GRID_POINTS), conds, target
-            ).reshape(-1, GRID_POINTS)
             rws = _Rows(eng, target, conds, keep, ki, ci)
-            _smallest(rws, g, mt, n_min)
+            if cheapest_only:
+                _cheapest(rws, g, node_cost[ki, ci], n_min)
+                binds = [["not searched" for _ in budgets] for _ in conds]
+            else:
+                mt = eng.meets(
+                    np.repeat(keep[ci], GRID_POINTS), g.reshape(-1), np.repeat(ki, GRID_POINTS), conds, target
+                ).reshape(-1, GRID_POINTS)
+                _smallest(rws, g, mt, n_min)
+                nb = np.stack([np.floor(b / node_cost * (1 + 1e-12)) for b in budgets], axis=-1)
+                _largest(rws, g, mt, nb, hi, most, most_combo, binds)
             cost_min[:] = np.where(np.isfinite(n_min), n_min * node_cost, np.inf)
-            nb = np.stack([np.floor(b / node_cost * (1 + 1e-12)) for b in budgets], axis=-1)
-            _largest(rws, g, mt, nb, hi, most, most_combo, binds)
     return TargetTable(
         target_flop=target,
         conditions=tuple(conds),
