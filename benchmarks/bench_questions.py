@@ -61,7 +61,7 @@ def _cpu_s(pid: int) -> float:
 @contextlib.contextmanager
 def _server() -> Iterator[tuple[str, int]]:
     """The app on 127.0.0.1 at a free port: (base URL, server pid); stopped on exit."""
-    from dispersal.cli.serve import streamlit_command
+    from dispersal.cli.serve import stop, streamlit_command
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -85,12 +85,7 @@ def _server() -> Iterator[tuple[str, int]]:
             raise SystemExit("streamlit not ready after 60 s")
         yield base, proc.pid
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop(proc)
 
 
 class _Asker:

@@ -59,7 +59,7 @@ if not CHROMIUM.is_file():
     )
 
 from dispersal.app import logic, views  # noqa: E402
-from dispersal.cli.serve import streamlit_command  # noqa: E402
+from dispersal.cli.serve import stop, streamlit_command  # noqa: E402
 from dispersal.model import Estimate, estimate  # noqa: E402
 from dispersal.model.inputs import units  # noqa: E402
 
@@ -96,12 +96,7 @@ def server() -> Iterator[str]:
             time.sleep(0.3)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop(proc)
         log.close()
 
 

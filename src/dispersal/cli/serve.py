@@ -7,7 +7,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -47,6 +47,18 @@ def _die_with_parent() -> None:
         pass
 
 
+def stop(proc: subprocess.Popen[Any], timeout_s: float = 10.0) -> None:
+    """Stop a server process: SIGTERM, then SIGKILL if it is still running after `timeout_s` seconds;
+    waits for it either way (nothing is left behind). A process that has already ended is only reaped."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 def run_server(cmd: list[str], stop_timeout_s: float = 10.0) -> int:
     """Run the server and never leave it behind: Ctrl-C, SIGTERM or SIGHUP to the launcher stop it, and
     on Linux the kernel stops it when the launcher is killed outright. Returns its exit status."""
@@ -65,13 +77,7 @@ def run_server(cmd: list[str], stop_timeout_s: float = 10.0) -> int:
             except KeyboardInterrupt:
                 forward(int(signal.SIGINT), None)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(proc, stop_timeout_s)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
