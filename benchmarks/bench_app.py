@@ -15,6 +15,7 @@ separate process), and prints the ratio: the before/after figure the issue asks 
 
     python benchmarks/bench_app.py --baseline 38e72dd        # this tree and the app before issue 14
     python benchmarks/bench_app.py --edits 3 --json          # this tree only, JSON
+    python benchmarks/bench_app.py --mode default --target 1e25   # the app's own default question
 
 Timings depend on the machine's load: compare the two numbers of one run, not runs on different days.
 """
@@ -46,7 +47,9 @@ VIEW_OF = {
 }
 
 
-def measure(src: Path, edits: int, views: tuple[str, ...]) -> dict[str, Any]:
+def measure(
+    src: Path, edits: int, views: tuple[str, ...], mode: str = "paper", target: str = "1e24"
+) -> dict[str, Any]:
     """Run in this process: the app under ``src`` (a folder holding the ``dispersal`` package)."""
     from streamlit.delta_generator import DeltaGenerator
     from streamlit.testing.v1 import AppTest
@@ -99,8 +102,8 @@ def measure(src: Path, edits: int, views: tuple[str, ...]) -> dict[str, Any]:
     script = src / "dispersal" / "app" / "streamlit_app.py"
     t0 = time.perf_counter()
     at = AppTest.from_file(str(script), default_timeout=600)
-    at.query_params["mode"] = "paper"
-    at.query_params["plan_target"] = "1e24"
+    at.query_params["mode"] = mode
+    at.query_params["plan_target"] = target
     at.run()
     cold = time.perf_counter() - t0
     assert not at.exception, at.exception
@@ -156,12 +159,15 @@ def measure(src: Path, edits: int, views: tuple[str, ...]) -> dict[str, Any]:
         "median_edit_s": statistics.median(times),
         "max_edit_s": max(times),
         "edits": edits,
+        "mode": mode,
+        "target": target,
     }
 
 
-def _run_child(src: Path, edits: int, views: str) -> dict[str, Any]:
+def _run_child(src: Path, edits: int, views: str, mode: str, target: str) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(src) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     cmd = [sys.executable, __file__, "--child", str(src), "--edits", str(edits), "--views", views]
+    cmd += ["--mode", mode, "--target", target]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=3600)
     if r.returncode != 0:
         raise SystemExit(f"benchmark child failed for {src}:\n{r.stderr[-3000:]}")
@@ -189,6 +195,15 @@ def main() -> None:
         help="buttons pressed (and each timed: the view's first answer) before the edits",
     )
     ap.add_argument("--baseline", default=None, help="also time the app at this git commit")
+    ap.add_argument(
+        "--mode",
+        default="paper",
+        choices=("paper", "default"),
+        help="the app's mode (default paper, the figures of docs/app.md's earlier runs; the app opens in default)",
+    )
+    ap.add_argument(
+        "--target", default="1e24", help="the Planner's target, FLOP (default 1e24; the app's is 1e25)"
+    )
     ap.add_argument("--json", action="store_true", help="print JSON")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
@@ -196,12 +211,12 @@ def main() -> None:
         ap.error("--edits must be >= 1")
     views = tuple(v for v in a.views.split(",") if v)
     if a.child:
-        print(json.dumps(measure(Path(a.child), a.edits, views)))
+        print(json.dumps(measure(Path(a.child), a.edits, views, a.mode, a.target)))
         return
-    out: dict[str, Any] = {"this_tree": _run_child(ROOT / "src", a.edits, a.views)}
+    out: dict[str, Any] = {"this_tree": _run_child(ROOT / "src", a.edits, a.views, a.mode, a.target)}
     if a.baseline:
         with tempfile.TemporaryDirectory() as tmp:
-            out["baseline"] = _run_child(_export(a.baseline, Path(tmp)), a.edits, a.views)
+            out["baseline"] = _run_child(_export(a.baseline, Path(tmp)), a.edits, a.views, a.mode, a.target)
             out["baseline_commit"] = a.baseline
         base, now = out["baseline"], out["this_tree"]
         out["ratio_median_edit"] = float(base["median_edit_s"]) / float(now["median_edit_s"])

@@ -382,3 +382,52 @@ def test_use_this_plan_makes_the_plan_the_scenario() -> None:
     assert res["spec"]["sites"] == p["nodes"]
     new["num_nodes"] = p["nodes"] + 1
     assert logic.scenario_label(new, origin) == f"{label}, edited: Nodes (sites)"
+
+
+def test_comparison_sweeps_grow_the_chart_on_screen_and_reuse_the_planners_answer() -> None:
+    """`views.sweeps` with a fake planner: the chart on screen is planned first and handed over after each
+    point (x order), the point asking for the Planner's own plan (centralized baseline aside) takes that
+    plan without planning and comes first, a failing plan is a row with its error, rows come in x order."""
+    args = views.plan_args(logic.default_ui(), logic.scenario_dict(logic.default_ui()))
+    asked: list[dict[str, Any]] = []
+
+    def plan(a: dict[str, Any]) -> dict[str, Any]:
+        asked.append(a)
+        c = a["constraints"]
+        if c["bandwidth_up_bits_per_s"] == 10e6 and a["target"] == args["target"]:
+            raise ValueError("target: cannot plan here")
+        return {
+            "feasible": True,
+            "cost_usd": c["bandwidth_up_bits_per_s"] / 1e6 + float(a["target"]) / 1e24,
+            "nodes": 2,
+            "chips_per_node": 8,
+            "hardware": "h100_sxm",
+            "precision": "fp8",
+            "algorithm": "diloco",
+        }
+
+    mine = {**plan({**args, "baseline": False}), "cost_usd": 1.0}
+    asked.clear()
+    seen: list[tuple[str, list[float]]] = []
+    out = views.sweeps(
+        args,
+        plan,
+        first="bandwidth",
+        on_axis=lambda axis, rows: seen.append((axis, [r["x"] for r in rows])),
+        known=({**args, "baseline": True}, mine),
+    )
+    assert list(out) == list(views.SWEEPS)
+    mbps = list(views.SWEEP_BANDWIDTH_MBPS)
+    own = float(args["constraints"]["bandwidth_up_bits_per_s"]) / 1e6
+    assert own in mbps
+    # the chart on screen: its own point first (no planning), then one point more each time, x order
+    assert seen[0] == ("bandwidth", [own])
+    assert [len(x) for a, x in seen if a == "bandwidth"] == [1, 2, 3, 4, 5]
+    assert all(x == sorted(x) for _, x in seen)
+    assert [a for a, _ in seen[-2:]] == ["distance", "target"]
+    bw = out["bandwidth"]
+    assert [r["x"] for r in bw] == mbps
+    assert bw[mbps.index(own)]["cost_usd"] == 1.0  # the Planner's plan, not re-planned
+    assert bw[0]["cost_usd"] is None and "cannot plan here" in bw[0]["label"]
+    assert len(asked) == 15 - 2  # the known plan, twice (bandwidth and target axes), never asked
+    assert out["target"][views.SWEEP_TARGET_FACTORS.index(1.0)]["cost_usd"] == 1.0

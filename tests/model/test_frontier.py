@@ -345,6 +345,48 @@ def test_each_targets_first_answer_is_the_finished_frontiers() -> None:
     assert rows[3]["cheapest dispersed plan"] == F.money(cost)
 
 
+@pytest.mark.parametrize("mode", ["paper", "default"])
+def test_the_first_targets_curve_comes_before_its_full_search(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first target's curve is handed over after only a cheapest-only search (the app's first answer
+    sooner), and it is the finished frontier's; without a callback no such search runs."""
+    from dispersal.model.analyses.frontier import grid as fgrid
+
+    calls: list[bool] = []
+    real = fgrid.search_target
+
+    def spy(*a: Any, **k: Any) -> Any:
+        calls.append(bool(k.get("cheapest_only", False)))
+        return real(*a, **k)
+
+    monkeypatch.setattr(fgrid, "search_target", spy)
+    kw = {
+        "targets_flop": (1e23, 1e24),
+        "premiums": (2.0,),
+        "constraints": SMALL,
+        "mode": mode,
+        "bandwidth_grid_bits_per_s": (100e6, 1e9),
+        "sites": (),
+        "quality_lines": False,
+    }
+    at_curve: list[list[bool]] = []
+    seen: list[Any] = []
+
+    def on_curve(c: Any) -> None:
+        at_curve.append(list(calls))
+        seen.append(c)
+
+    f = frontier(**kw, on_curve=on_curve)  # type: ignore[arg-type]
+    assert at_curve[0] == [True]  # only the cheapest-only search before the first answer
+    assert [c.target_flop for c in seen] == [1e23, 1e24]
+    for c in seen:
+        assert c.cost_by_bandwidth_usd == f.cost_by_bandwidth_usd[c.target_flop]
+    calls.clear()
+    frontier(**kw)  # type: ignore[arg-type]
+    assert calls == [False, False]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", [Mode.DEFAULT, Mode.PAPER])
 def test_draws_branch_and_bound_gives_the_unpruned_least_costs(

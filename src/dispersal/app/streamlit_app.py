@@ -278,34 +278,17 @@ def _plan(args: dict[str, Any]) -> dict[str, Any]:
 
 
 def _sweeps(
-    args: dict[str, Any], first: str | None = None, on_axis: Any = None
+    args: dict[str, Any],
+    first: str | None = None,
+    on_axis: Any = None,
+    known: tuple[dict[str, Any], dict[str, Any]] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """The comparison charts' plans (each cached on its arguments), with a bar counting the plans done.
-
-    ``first``: the axis planned first (the chart on screen); ``on_axis(axis, rows)`` is called as each
-    axis completes, so that chart can be drawn while the others are planned. Rows are in `SWEEPS` order."""
-    order = sorted(views.SWEEPS, key=lambda a: a != first)
-    points = {axis: views.sweep_points(args, axis) for axis in order}
-    total = sum(len(p) for p in points.values())
+    """`views.sweeps` with each plan cached on its arguments and a bar counting the plans done."""
     update, bar = views.progress_bar(st, "plans")
-    out: dict[str, list[dict[str, Any]]] = {}
-    done = 0
     try:
-        for axis, pts in points.items():
-            rows = []
-            for x, a in pts:
-                update(done, total, f"{axis} = {F.sig(x, 3)}")
-                try:
-                    rows.append(present_rows.sweep_row(x, _plan(a)))
-                except ValueError as exc:
-                    rows.append({"x": x, "cost_usd": None, "label": logic.one_line(exc)})
-                done += 1
-            out[axis] = rows
-            if on_axis is not None:
-                on_axis(axis, rows)
+        return views.sweeps(args, _plan, first=first, on_axis=on_axis, known=known, progress=update)
     finally:
         bar.empty()
-    return {axis: out[axis] for axis in views.SWEEPS}
 
 
 def _args_label(args: dict[str, Any]) -> str:
@@ -410,7 +393,8 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any, building_usd:
     if st.session_state.get("_baseline") and clear_col.button("Clear the baseline", key="pin_clear"):
         st.session_state.pop("_baseline", None)
     if st.button("Draw the comparison charts (15 plans, cached)", key="cmp_go"):
-        # The chart on screen is planned first and drawn at once; the other two follow (a bar counts).
+        # The chart on screen is planned first and drawn as its points arrive (the Planner's own plan
+        # first); the other two follow (a bar counts).
         shown = str(st.session_state.get("cmp_axis", views.SWEEPS[0]))
         early = st.empty()
 
@@ -419,10 +403,12 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any, building_usd:
                 with early.container():
                     show_figure("curve", _curve_data(axis, rows, None, building_usd))
 
+        stored = st.session_state.get("_plan")
+        known = (p_args, stored[1]) if stored and stored[2] == p_args and "error" not in stored[1] else None
         try:
             st.session_state["_cmp"] = (
                 json.dumps(p_args, sort_keys=True),
-                _sweeps(p_args, first=shown, on_axis=draw_first),
+                _sweeps(p_args, first=shown, on_axis=draw_first, known=known),
             )
         finally:
             early.empty()
