@@ -82,7 +82,9 @@ def frontier(
         max_site_kw: a per-site power cap, kW (chips x TDP x PUE; None: none): larger sites are not
             searched, and "power" binds where only they would reach the target.
         on_curve: called with each target's `PremiumCurve` as soon as its search is done, before its
-            cells and draws (the app shows it as the first answer); it changes nothing computed.
+            cells and draws (the app shows it as the first answer); the first target's sooner, from a
+            search of the cheapest plan per grid rate run ahead of its full search (the same costs, about
+            40% more search for that target). It changes nothing computed.
     """
     targets = tuple(float(t) for t in targets_flop)
     prem = tuple(float(p) for p in premiums)
