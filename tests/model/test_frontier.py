@@ -351,16 +351,15 @@ def test_the_first_targets_curve_comes_before_its_full_search(
 ) -> None:
     """The first target's curve is handed over after only a cheapest-only search (the app's first answer
     sooner), and it is the finished frontier's; without a callback no such search runs."""
-    from dispersal.model.analyses.frontier import grid as fgrid
+    from dispersal.model.analyses.frontier.table import search_target as real
 
     calls: list[bool] = []
-    real = fgrid.search_target
 
     def spy(*a: Any, **k: Any) -> Any:
         calls.append(bool(k.get("cheapest_only", False)))
         return real(*a, **k)
 
-    monkeypatch.setattr(fgrid, "search_target", spy)
+    monkeypatch.setattr("dispersal.model.analyses.frontier.grid.search_target", spy)
     kw = {
         "targets_flop": (1e23, 1e24),
         "premiums": (2.0,),
