@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dispersal.app import logic, views
+from dispersal.app import compare, logic, views
 from dispersal.model import Estimate, Scenario, estimate
 from dispersal.model.inputs.presets import load_scenario, scenario_names
 from dispersal.model.inputs.timelimit import TREATY, UNREGULATED, max_run_length_s
@@ -385,7 +385,7 @@ def test_use_this_plan_makes_the_plan_the_scenario() -> None:
 
 
 def test_comparison_sweeps_grow_the_chart_on_screen_and_reuse_the_planners_answer() -> None:
-    """`views.sweeps` with a fake planner: the chart on screen is planned first and handed over after each
+    """`compare.sweeps` with a fake planner: the chart on screen is planned first and handed over after each
     point (x order), the point asking for the Planner's own plan (centralized baseline aside) takes that
     plan without planning and comes first, a failing plan is a row with its error, rows come in x order."""
     args = views.plan_args(logic.default_ui(), logic.scenario_dict(logic.default_ui()))
@@ -409,15 +409,15 @@ def test_comparison_sweeps_grow_the_chart_on_screen_and_reuse_the_planners_answe
     mine = {**plan({**args, "baseline": False}), "cost_usd": 1.0}
     asked.clear()
     seen: list[tuple[str, list[float]]] = []
-    out = views.sweeps(
+    out = compare.sweeps(
         args,
         plan,
         first="bandwidth",
         on_axis=lambda axis, rows: seen.append((axis, [r["x"] for r in rows])),
         known=({**args, "baseline": True}, mine),
     )
-    assert list(out) == list(views.SWEEPS)
-    mbps = list(views.SWEEP_BANDWIDTH_MBPS)
+    assert list(out) == list(compare.SWEEPS)
+    mbps = list(compare.SWEEP_BANDWIDTH_MBPS)
     own = float(args["constraints"]["bandwidth_up_bits_per_s"]) / 1e6
     assert own in mbps
     # the chart on screen: its own point first (no planning), then one point more each time, x order
@@ -430,4 +430,4 @@ def test_comparison_sweeps_grow_the_chart_on_screen_and_reuse_the_planners_answe
     assert bw[mbps.index(own)]["cost_usd"] == 1.0  # the Planner's plan, not re-planned
     assert bw[0]["cost_usd"] is None and "cannot plan here" in bw[0]["label"]
     assert len(asked) == 15 - 2  # the known plan, twice (bandwidth and target axes), never asked
-    assert out["target"][views.SWEEP_TARGET_FACTORS.index(1.0)]["cost_usd"] == 1.0
+    assert out["target"][compare.SWEEP_TARGET_FACTORS.index(1.0)]["cost_usd"] == 1.0

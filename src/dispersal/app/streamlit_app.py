@@ -20,7 +20,7 @@ from typing import Any
 
 import streamlit as st
 
-from dispersal.app import logic, page_text, question_views, sites_panel, views
+from dispersal.app import compare, logic, page_text, question_views, sites_panel, views
 from dispersal.model.inputs.scenario import Scenario
 from dispersal.model.run.estimate import estimate
 from dispersal.present import answer, export, provenance, questions
@@ -283,10 +283,10 @@ def _sweeps(
     on_axis: Any = None,
     known: tuple[dict[str, Any], dict[str, Any]] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
-    """`views.sweeps` with each plan cached on its arguments and a bar counting the plans done."""
+    """`compare.sweeps` with each plan cached on its arguments and a bar counting the plans done."""
     update, bar = views.progress_bar(st, "plans")
     try:
-        return views.sweeps(args, _plan, first=first, on_axis=on_axis, known=known, progress=update)
+        return compare.sweeps(args, _plan, first=first, on_axis=on_axis, known=known, progress=update)
     finally:
         bar.empty()
 
@@ -395,7 +395,7 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any, building_usd:
     if st.button("Draw the comparison charts (15 plans, cached)", key="cmp_go"):
         # The chart on screen is planned first and drawn as its points arrive (the Planner's own plan
         # first); the other two follow (a bar counts).
-        shown = str(st.session_state.get("cmp_axis", views.SWEEPS[0]))
+        shown = str(st.session_state.get("cmp_axis", compare.SWEEPS[0]))
         early = st.empty()
 
         def draw_first(axis: str, rows: list[dict[str, Any]]) -> None:
@@ -427,7 +427,7 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any, building_usd:
         return
     if base and "sweeps" not in base:
         base["sweeps"] = _sweeps(base["args"])
-    axis = st.radio("Chart cost against", list(views.SWEEPS), horizontal=True, key="cmp_axis")
+    axis = st.radio("Chart cost against", list(compare.SWEEPS), horizontal=True, key="cmp_axis")
     show_figure(
         "curve", _curve_data(axis, cmp[1][axis], base["sweeps"][axis] if base else None, building_usd)
     )
