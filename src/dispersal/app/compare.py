@@ -11,10 +11,8 @@ from typing import Any
 from dispersal.app import logic
 from dispersal.model.inputs.errors import InputError
 from dispersal.present import formats as F
+from dispersal.present.questions import Progress
 from dispersal.present.rows import sweep_row
-
-#: Progress callback: (points done, points in all, what is being planned now).
-Progress = Callable[[int, int, str], None]
 
 #: The x values of the comparison charts (around the paper's 100 Mbps / 100 ms / 1e25 point).
 SWEEP_BANDWIDTH_MBPS = (10.0, 30.0, 100.0, 300.0, 1000.0)
@@ -79,13 +77,15 @@ def sweeps(
     out: dict[str, list[dict[str, Any]]] = {}
     done = 0
     for axis, pts in points.items():
+        # The point asking for the known plan (if any) first, the others in x order.
+        mine = next((i for i, (_x, a) in enumerate(pts) if known and _same_plan_args(a, known[0])), None)
         rows: dict[int, dict[str, Any]] = {}
-        for i in _known_first(pts, known):
+        for i in sorted(range(len(pts)), key=lambda j: j != mine):
             x, a = pts[i]
             if progress is not None:
                 progress(done, total, f"{axis} = {F.sig(x, 3)}")
             try:
-                p = dict(known[1]) if known and _same_plan_args(a, known[0]) else plan(a)
+                p = dict(known[1]) if known and i == mine else plan(a)
                 rows[i] = sweep_row(x, p)
             except ValueError as exc:
                 rows[i] = {"x": x, "cost_usd": None, "label": logic.one_line(exc)}
@@ -110,16 +110,6 @@ def _same_plan_args(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
         return {**x, "baseline": None, "target": target}
 
     return norm(a) == norm(b)
-
-
-def _known_first(
-    pts: list[tuple[float, dict[str, Any]]], known: tuple[Mapping[str, Any], Mapping[str, Any]] | None
-) -> list[int]:
-    """The indices of `pts`, the one asking for the known plan first."""
-    idx = list(range(len(pts)))
-    if known is None:
-        return idx
-    return sorted(idx, key=lambda i: not _same_plan_args(pts[i][1], known[0]))
 
 
 __all__ = [

@@ -365,7 +365,7 @@ def _planner_tab(ui: dict[str, Any], built: logic.Built) -> None:
     if p.get("failures"):
         with st.expander("Hardware that cannot reach the target"):
             _table([{"hardware": k, "why": v} for k, v in p["failures"].items()])
-    _compare(p_args, b2, b3, p.get("centralized_cost_usd"))
+    _compare(p_args, b2, b3, p)
 
 
 def _unc_for(p_args: dict[str, Any]) -> Any:
@@ -384,8 +384,10 @@ def _unc_for(p_args: dict[str, Any]) -> Any:
     return (views.uncertainty_key(p_args), hit) if hit is not None else own
 
 
-def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any, building_usd: float | None = None) -> None:
-    """Cost vs bandwidth / distance / target for the last plan, with a pinned baseline beside it."""
+def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any, plan: dict[str, Any]) -> None:
+    """Cost vs bandwidth / distance / target for the last plan (`plan`, found with `p_args`), with a
+    pinned baseline beside it."""
+    building_usd = plan.get("centralized_cost_usd")
     st.subheader("Compare: cost vs bandwidth, distance and target")
     if pin_col.button("Pin this plan as the baseline", key="pin_go"):
         # Only the arguments are kept; the baseline's curves are planned (and cached) when drawn.
@@ -403,12 +405,10 @@ def _compare(p_args: dict[str, Any], pin_col: Any, clear_col: Any, building_usd:
                 with early.container():
                     show_figure("curve", _curve_data(axis, rows, None, building_usd))
 
-        stored = st.session_state.get("_plan")
-        known = (p_args, stored[1]) if stored and stored[2] == p_args and "error" not in stored[1] else None
         try:
             st.session_state["_cmp"] = (
                 json.dumps(p_args, sort_keys=True),
-                _sweeps(p_args, first=shown, on_axis=draw_first, known=known),
+                _sweeps(p_args, first=shown, on_axis=draw_first, known=(p_args, plan)),
             )
         finally:
             early.empty()

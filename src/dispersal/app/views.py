@@ -41,7 +41,7 @@ __all__ = [
 
 NOT_AVAILABLE = "not available in this version"
 #: progress(done, total, what is being computed now): called as long work completes.
-Progress = Callable[[int, int, str], None]
+Progress = questions.Progress
 
 
 class ResultStore:
@@ -440,7 +440,6 @@ def uncertainty_view(
 
 def _first_point_line(pt: Mapping[str, Any], samples: int) -> str:
     """The chosen target's answer while the other targets are drawn (the Monte Carlo's first number)."""
-
     lo, _mid, hi = pt["percentiles"].get("cost_usd", [None, None, None])
     return (
         f"**{F.flop(float(pt['target_flop']), unit=True)}: P(reach) {F.percent(float(pt['feasible_fraction']))} "
