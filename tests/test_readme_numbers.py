@@ -57,3 +57,19 @@ def test_frontier_table_one_building_costs_match_the_baseline() -> None:
         base = centralized_baseline(target, constraints=Constraints(), mode="default").best
         assert base is not None
         assert _close(base.cost_usd, cell), (target, base.cost_usd, cell)
+
+
+@pytest.mark.slow
+def test_where_it_stops_1e25_row_matches_the_frontiers_draws() -> None:
+    """README's 1e25 row: P(reach) at 100 Mbps, P(reach within 1.5x / 2x / 5x) and the premium's
+    P10 / P50 / P90 at 100 Mbps are what `dispersal frontier` (100 draws, seed 0) gives now."""
+    from dispersal.model.analyses.frontier import frontier
+
+    cells = [c.strip() for c in _row("| 1e25 FLOP").split("|")]
+    f = frontier(targets_flop=(1e25,), samples=100, seed=0, sites=(), quality_lines=False)
+    assert cells[3] == f"{f.p_reach[1e25]:.0%}"
+    bands = [lim.band for lim in f.limits]
+    assert all(b is not None for b in bands)
+    assert cells[5] == " / ".join(f"{b.p_reach:.0%}" for b in bands if b is not None)
+    q = bands[0].premium_at_reach_bandwidth_q if bands[0] is not None else ()
+    assert cells[6] == " / ".join(f"{v:.2g}" for v in q)

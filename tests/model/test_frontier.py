@@ -133,6 +133,14 @@ def test_a_screen_that_stops_at_the_margin_keeps_the_same_plans(target: float, b
     np.testing.assert_array_equal(cheap.cost_min, exact.cost_min)
     np.testing.assert_array_equal(cheap.most_sites, exact.most_sites)
     assert exact.screen_exact and not cheap.screen_exact and math.isnan(cheap.c_local_uncapped_flop)
+    # the exact values on demand (a cell's reason): the exact screen's, and "any reaches" answered the same
+    np.testing.assert_array_equal(cheap.exact_reach_flop(), exact.reach_uncapped_flop)
+    assert cheap.exact_c_local_flop() == exact.c_local_uncapped_flop
+    combos = np.arange(exact.reach_uncapped_flop.size)
+    for f in (0.5, 0.9, 0.97, 1.0, 1.03, 2.0):
+        for part in (combos, combos[::3], combos[1::4]):
+            want = bool(np.any(exact.reach_uncapped_flop[part] >= target * f))
+            assert cheap.any_reaches(part, target * f) == want == exact.any_reaches(part, target * f)
 
 
 @pytest.mark.slow

@@ -18,7 +18,12 @@ import pytest
 
 from dispersal.model.analyses.frontier import frontier
 from dispersal.model.analyses.frontier import sensitivity as sens
+from dispersal.model.analyses.frontier.bands import Draws, least_costs
+from dispersal.model.analyses.frontier.table import Condition, Engine
+from dispersal.model.analyses.uncertainty.draws import eta_h_rescale, kernel_scores
 from dispersal.model.inputs.errors import InputError
+from dispersal.model.inputs.params import DEFAULT_PARAMS
+from dispersal.model.inputs.scenario import Mode
 from dispersal.model.kernel.quality import EVIDENCE_REPLICAS_MAX, replicas_beyond_evidence
 from dispersal.model.search.candidates import Constraints
 
@@ -120,3 +125,39 @@ def test_sensitivity_indices_per_group() -> None:
     ]
     for o in d["outputs"]:
         assert [g["group"] for g in o["groups"]] == [g for g, _ in sens.GROUPS]
+
+
+def test_the_paper_eta_h_scale_rescales_only_the_paper_mapping() -> None:
+    """A draw's eta_H scale (the paper's alpha0) rescales the metric only where the kernel charged eta_H
+    (the paper's loss multiplier, ``quality_mapping`` < 0): default mode's fitted mapping carries the H
+    effect, so there the factor is 1 and the kernel's own score (and floor) stands."""
+    x = {"params": np.full(4, 1e10), "quality_mapping": np.array([0.0, 1.0, -1.0, -1.0])}
+    r = {"inner_steps_effective": np.full(4, 100.0), "replicas": np.array([8.0, 8.0, 8.0, 1.0])}
+    ratio = np.full(4, 1.3)
+    fac = eta_h_rescale(x, r, ratio, DEFAULT_PARAMS)
+    assert fac[0] == fac[1] == fac[3] == 1.0
+    assert 0.8 < fac[2] < 1.0  # eta_H = 1 - 0.0667 x 2 = 0.867 nominal, 0.827 at 1.3x alpha0
+    assert kernel_scores(x, ratio).tolist() == [True, True, False, False]
+    assert kernel_scores(x, np.ones(4)).all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", [Mode.DEFAULT, Mode.PAPER])
+def test_default_mode_bands_do_not_move_with_the_paper_eta_h_scale(mode: Mode) -> None:
+    """The frontier's draws with every eta_H scale set to 1 give default mode the same least costs (its
+    metric carries no eta_H: docs/uncertainty.md), and paper mode other ones (there eta_H is charged)."""
+    eng = Engine(mode, SMALL, "treaty")
+    dr = Draws(mode, SMALL, 12, 5)
+    assert np.any(dr.arrays["eta_h_ratio"] != 1.0)
+    flat = dr.with_arrays({**dr.arrays, "eta_h_ratio": np.ones_like(dr.arrays["eta_h_ratio"])})
+    conds = [Condition(bandwidth_bits_per_s=b, latency_s=0.1, duration_s=SMALL.max_duration_s) for b in GRID]
+    combos = np.arange(len(eng.space.combo_hw), dtype=np.int64)
+    draws = np.arange(1, 13, dtype=np.int64)
+    target = 3e24 if mode is Mode.DEFAULT else 1e24
+    drawn = least_costs(eng, dr, target, combos, conds, draws)
+    nominal_h = least_costs(eng, flat, target, combos, conds, draws)
+    assert np.isfinite(drawn).sum() >= 6
+    if mode is Mode.DEFAULT:
+        np.testing.assert_array_equal(drawn, nominal_h)
+    else:
+        assert not np.array_equal(drawn, nominal_h)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -179,33 +179,51 @@ def evaluate(
     """
     shape = np.broadcast_shapes(*(np.shape(v) for v in x.values()))
     want = _wanted(outputs)
-    ov = overrides or {}
-    rows = max(1, CHUNK_CONFIGS // max(1, math.prod(shape[1:]))) if shape else 1
     with np.errstate(all="ignore"):
-        if not shape or rows >= shape[0]:
-            return _evaluate(Inputs(x, p, ov, quality_params, shape), want)
-        out: dict[str, Arr] = {}
-        for a in range(0, shape[0], rows):
-            b = min(a + rows, shape[0])
-            part = _evaluate(
-                Inputs(
-                    _rows(x, shape, a, b),
-                    p,
-                    _rows(ov, shape, a, b),
-                    _quality_rows(quality_params, shape, a, b),
-                    (b - a, *shape[1:]),
-                ),
-                want,
-            )
-            if not out:
-                out = {k: np.empty(shape) for k in part}
-            for k, v in part.items():
-                out[k][a:b] = v
-        return out
+        return _in_chunks(_evaluate, Inputs(x, p, overrides or {}, quality_params, shape), want, WALK_CONFIGS)
+
+
+def _chunked(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:
+    """`_evaluate_once` in chunks of about `CHUNK_CONFIGS` configurations along the first axis."""
+    return _in_chunks(_evaluate_once, inp, want, CHUNK_CONFIGS)
+
+
+def _in_chunks(
+    f: Callable[[Inputs, frozenset[str] | None], dict[str, Arr]],
+    inp: Inputs,
+    want: frozenset[str] | None,
+    configs: int,
+) -> dict[str, Arr]:
+    """`f` on pieces of about `configs` configurations along the first axis of `inp`, put together."""
+    shape = inp.shape
+    rows = max(1, configs // max(1, math.prod(shape[1:]))) if shape else 1
+    if not shape or rows >= shape[0]:
+        return f(inp, want)
+    out: dict[str, Arr] = {}
+    for a in range(0, shape[0], rows):
+        b = min(a + rows, shape[0])
+        part = f(
+            Inputs(
+                _rows(inp.x, shape, a, b),
+                inp.p,
+                _rows(inp.ov, shape, a, b),
+                _quality_rows(inp.quality_params, shape, a, b),
+                (b - a, *shape[1:]),
+            ),
+            want,
+        )
+        if not out:
+            out = {k: np.empty(shape) for k in part}
+        for k, v in part.items():
+            out[k][a:b] = v
+    return out
 
 
 #: Configurations per chunk of a large call (the cache-sized piece; 8,192 measured best on a 1M sweep).
 CHUNK_CONFIGS = 8192
+#: Configurations per schedule choice (`kernel.choose`): its walk's rounds evaluate the configurations
+#: still moving in one call (chunked), so a larger piece means fewer, larger calls.
+WALK_CONFIGS = 16384
 
 
 def _rows(d: Mapping[str, npt.ArrayLike], shape: tuple[int, ...], a: int, b: int) -> dict[str, npt.ArrayLike]:
@@ -389,8 +407,8 @@ def _evaluate(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:
     """One evaluation; where default mode's schedule rule applies (input ``schedule_rule``), the
     schedule (H, H_reg) that maximises C_quality over a fixed grid (`kernel.choose`)."""
     if inp.has("schedule_rule") and bool(np.any(inp.g("schedule_rule") > 0)):
-        return choose(inp, want, _evaluate_once)
-    return _evaluate_once(inp, want)
+        return choose(inp, want, _chunked)
+    return _chunked(inp, want)
 
 
 def _evaluate_once(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:

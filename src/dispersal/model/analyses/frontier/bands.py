@@ -133,7 +133,7 @@ class Draws:
         and activation quality, chip prices, Chinchilla and replica overrides, eta_H rescaled), plus
         ``valid`` and ``metric``. With `floor` (FLOP) only "metric >= floor" is exact (the kernel's
         ``quality_floor``, where the metric is C_quality)."""
-        from dispersal.model.analyses.uncertainty.draws import apply_draw, eta_h_rescale
+        from dispersal.model.analyses.uncertainty.draws import apply_draw, eta_h_rescale, kernel_scores
         from dispersal.model.kernel.kernel import evaluate
 
         d = self.arrays
@@ -143,11 +143,11 @@ class Draws:
         if floor is not None and eng.metric.value != "c_local":
             # A draw that rescales eta_H after the schedule is chosen has a metric the kernel does not
             # score: no floor there.
-            x["quality_floor"] = np.where(ratio == 1.0, floor, np.inf)
+            x["quality_floor"] = np.where(kernel_scores(x, ratio), floor, np.inf)
         r = evaluate(x, p, ov, qp, outputs=(*SEARCH_OUTPUTS, "replicas", "inner_steps_effective"))
         eng.kernel_calls += 1
         valid = eng.space.validity(r, combo, n)
-        fac = eta_h_rescale(x["params"], r, ratio, p)
+        fac = eta_h_rescale(x, r, ratio, p)
         base = r["c_local_flop"] if eng.metric.value == "c_local" else r["c_quality_flop"]
         r["metric"] = base * fac
         r["valid"] = valid.astype(np.float64)

@@ -30,13 +30,14 @@ def _cannot(eng: Engine, tab: TargetTable, t: float, where: str, prem_max: float
         return f"power: only sites over {eng.max_site_kw:g} kW reach {t:.0e} FLOP {where}"
     if best >= t * (1 - 1e-9) and prem_max is not None:
         return f"cost: over the largest premium ({prem_max:g}x) {where}"
-    if tab.c_local_uncapped_flop >= t:
+    c_local = tab.exact_c_local_flop()
+    if c_local >= t:
         return (
             f"replica quality: at most {best:.3g} FLOP {eng.metric.value} at any site count {where}, though the "
-            f"chips deliver {tab.c_local_uncapped_flop:.3g} FLOP C_local"
+            f"chips deliver {c_local:.3g} FLOP C_local"
         )
     days = eng.c.max_duration_s / units.SECONDS_PER_DAY
-    return f"time budget: at most {max(best, tab.c_local_uncapped_flop):.3g} FLOP in {days:.4g} days {where}"
+    return f"time budget: at most {max(best, c_local):.3g} FLOP in {days:.4g} days {where}"
 
 
 def cell_limit(
@@ -201,7 +202,7 @@ def _least_power(
     smaller = np.flatnonzero(eng.usable & (eng.power_kw[eng.space.combo_hw] < lp * (1 - 1e-9)))
     if smaller.size == 0:
         why = "nothing: the smallest node type of the catalogue already fits"
-    elif np.any(tab.exact_reach_flop()[smaller] >= t * (1 - 1e-9)):
+    elif tab.any_reaches(smaller, t * (1 - 1e-9)):
         why = "cost: smaller sites reach the target only beyond the premium"
     else:
         why = "replica quality: smaller sites cannot reach the target at any site count"

@@ -133,7 +133,8 @@ def frontier(
             # full search's time), ahead of the full search whose table the rest reads.
             early = _curve(t, grid, c0, _cheapest_by_rate(eng, t, lay, budgets + extra))
             on_curve(early)
-        tab = search_target(eng, t, lay.conds, budgets + extra)
+        # (the exact screen runs only if a cell's reason reads it: `TargetTable.exact_reach_flop`)
+        tab = search_target(eng, t, lay.conds, budgets + extra, exact_screen=False)
         tables[t] = tab
         cm = tab.cost_min.min(axis=1) if tab.combos.size else np.full(len(lay.conds), np.inf)
         costs[t] = tuple(float(cm[k]) if math.isfinite(cm[k]) else None for k in lay.bw)

@@ -21,9 +21,10 @@ against `planner.plan` in tests/model/test_frontier.py.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -115,15 +116,43 @@ class TargetTable:
     screen_exact: bool = True
     """Whether the screen's metrics are exact (False: a search that needs only the cheapest plans,
     `search_target(..., exact_screen=False)`)."""
+    exact_screen_later: Callable[[], tuple[Arr, float]] | None = field(
+        default=None, compare=False, repr=False
+    )
+    """Where the screen stopped at the margin: the exact screen, run on first call and kept
+    (`search_target(..., exact_screen=False)`): (best metric per candidate, best C_local)."""
 
     def exact_reach_flop(self) -> Arr:
-        """`reach_uncapped_flop` for a reader of its values (a reason, a ranking): a ValueError where
-        the screen stopped at the margin (`search_target(..., exact_screen=False)`)."""
-        if not self.screen_exact:
+        """`reach_uncapped_flop` for a reader of its values (a reason, a ranking), exact: where the screen
+        stopped at the margin, the exact screen run now (`exact_screen_later`; a ValueError without it)."""
+        return self._exact()[0]
+
+    def any_reaches(self, combos: IntArr, floor: float) -> bool:
+        """Whether any candidate of `combos` (indices into the space) reaches `floor` on the screen
+        (best metric >= floor), exactly: a screen that stopped at its margin answers from its own
+        values where they settle it (a value at or above the floor is reached; none at or above the
+        margin is none), and runs the exact screen only between the two."""
+        reach = self.reach_uncapped_flop[combos]
+        if self.screen_exact or np.any(reach >= floor):
+            return bool(np.any(reach >= floor))
+        if floor >= self.target_flop * (1 - SCREEN_MARGIN) and not np.any(
+            reach >= self.target_flop * (1 - SCREEN_MARGIN)
+        ):
+            return False
+        return bool(np.any(self.exact_reach_flop()[combos] >= floor))
+
+    def exact_c_local_flop(self) -> float:
+        """`c_local_uncapped_flop`, exact (as `exact_reach_flop`)."""
+        return self._exact()[1]
+
+    def _exact(self) -> tuple[Arr, float]:
+        if self.screen_exact:
+            return self.reach_uncapped_flop, self.c_local_uncapped_flop
+        if self.exact_screen_later is None:
             raise ValueError(
                 "tab: the screen's best metrics are not exact (search_target(exact_screen=True))"
             )
-        return self.reach_uncapped_flop
+        return self.exact_screen_later()
 
 
 class Engine:
@@ -345,26 +374,13 @@ def search_target(
     eng.prefetch_windows(conds)
     budgets = tuple(sorted(float(b) for b in budgets_usd))
     bmax = budgets[-1] if budgets else math.inf
-    allc = np.arange(len(sp.combo_hw), dtype=np.int64)
     # 2. the screen (no budget cap): also tells cost from quality where nothing fits the budget.
-    lo0, hi0 = eng.window(allc, conds[0], target)
-    ok = hi0 >= lo0
-    reach = np.full(len(sp.combo_hw), -np.inf)
-    c_local_best = -math.inf
-    if ok.any():
-        cc = allc[ok]
-        g = geomgrid(lo0[ok], hi0[ok], SCREEN_POINTS)
-        floor = None if exact_screen or eng.metric is Metric.C_LOCAL else target * (1 - SCREEN_MARGIN)
-        r = eng.run(
-            np.repeat(cc, SCREEN_POINTS), g.reshape(-1), np.zeros(g.size, dtype=np.int64), conds, floor=floor
-        )
-        valid = r["valid"] > 0
-        m = np.where(valid, r["metric"], -np.inf).reshape(-1, SCREEN_POINTS)
-        reach[cc] = m.max(axis=1)
-        under = np.repeat(eng.usable[cc], SCREEN_POINTS)
-        c_local_best = float(np.max(np.where(valid & under, r["c_local_flop"], -np.inf)))
+    floor = None if exact_screen or eng.metric is Metric.C_LOCAL else target * (1 - SCREEN_MARGIN)
+    reach, c_local_best = _screen(eng, target, conds[0], floor)
     if not exact_screen:
         c_local_best = math.nan
+    # A reader of the exact values (a reason, a ranking: rarely) runs the exact screen then.
+    later = None if exact_screen else functools.cache(lambda: _screen(eng, target, conds[0], None))
     keep = np.flatnonzero((reach >= target * (1 - SCREEN_MARGIN)) & eng.usable).astype(np.int64)
     nk, nc = len(conds), keep.size
     n_min = np.full((nk, nc), np.nan)
@@ -409,7 +425,31 @@ def search_target(
         reach_uncapped_flop=reach,
         c_local_uncapped_flop=c_local_best,
         screen_exact=exact_screen,
+        exact_screen_later=later,
     )
+
+
+def _screen(eng: Engine, target: float, k0: Condition, floor: float | None) -> tuple[Arr, float]:
+    """The screen at condition `k0` (no budget cap): per candidate of the space the best metric on
+    SCREEN_POINTS node counts of its window (-inf: no valid point), and the best C_local of those under
+    the power cap. With a `floor` only "metric >= floor" is exact (the kernel's walk stops there)."""
+    allc = np.arange(len(eng.space.combo_hw), dtype=np.int64)
+    lo0, hi0 = eng.window(allc, k0, target)
+    ok = hi0 >= lo0
+    reach = np.full(allc.size, -np.inf)
+    c_local_best = -math.inf
+    if ok.any():
+        cc = allc[ok]
+        g = geomgrid(lo0[ok], hi0[ok], SCREEN_POINTS)
+        r = eng.run(
+            np.repeat(cc, SCREEN_POINTS), g.reshape(-1), np.zeros(g.size, dtype=np.int64), [k0], floor=floor
+        )
+        valid = r["valid"] > 0
+        m = np.where(valid, r["metric"], -np.inf).reshape(-1, SCREEN_POINTS)
+        reach[cc] = m.max(axis=1)
+        under = np.repeat(eng.usable[cc], SCREEN_POINTS)
+        c_local_best = float(np.max(np.where(valid & under, r["c_local_flop"], -np.inf)))
+    return reach, c_local_best
 
 
 @dataclass(frozen=True, slots=True)

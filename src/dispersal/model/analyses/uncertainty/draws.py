@@ -24,6 +24,7 @@ from dispersal.model.search.candidates import SEARCH_OUTPUTS, CandidateSpace
 
 Arr = npt.NDArray[np.float64]
 IntArr = npt.NDArray[np.int64]
+BoolArr = npt.NDArray[np.bool_]
 Progress = Callable[[int, int], None]
 
 
@@ -74,15 +75,26 @@ def apply_draw(
     return {k: d[k][draw] for k in DRAWN_OVERRIDES}, qp
 
 
-def eta_h_rescale(params: Arr, r: Mapping[str, Arr], ratio: Arr, p: ModelParams) -> Arr:
+def eta_h_rescale(x: Mapping[str, Arr], r: Mapping[str, Arr], ratio: Arr, p: ModelParams) -> Arr:
     """The factor a draw's eta_H scale (`ratio`, 1 = nominal) applies to the kernel's compute of a
     DiLoCo run: eta_H = clip(1 - alpha0 f(P) log10 H, floor, 1) is linear in alpha0 before the floor,
     so the drawn eta_H is clip(1 - ratio (1 - raw), floor, 1) over the nominal clip(raw, floor, 1);
-    1 for a single replica or the nominal ratio. Reads ``inner_steps_effective`` and ``replicas``."""
-    raw = eta_h(params, r["inner_steps_effective"], p.replace(eta_h_floor=1e-300))
+    1 for a single replica, the nominal ratio, or a fitted quality mapping (kernel input
+    ``quality_mapping`` >= 0: the fit carries the H effect and the kernel charges no eta_H,
+    docs/quality.md). Reads the inputs ``params`` and ``quality_mapping`` and the outputs
+    ``inner_steps_effective`` and ``replicas``."""
+    raw = eta_h(x["params"], r["inner_steps_effective"], p.replace(eta_h_floor=1e-300))
     e_new = np.clip(1.0 - ratio * (1.0 - raw), p.eta_h_floor, 1.0)
     e_old = np.clip(raw, p.eta_h_floor, 1.0)
-    return np.asarray(np.where((ratio == 1.0) | (r["replicas"] <= 1), 1.0, e_new / e_old), dtype=np.float64)
+    same = kernel_scores(x, ratio) | (r["replicas"] <= 1)
+    return np.asarray(np.where(same, 1.0, e_new / e_old), dtype=np.float64)
+
+
+def kernel_scores(x: Mapping[str, Arr], ratio: Arr) -> BoolArr:
+    """Where a draw's metric is the kernel's own score (no eta_H rescale after the schedule is chosen,
+    `eta_h_rescale`): the nominal eta_H scale, or a fitted quality mapping. Only there may a search
+    tell the kernel its floor (``quality_floor``)."""
+    return np.asarray((ratio == 1.0) | (np.asarray(x["quality_mapping"]) >= 0), dtype=bool)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -188,15 +200,15 @@ class _Search:
         x = sp.inputs(combo, n)
         if window:
             sp.with_window(x)
+        ov, qp = apply_draw(x, d, draw)
         if only_meets and self.metric is not planner.Metric.C_LOCAL:
             # A draw that rescales eta_H after the schedule is chosen has a metric the kernel does not
             # score: no floor there.
-            x["quality_floor"] = np.where(d["eta_h_ratio"][draw] == 1.0, self.target, np.inf)
-        ov, qp = apply_draw(x, d, draw)
+            x["quality_floor"] = np.where(kernel_scores(x, d["eta_h_ratio"][draw]), self.target, np.inf)
         r = evaluate(x, self.p, ov, qp, outputs=_MEETS_OUTPUTS if only_meets else None)
         self.evaluations += int(n.size)
         valid = sp.validity(r, combo, n)
-        fac = eta_h_rescale(x["params"], r, d["eta_h_ratio"][draw], self.p)
+        fac = eta_h_rescale(x, r, d["eta_h_ratio"][draw], self.p)
         r["c_quality"] = r["c_quality_flop"] * fac
         r["metric"] = (
             r["c_local_flop"] if self.metric is planner.Metric.C_LOCAL else r["c_quality_flop"]
