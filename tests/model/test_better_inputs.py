@@ -230,7 +230,7 @@ def test_grid_is_fixed() -> None:
 def test_a_quality_floor_keeps_every_answer_to_does_it_reach_the_floor(s: Scenario, rel: float) -> None:
     """The optional input ``quality_floor`` (the frontier's searches ask only "C_quality >= target?")
     stops the schedule walk of a configuration whose first schedule already reaches it, and skips it
-    for one whose free-links bound cannot: the answer to that question, and every schedule-free
+    for one whose all-compute bound cannot: the answer to that question, and every schedule-free
     output, are the same as without the floor, at floors below, at, just around (1e-6) and above the
     chosen schedule's C_quality."""
     x = as_arrays(kernel_inputs(s, "default", DEFAULT_PARAMS))
@@ -247,3 +247,36 @@ def test_a_quality_floor_keeps_every_answer_to_does_it_reach_the_floor(s: Scenar
     assert not float(np.asarray(cut["c_quality_flop"])) > float(np.asarray(full["c_quality_flop"])) * (
         1 + RTOL
     )
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(s=scenarios())
+def test_the_floors_bound_is_above_every_schedule(s: Scenario) -> None:
+    """The floor's bound (`choose._below_floor_dropped`): the quality stage alone (`kernel.requality`)
+    gives the evaluation's own C_quality at its own tokens and H, no grid schedule trains more tokens
+    than the all-compute run, and the bound (those tokens, the grid's smallest H and H_reg) is at least
+    the C_quality of every grid schedule (H, and hierarchical H_reg up to 1,024)."""
+    from dispersal.model.kernel.context import Inputs
+    from dispersal.model.kernel.kernel import requality
+
+    x = as_arrays(kernel_inputs(s, "default", DEFAULT_PARAMS))
+    want = ("c_quality_flop", "tokens", "inner_steps_effective", *sorted(choose.BOUND_OUTPUTS))
+    r = evaluate(x, DEFAULT_PARAMS, outputs=want)
+    flat = {k: np.asarray(v).reshape(1) for k, v in x.items()}
+    inp = Inputs(flat, DEFAULT_PARAMS, {}, None, (1,))
+    rr = {k: np.asarray(v).reshape(1) for k, v in r.items()}
+    again = requality(inp, rr, rr["tokens"], rr["inner_steps_effective"])
+    np.testing.assert_allclose(again, rr["c_quality_flop"], rtol=1e-12)
+    hier = s.algorithm.value == "hierarchical"
+    hs = SCHEDULE_GRID if s.inner_steps == 0 else np.array([float(s.inner_steps)])
+    rs = SCHEDULE_GRID[SCHEDULE_GRID <= 1024] if hier else np.array([1.0])
+    H, R = np.meshgrid(hs, rs, indexing="ij")
+    grid = dict(x)
+    grid["inner_steps"], grid["regional_rounds"] = H.ravel(), R.ravel()
+    every = evaluate(grid, DEFAULT_PARAMS, outputs=("c_quality_flop", "tokens"))
+    assert np.all(every["tokens"] <= rr["_tokens_all_compute"] * (1 + 1e-12))
+    h_min = hs[0] if s.inner_steps else SCHEDULE_GRID[0]
+    ceiling = requality(inp, rr, rr["_tokens_all_compute"] * (1 + 1e-12), np.asarray([float(h_min)]))
+    finite = np.isfinite(every["c_quality_flop"])
+    assert np.all(every["c_quality_flop"][finite] <= ceiling[0] * (1 + 1e-9))

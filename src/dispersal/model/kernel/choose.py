@@ -54,7 +54,23 @@ NEEDED: frozenset[str] = frozenset(
 #: hierarchical pacing. Decoupled DiLoCo keeps its own rule (its learners never wait: H is the link's).
 CHOSEN_ALGORITHMS = (ALGO_DILOCO, ALGO_HIERARCHICAL, ALGO_PP_DILOCO, ALGO_SITE_PP)
 
+#: What the floor's bound reads of the first evaluation (`_below_floor_dropped`; the kernel's
+#: `requality` arguments): the private ones (a leading underscore) are not public kernel outputs.
+BOUND_OUTPUTS: frozenset[str] = frozenset(
+    {
+        "_tokens_all_compute",
+        "_replica_batch_tokens",
+        "_merge_rule",
+        "_outer_sync",
+        "_quality_factor",
+        "eta_act",
+        "replicas",
+        "useful_update_fraction",
+    }
+)
+
 Evaluator = Callable[[Inputs, frozenset[str] | None], dict[str, Arr]]
+Requality = Callable[[Inputs, Mapping[str, Arr], Arr, Arr], Arr]
 
 
 def score(r: Mapping[str, Arr]) -> Arr:
@@ -65,7 +81,7 @@ def score(r: Mapping[str, Arr]) -> Arr:
     return np.where(np.isnan(q), -np.inf, q)
 
 
-def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[str, Arr]:
+def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator, requality: Requality) -> dict[str, Arr]:
     """Evaluate with `once` (the kernel's single evaluation) and, where default mode's rule applies
     (input ``schedule_rule`` > 0), replace each configuration's results by those of its best grid
     schedule (module docstring). Returns the outputs `want` (None: all).
@@ -73,8 +89,10 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[st
     With the optional input ``quality_floor`` (FLOP; a search asking only "valid and C_quality >=
     floor?"), a configuration whose first schedule already scores the floor keeps that schedule's
     results, and one whose walk reaches the floor stops there: only ``score >= floor`` is exact for
-    them (every other output is that schedule's, not the best one's)."""
-    ask = None if want is None else want | NEEDED
+    them (every other output is that schedule's, not the best one's). `requality`: the kernel's quality
+    stage alone at other tokens and penalty H (`kernel.requality`), the floor's bound."""
+    floored = inp.has("quality_floor")
+    ask = None if want is None else want | NEEDED | (BOUND_OUTPUTS if floored else frozenset())
     base = once(inp, ask)
     rule = inp.g("schedule_rule") > 0
     code = base["algorithm_resolved"]
@@ -86,12 +104,13 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[st
     if inp.has("regional_rounds"):
         r_free &= inp.g("regional_rounds") <= 0
     todo = h_free | r_free
-    if inp.has("quality_floor"):
+    if floored:
         # A caller that asks only "does it reach the floor?": a first schedule that already scores
         # the floor answers yes for the best one too (its score is at least as high), so it is kept;
         # one whose bound over every schedule stays below it answers no without a walk.
         todo &= ~(score(base) >= inp.g("quality_floor"))
-        todo = _below_floor_dropped(inp, todo, h_free, base, once)
+        if base.keys() >= BOUND_OUTPUTS:
+            todo = _below_floor_dropped(inp, todo, h_free, hier, base, requality)
     todo = todo.ravel()
     out = _only(base, want)
     if not todo.any():
@@ -156,55 +175,47 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator) -> dict[st
     return out
 
 
-#: Link inputs a bound run sets free (bandwidth, bit/s; latency and paced sync times, s): every sync
-#: then takes ~0 s, so every schedule trains the same (all-compute) tokens.
-FREE_LINKS: dict[str, float] = {
-    "up_bits_per_s": 1e30,
-    "down_bits_per_s": 1e30,
-    "regional_bits_per_s": 1e30,
-    "pp_bits_per_s": 1e30,
-    "site_fabric_bits_per_s": 1e30,
-    "latency_s": 0.0,
-    "regional_latency_s": 0.0,
-    "pp_latency_s": 0.0,
-    "site_fabric_latency_s": 0.0,
-    "regional_sync_time_s": 0.0,
-    "fragment_sync_time_s": 0.0,
-}
-#: Relative margin under the floor before a bound drops a configuration (the bound run's syncs take
-#: ~1e-20 s, not 0, and the Chinchilla inversion is iterative).
+#: Relative margin under the floor before the bound drops a configuration (the bound's tokens and the
+#: kernel's own may differ in the last bits, and the Chinchilla inversion is iterative).
 BOUND_MARGIN = 1e-6
 
 
 def _below_floor_dropped(
-    inp: Inputs, todo: BoolArr, h_free: BoolArr, base: Mapping[str, Arr], once: Evaluator
+    inp: Inputs,
+    todo: BoolArr,
+    h_free: BoolArr,
+    hier: BoolArr,
+    base: Mapping[str, Arr],
+    requality: Requality,
 ) -> BoolArr:
     """`todo` without the configurations whose C_quality cannot reach the input ``quality_floor`` under
-    any schedule. The bound: the same configuration with free links (`FREE_LINKS`: better inputs, so
-    no schedule scores less than with the real links) at the grid's smallest H and H_reg (with free
-    links every schedule trains the same tokens, and the replica and H penalty only grows with H and
-    H_reg). Not used where a schedule-independent time per round remains (a permissionless run's
-    validation time: there more H means more tokens), nor where the free links resolve another
-    algorithm; the walk decides those."""
+    any schedule. The bound: the configuration's quality stage alone (`requality`) at the tokens of an
+    all-compute run (no schedule trains more: an outer step lasts at least its inner steps' compute)
+    and the penalty's H at the grid's smallest H and H_reg (the penalty only grows with them), since
+    C_quality at fixed H, M and P is non-decreasing in the tokens (module docstring). Not used where a
+    schedule-independent time per round remains (a permissionless run's validation time: its useful
+    share of the tokens moves with H), nor where `auto` may trade a WAN pipeline for pipelines inside
+    the sites as H moves (``nodes_per_site`` > 1: `site_pp_diloco.auto` compares token rates); the
+    walk decides those."""
     floor_all = np.broadcast_to(inp.g("quality_floor"), inp.shape).ravel()
     # An infinite floor means "no floor here" (a draw whose metric the kernel does not score).
     cand = todo.ravel() & np.isfinite(floor_all)
-    if inp.has("trust"):
-        cand &= ~(np.broadcast_to(inp.g("trust"), inp.shape).ravel() > 0)
+    for name in ("trust", "nodes_per_site"):
+        if inp.has(name):
+            cand &= ~(np.broadcast_to(inp.g(name), inp.shape).ravel() > (0 if name == "trust" else 1))
     idx = np.flatnonzero(cand)
     if idx.size == 0:
         return todo
     h_fixed = np.broadcast_to(inp.g("inner_steps"), inp.shape).ravel()[idx]
-    lo = np.full(idx.size, float(SCHEDULE_GRID[0]))
-    sched = {"inner_steps": np.where(h_free.ravel()[idx], lo, h_fixed), "regional_rounds": lo}
-    sched.update({k: np.asarray(v) for k, v in FREE_LINKS.items() if k in inp.x})
-    # The overtraining window would blank a bound that trains more tokens than the real run can.
-    sub = _subset(inp, idx, sched, drop=("min_overtraining", "max_overtraining"))
-    r = once(sub, frozenset({"c_quality_flop", "time_ok", "run_time_s", "algorithm_resolved"}))
-    floor = floor_all[idx]
-    same = r["algorithm_resolved"] == base["algorithm_resolved"].ravel()[idx]
+    gam = np.where(hier, inp.p.hierarchical_h_exponent, 0.0).ravel()[idx]
+    first = np.zeros(idx.size, dtype=np.intp)
+    h_min = _penalty_h(h_free.ravel()[idx], h_fixed, first, first, gam)
+    r = {k: np.asarray(base[k]).ravel()[idx] for k in BOUND_OUTPUTS}
+    # (the overtraining window would blank a bound that trains more tokens than the real run can)
+    sub = _subset(inp, idx, {}, drop=("min_overtraining", "max_overtraining"))
+    ceiling = requality(sub, r, r["_tokens_all_compute"] * (1.0 + 1e-12), h_min)
     out = todo.ravel().copy()
-    out[idx[same & (score(r) < floor * (1.0 - BOUND_MARGIN))]] = False
+    out[idx[ceiling < floor_all[idx] * (1.0 - BOUND_MARGIN)]] = False
     return out.reshape(todo.shape)
 
 

@@ -29,7 +29,7 @@ from dispersal.model.inputs.params import ModelParams
 from dispersal.model.inputs.units import H100E_FLOP_PER_S
 from dispersal.model.kernel import quality
 from dispersal.model.kernel.algorithms import ALGORITHMS, Branch
-from dispersal.model.kernel.choose import choose
+from dispersal.model.kernel.choose import BOUND_OUTPUTS, choose
 from dispersal.model.kernel.context import Arr, Common, Inputs, as_float, broadcast
 from dispersal.model.kernel.cost import COST_OUTPUTS, cost
 from dispersal.model.kernel.efficiency import straggler_factor, uniform_code
@@ -249,7 +249,7 @@ def _quality_rows(
 def _wanted(outputs: Collection[str] | None) -> frozenset[str] | None:
     if outputs is None:
         return None
-    unknown = sorted(set(outputs) - set(OUTPUTS))
+    unknown = sorted(set(outputs) - set(OUTPUTS) - BOUND_OUTPUTS)
     if unknown:
         raise ValueError(f"unknown kernel outputs {unknown}; known: {', '.join(OUTPUTS)}")
     return frozenset(outputs)
@@ -407,7 +407,7 @@ def _evaluate(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:
     """One evaluation; where default mode's schedule rule applies (input ``schedule_rule``), the
     schedule (H, H_reg) that maximises C_quality over a fixed grid (`kernel.choose`)."""
     if inp.has("schedule_rule") and bool(np.any(inp.g("schedule_rule") > 0)):
-        return choose(inp, want, _chunked)
+        return choose(inp, want, _chunked, requality)
     return _chunked(inp, want)
 
 
@@ -512,7 +512,49 @@ def _evaluate_once(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:
         "offload_time_s": c.T_ofl,
         **(timeline(c, pick, cyc, n_cycles) if _needs(want, TIMELINE_OUTPUTS) else {}),
     }
-    return r if want is None else {k: r[k] for k in OUTPUTS if k in want}
+    out = r if want is None else {k: r[k] for k in OUTPUTS if k in want}
+    if want is not None and not want.isdisjoint(BOUND_OUTPUTS):
+        # What `kernel.choose` reads to bound a configuration's C_quality over every schedule
+        # (`requality`): the quality stage's other arguments, and the tokens of an all-compute run
+        # (no schedule trains more: the outer step is at least its inner steps' compute).
+        bound = {
+            "_tokens_all_compute": np.where(
+                D_req > 0, D_req, B * pick("workers") * spare / pick("step_time") * T_budget
+            ),
+            "_replica_batch_tokens": B * pick("workers") * spare / np.maximum(replicas, 1.0),
+            "_merge_rule": pick("merge_rule"),
+            "_outer_sync": outer.astype(np.float64),
+            "_quality_factor": np.broadcast_to(np.asarray(tr.quality_factor, dtype=np.float64), c.shape),
+        }
+        out.update({k: bound[k] for k in BOUND_OUTPUTS if k in want and k in bound})
+        out.update({k: r[k] for k in BOUND_OUTPUTS if k in want and k in r})
+    return out
+
+
+def requality(inp: Inputs, r: Mapping[str, Arr], tokens: Arr, h_eff: Arr) -> Arr:
+    """C_quality (FLOP) of the configurations of `inp` had they trained `tokens` with the quality
+    penalty's H at `h_eff`, all else as their evaluation `r` (its `BOUND_OUTPUTS`) found it: the
+    quality stage alone (`quality_stage`, as `_evaluate_once` calls it). At the evaluation's own tokens
+    and H it is the evaluation's C_quality."""
+    g = inp.g
+    replicas = r["replicas"]
+    used = tokens * r["useful_update_fraction"]
+    with np.errstate(all="ignore"):
+        q = quality_stage(
+            inp,
+            used,
+            6.0 * g("active_params") * used,
+            replicas,
+            h_eff,
+            (r["_outer_sync"] > 0) & (replicas > 1),
+            r["eta_act"],
+            g("streaming") > 0,
+            np.maximum(g("fragments"), 1.0),
+            r["_merge_rule"],
+            replica_batch_tokens=r["_replica_batch_tokens"],
+            quality_factor=r["_quality_factor"],
+        )
+    return q["c_quality_flop"]
 
 
 def _needs(want: frozenset[str] | None, stage: tuple[str, ...]) -> bool:
