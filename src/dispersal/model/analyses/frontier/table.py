@@ -438,17 +438,37 @@ def _screen(eng: Engine, target: float, k0: Condition, floor: float | None) -> t
     ok = hi0 >= lo0
     reach = np.full(allc.size, -np.inf)
     c_local_best = -math.inf
-    if ok.any():
-        cc = allc[ok]
-        g = geomgrid(lo0[ok], hi0[ok], SCREEN_POINTS)
+    if not ok.any():
+        return reach, c_local_best
+    cc = allc[ok]
+    g = geomgrid(lo0[ok], hi0[ok], SCREEN_POINTS)
+
+    def metric(rows: IntArr, cols: IntArr) -> tuple[Arr, dict[str, Arr]]:
+        n = g[rows][:, cols]
         r = eng.run(
-            np.repeat(cc, SCREEN_POINTS), g.reshape(-1), np.zeros(g.size, dtype=np.int64), [k0], floor=floor
+            np.repeat(cc[rows], cols.size), n.reshape(-1), np.zeros(n.size, dtype=np.int64), [k0], floor=floor
         )
-        valid = r["valid"] > 0
-        m = np.where(valid, r["metric"], -np.inf).reshape(-1, SCREEN_POINTS)
+        return np.where(r["valid"] > 0, r["metric"], -np.inf).reshape(n.shape), r
+
+    every = np.arange(SCREEN_POINTS)
+    if floor is not None:
+        # Only "reaches the floor?" is exact: first the largest node count inside the window (its top is
+        # widened by WINDOW_SLACK, usually past the overtraining window: invalid), usually the most
+        # compute, then the other points only for the candidates it leaves below the floor.
+        m = np.full(g.shape, -np.inf)
+        rows = np.arange(cc.size)
+        first = every[-2:-1]
+        m[:, first] = metric(rows, first)[0]
+        low = np.flatnonzero(~(m[:, first[0]] >= floor))
+        rest = np.delete(every, first)
+        if low.size:
+            m[np.ix_(low, rest)] = metric(low, rest)[0]
         reach[cc] = m.max(axis=1)
-        under = np.repeat(eng.usable[cc], SCREEN_POINTS)
-        c_local_best = float(np.max(np.where(valid & under, r["c_local_flop"], -np.inf)))
+        return reach, math.nan
+    m, r = metric(np.arange(cc.size), every)
+    reach[cc] = m.max(axis=1)
+    under = np.repeat(eng.usable[cc], SCREEN_POINTS)
+    c_local_best = float(np.max(np.where((r["valid"] > 0) & under, r["c_local_flop"], -np.inf)))
     return reach, c_local_best
 
 
