@@ -200,9 +200,9 @@ def _below_floor_dropped(
     floor_all = np.broadcast_to(inp.g("quality_floor"), inp.shape).ravel()
     # An infinite floor means "no floor here" (a draw whose metric the kernel does not score).
     cand = todo.ravel() & np.isfinite(floor_all)
-    for name in ("trust", "nodes_per_site"):
+    for name, most in (("trust", 0.0), ("nodes_per_site", 1.0)):
         if inp.has(name):
-            cand &= ~(np.broadcast_to(inp.g(name), inp.shape).ravel() > (0 if name == "trust" else 1))
+            cand &= ~(np.broadcast_to(inp.g(name), inp.shape).ravel() > most)
     idx = np.flatnonzero(cand)
     if idx.size == 0:
         return todo
