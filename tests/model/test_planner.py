@@ -20,6 +20,8 @@ from dispersal.model.search.bisection import (
     IntArr,
     Predicate,
     cheapest_first_on_grid,
+    cheapest_in_cells,
+    first_in_cells,
     first_in_pieces,
     first_on_grid,
     first_true,
@@ -357,6 +359,17 @@ def test_cheapest_first_on_grid_keeps_every_groups_least_cost(
     kept = cheapest_first_on_grid(g, meets_cost, group, batch=batch)
     assert least_per_group(kept) == least_per_group(every)
     np.testing.assert_array_equal(kept[kept >= 0], every[kept >= 0])
+    # the cells too: each row `cheapest_in_cells` keeps has `first_in_cells`'s answer and the predicate's
+    # cost there, and every group's least cost is the same
+    sel, n, cost = cheapest_in_cells(g, meets_cost, group, batch=batch)
+    all_rows, all_n = first_in_cells(g, every, meets)
+    answer = dict(zip(all_rows.tolist(), all_n.tolist(), strict=True))
+    assert all(answer[int(r)] == float(x) for r, x in zip(sel, n, strict=True))
+    np.testing.assert_allclose(cost, base[sel] + unit[sel] * n, rtol=1e-15)
+    got: dict[int, float] = {}
+    for r, c in zip(sel.tolist(), cost.tolist(), strict=True):
+        got[int(group[r])] = min(got.get(int(group[r]), np.inf), c)
+    assert got == least_per_group(every)
 
 
 @pytest.mark.slow

@@ -288,11 +288,18 @@ def cheapest_first_on_grid(
     cost is above its group's least upper bound (by more than rounding: a tie is kept) is asked about no
     more. Returns `first_on_grid`'s index for every row that can hold its group's cheapest plan, -1 for
     the others: refining only those rows' cells gives each group's least cost exactly."""
+    return _cheapest_grid(g, pred, group, batch)[0]
+
+
+def _cheapest_grid(g: Arr, pred: CostPredicate, group: IntArr, batch: int) -> tuple[IntArr, Arr, Arr]:
+    """`cheapest_first_on_grid` with each row's cost bounds: (first, the cost at g[f-1] or below,
+    the cost at g[f])."""
     rows, points = g.shape
     group = np.asarray(group, dtype=np.int64)
     best = np.full(int(group.max()) + 1 if rows else 0, np.inf)
     first = np.full(rows, -1, dtype=np.int64)
     below = np.zeros(rows)
+    above = np.full(rows, np.inf)
     for a in range(0, points, max(1, batch)):
         open_rows = np.flatnonzero((first < 0) & (below <= best[group] * _COST_TOL))
         if open_rows.size == 0:
@@ -306,11 +313,53 @@ def cheapest_first_on_grid(
         j = np.argmax(ok[hit], axis=1)
         r = open_rows[hit]
         first[r] = a + j
+        above[r] = cost[hit, j]
         np.minimum.at(best, group[r], cost[hit, j])
         below[r] = np.where(j > 0, cost[hit, np.maximum(j - 1, 0)], below[r])
         below[open_rows[~hit]] = cost[~hit, -1]
     first[(first >= 0) & (below > best[group] * _COST_TOL)] = -1
-    return first
+    return first, below, above
+
+
+def cheapest_in_cells(
+    g: Arr, pred: CostPredicate, group: IntArr, *, batch: int = FIRST_ON_GRID_BATCH
+) -> tuple[IntArr, Arr, Arr]:
+    """`cheapest_first_on_grid`, then each kept row's cell refined by plain bisection as
+    `first_in_cells` does (the same points, so the same answers), with the branch and bound carried on:
+    a step that meets lowers the row's upper cost, one that does not raises its lower cost (the cost is
+    non-decreasing in N), and a row whose lower cost rises above its group's least upper cost (by more
+    than rounding: a tie is kept) is refined no further. Returns (rows, n, cost at n) for the rows that
+    can still hold their group's cheapest plan: each group's least cost exactly, from costs the
+    predicate gave where it held."""
+    first, below, above = _cheapest_grid(g, pred, group, batch)
+    sel = np.flatnonzero(first >= 0)
+    if sel.size == 0:
+        return sel, np.zeros(0), np.zeros(0)
+    f = first[sel]
+    b = g[sel, f].astype(np.float64)
+    a = np.minimum(np.where(f > 0, g[sel, np.maximum(f - 1, 0)] + 1.0, b), b)
+    lo_cost, hi_cost = below[sel], above[sel]
+    grp = np.asarray(group, dtype=np.int64)[sel]
+    best = np.full(int(grp.max()) + 1, np.inf)
+    np.minimum.at(best, grp, hi_cost)
+    alive = np.ones(sel.size, dtype=bool)
+    for _ in range(_MAX_STEPS):
+        alive &= lo_cost <= best[grp] * _COST_TOL
+        step = np.flatnonzero(alive & (a < b))
+        if step.size == 0:
+            break
+        mid = a[step] + np.floor((b[step] - a[step]) / 2.0)  # `first_true`'s point (m = 1, rounded down)
+        ok, cost = pred(sel[step], mid)
+        ok = np.asarray(ok, dtype=bool).reshape(-1)
+        cost = np.asarray(cost, dtype=np.float64).reshape(-1)
+        yes, no = step[ok], step[~ok]
+        b[yes], hi_cost[yes] = mid[ok], cost[ok]
+        a[no], lo_cost[no] = mid[~ok] + 1.0, cost[~ok]
+        np.minimum.at(best, grp[yes], cost[ok])
+    else:
+        raise RuntimeError("bisection did not converge (bounds wider than 2**53?)")
+    keep = np.flatnonzero(alive & (lo_cost <= best[grp] * _COST_TOL))
+    return sel[keep], b[keep], hi_cost[keep]
 
 
 def first_in_pieces(

@@ -23,7 +23,7 @@ import numpy.typing as npt
 from dispersal.model.analyses.frontier.table import Condition, Engine, TargetTable
 from dispersal.model.inputs.params import ModelParams
 from dispersal.model.inputs.scenario import Mode
-from dispersal.model.search.bisection import cheapest_first_on_grid, first_in_cells
+from dispersal.model.search.bisection import cheapest_in_cells
 from dispersal.model.search.candidates import SEARCH_OUTPUTS, Constraints
 
 Arr = npt.NDArray[np.float64]
@@ -211,19 +211,14 @@ def _least_group(
             cost[s : s + _CHUNK] = r["cost_usd"]
         return res, cost
 
-    def meets(rows: IntArr, n: Arr) -> BoolArr:
-        return meets_cost(rows, n)[0]
-
     # Only the cheapest row per (draw, condition) is read: branch and bound on the cost, which the
     # kernel makes non-decreasing in N here (the search trains for the whole time budget, tokens 0, so
-    # cost = (N + validators) x a node's price and energy; tests/model/test_frontier.py checks it).
-    first = cheapest_first_on_grid(g, meets_cost, dd * len(conds) + kk)
-    has, n_first = first_in_cells(g, first, meets)
-    if has.size == 0:
-        return
-    r = dr.run(eng, combos[cc[has]], n_first, kk[has], conds, draws[dd[has]], p)
-    cost = np.where((r["valid"] > 0) & (r["metric"] >= target * (1 - 1e-9)), r["cost_usd"], np.inf)
-    np.minimum.at(out, (dd[has], kk[has]), cost)
+    # cost = (N + validators) x a node's price and energy; tests/model/test_frontier.py checks it),
+    # through the grid and the bisection of each kept row's cell; the cost is the kernel's where the
+    # row first meets the target.
+    has, _, cost = cheapest_in_cells(g, meets_cost, dd * len(conds) + kk)
+    if has.size:
+        np.minimum.at(out, (dd[has], kk[has]), cost)
 
 
 def shortlist(

@@ -32,7 +32,7 @@ import numpy.typing as npt
 from dispersal.model.inputs import units
 from dispersal.model.inputs.params import DEFAULT_PARAMS, ModelParams
 from dispersal.model.inputs.scenario import Mode
-from dispersal.model.search.bisection import cheapest_first_on_grid, first_in_cells, last_true
+from dispersal.model.search.bisection import cheapest_in_cells, first_in_cells, last_true
 from dispersal.model.search.candidates import Constraints, hardware_variants, make_space
 from dispersal.model.search.plan_result import Metric
 from dispersal.model.search.planner import ETA_BOUND, SCREEN_MARGIN
@@ -498,13 +498,13 @@ def _smallest(rows: _Rows, g: Arr, mt: BoolArr, n_min: Arr) -> None:
 
 def _cheapest(rows: _Rows, g: Arr, unit_usd: Arr, n_min: Arr) -> None:
     """`_smallest` for the rows that can hold the cheapest plan of their condition: branch and bound on
-    the table's cost N x unit_usd (`bisection.cheapest_first_on_grid`). The per-condition minimum of
+    the table's cost N x unit_usd, through the grid and the cells (`bisection.cheapest_in_cells`). The per-condition minimum of
     n_min x unit is exactly `_smallest`'s; the dropped rows' n_min stay NaN."""
 
     def meets_cost(r: IntArr, n: Arr) -> tuple[BoolArr, Arr]:
         return rows.meets(r, n), n * unit_usd[r]
 
-    sel, n = first_in_cells(g, cheapest_first_on_grid(g, meets_cost, rows.ki), rows.meets)
+    sel, n, _ = cheapest_in_cells(g, meets_cost, rows.ki)
     n_min[rows.ki[sel], rows.ci[sel]] = n
 
 

@@ -19,7 +19,7 @@ from dispersal.model.kernel import quality
 from dispersal.model.kernel.efficiency import eta_h
 from dispersal.model.kernel.kernel import evaluate
 from dispersal.model.search import planner
-from dispersal.model.search.bisection import cheapest_first_on_grid, first_in_cells, first_on_grid
+from dispersal.model.search.bisection import cheapest_in_cells, first_in_cells, first_on_grid
 from dispersal.model.search.candidates import SEARCH_OUTPUTS, CandidateSpace
 
 Arr = npt.NDArray[np.float64]
@@ -237,7 +237,7 @@ class _Search:
 
         `cheapest_only`: for a caller that reads only each draw's cheapest (combo, N) (`_pick`): a
         combo whose plan cannot cost as little as the draw's cheapest is left NaN (branch and bound,
-        `bisection.cheapest_first_on_grid`; the cost is non-decreasing in N, as the search trains for
+        `bisection.cheapest_in_cells`; the cost is non-decreasing in N, as the search trains for
         the whole time budget), so each draw's least cost, and its ties, are exactly as without it."""
         sp, c = self.space, self.c
         cc = np.tile(combos, draws.size)
@@ -265,13 +265,12 @@ class _Search:
         def meets_cost_at(sel: IntArr, n: Arr) -> tuple[npt.NDArray[np.bool_], Arr]:
             return self.meets_cost(ci[sel], di[sel], n)
 
-        at = (
-            cheapest_first_on_grid(grid, meets_cost_at, di)
-            if cheapest_only
-            else first_on_grid(grid, meets_at)
-        )
-        # Bisect the first cell that meets the target on its upper end.
-        has, n_first = first_in_cells(grid, at, meets_at)
+        # Bisect the first cell that meets the target on its upper end (only the cells that can hold
+        # a draw's cheapest plan, where only that is read).
+        if cheapest_only:
+            has, n_first, _ = cheapest_in_cells(grid, meets_cost_at, di)
+        else:
+            has, n_first = first_in_cells(grid, first_on_grid(grid, meets_at), meets_at)
         out[idx[has]] = n_first
         return out.reshape(draws.size, combos.size)
 
