@@ -400,9 +400,9 @@ def test_draws_branch_and_bound_gives_the_unpruned_least_costs(
     mode: Mode, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`bands.least_costs` refines only the rows that can hold the cheapest plan of their (draw,
-    condition) (`bisection.cheapest_first_on_grid`): the same least cost per draw and condition as
-    refining every row, which the kernel's cost makes sound: non-decreasing in N for each candidate, draw
-    and condition (the search trains for the whole time budget)."""
+    condition) (`bisection.cheapest_in_cells`, through the grid and the cells): the same least cost per
+    draw and condition as refining every row, which the kernel's cost makes sound: non-decreasing in N
+    for each candidate, draw and condition (the search trains for the whole time budget)."""
     from dispersal.model.analyses.frontier import bands
     from dispersal.model.search import bisection
 
@@ -418,23 +418,26 @@ def test_draws_branch_and_bound_gives_the_unpruned_least_costs(
     combos = bands.shortlist(tab, range(len(conds)), eng.space.combo_hw)
     draws = np.arange(1, 13, dtype=np.int64)
     kept: list[tuple[int, int]] = []
-    bound = bisection.cheapest_first_on_grid
+    bound = bisection.cheapest_in_cells
 
     def counted(g: Any, pred: Any, group: Any) -> Any:
-        first = bound(g, pred, group)
+        out = bound(g, pred, group)
         every = bisection.first_on_grid(g, lambda r, n: pred(r, n)[0])
-        kept.append((int((first >= 0).sum()), int((every >= 0).sum())))
-        return first
+        kept.append((int(out[0].size), int((every >= 0).sum())))
+        return out
 
-    monkeypatch.setattr(bands, "cheapest_first_on_grid", counted)
+    monkeypatch.setattr(bands, "cheapest_in_cells", counted)
     pruned = bands.least_costs(eng, dr, target, combos, conds, draws)
     assert np.isfinite(pruned).sum() > 0
     assert sum(k for k, _ in kept) < sum(e for _, e in kept)  # rows were dropped
 
     def every_row(g: Any, pred: Any, group: Any) -> Any:
-        return bisection.first_on_grid(g, lambda r, n: pred(r, n)[0])
+        first = bisection.first_on_grid(g, lambda r, n: pred(r, n)[0])
+        rows, n = bisection.first_in_cells(g, first, lambda r, x: pred(r, x)[0])
+        ok, cost = pred(rows, n)
+        return rows, n, np.where(ok, cost, np.inf)
 
-    monkeypatch.setattr(bands, "cheapest_first_on_grid", every_row)
+    monkeypatch.setattr(bands, "cheapest_in_cells", every_row)
     np.testing.assert_array_equal(bands.least_costs(eng, dr, target, combos, conds, draws), pruned)
     # the property the bound rests on: at each candidate, draw and condition, cost never falls with N
     n = np.geomspace(1.0, 4096.0, 24).round()
