@@ -174,7 +174,8 @@ def evaluate(
 
     Large calls run in chunks of about `CHUNK_CONFIGS` configurations along the first axis: the
     ~200 temporaries of a chunk stay in cache instead of being fresh pages of memory each (on a 1M
-    sweep page faults were two thirds of the time). Results are the same to rounding (Newton's
+    sweep page faults were two thirds of the time); default mode's schedule choice runs on blocks of
+    `WALK_CONFIGS`, each walk round one chunked call. Results are the same to rounding (Newton's
     iteration count in the Chinchilla inversion is per chunk).
     """
     shape = np.broadcast_shapes(*(np.shape(v) for v in x.values()))
@@ -526,8 +527,8 @@ def _evaluate_once(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:
             "_outer_sync": outer.astype(np.float64),
             "_quality_factor": np.broadcast_to(np.asarray(tr.quality_factor, dtype=np.float64), c.shape),
         }
+        # (the public ones among BOUND_OUTPUTS are in `out` already)
         out.update({k: bound[k] for k in BOUND_OUTPUTS if k in want and k in bound})
-        out.update({k: r[k] for k in BOUND_OUTPUTS if k in want and k in r})
     return out
 
 

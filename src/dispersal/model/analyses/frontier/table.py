@@ -365,7 +365,8 @@ def search_target(
 
     `exact_screen` False: the screen asks only whether each candidate comes within SCREEN_MARGIN of
     T (the kernel's ``quality_floor``: the schedule walk stops there), for a caller that reads the
-    cheapest plans and not the screen's best metrics (which candidates are kept is the same).
+    cheapest plans and not the screen's best metrics (which candidates are kept is the same); a reader
+    of those values gets them exact on demand (`TargetTable.exact_reach_flop`, `any_reaches`).
     `cheapest_only` True: for a caller that reads only the cheapest plan per condition
     (``cost_min.min(axis=1)``), which is then exactly as without it, but a candidate that cannot beat
     the cheapest is not refined (its ``n_min`` NaN, ``cost_min`` inf: `_cheapest`) and the most sites
@@ -498,8 +499,8 @@ def _smallest(rows: _Rows, g: Arr, mt: BoolArr, n_min: Arr) -> None:
 
 def _cheapest(rows: _Rows, g: Arr, unit_usd: Arr, n_min: Arr) -> None:
     """`_smallest` for the rows that can hold the cheapest plan of their condition: branch and bound on
-    the table's cost N x unit_usd, through the grid and the cells (`bisection.cheapest_in_cells`). The per-condition minimum of
-    n_min x unit is exactly `_smallest`'s; the dropped rows' n_min stay NaN."""
+    the table's cost N x unit_usd, through the grid and the cells (`bisection.cheapest_in_cells`). The
+    per-condition minimum of n_min x unit is exactly `_smallest`'s; the dropped rows' n_min stay NaN."""
 
     def meets_cost(r: IntArr, n: Arr) -> tuple[BoolArr, Arr]:
         return rows.meets(r, n), n * unit_usd[r]
