@@ -439,23 +439,20 @@ def _evaluate_once(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:
     C_thr = 6.0 * c.Pa * D
 
     outer = pick.constant({code: float(u.outer_sync) for code, u in ALGORITHMS.items()}) > 0
-    # Updates that validation discards are compute spent without reaching the model.
-    D_used = D * tr.useful_fraction
-    q = quality_stage(
-        inp,
-        D_used,
-        6.0 * c.Pa * D_used,
-        replicas,
-        h_pen,
-        outer & (replicas > 1),
-        pick("eta_act"),
-        c.streaming,
-        c.fragments,
-        pick("merge_rule"),
+    # The quality stage's arguments besides tokens and H (`BOUND_OUTPUTS`: `kernel.choose`'s bound
+    # calls the stage again with them, `requality`).
+    stage = {
+        "replicas": replicas,
+        # updates that validation discards are compute spent without reaching the model
+        "useful_update_fraction": tr.useful_fraction,
+        "_outer_sync": outer.astype(np.float64),
+        "eta_act": pick("eta_act"),
+        "_merge_rule": pick("merge_rule"),
         # the tail's per-replica batch: tokens per inner step of one replica
-        replica_batch_tokens=B * pick("workers") * spare / np.maximum(replicas, 1.0),
-        quality_factor=tr.quality_factor,
-    )
+        "_replica_batch_tokens": B * pick("workers") * spare / np.maximum(replicas, 1.0),
+        "_quality_factor": as_float(tr.quality_factor),
+    }
+    q = _quality(inp, stage, D, h_pen)
     C_local = q["c_local_flop"]
 
     node_fp16 = g("node_fp16_flop_per_s")
@@ -519,43 +516,47 @@ def _evaluate_once(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:
         # (`requality`): the quality stage's other arguments, and the tokens of an all-compute run
         # (no schedule trains more: the outer step is at least its inner steps' compute).
         bound = {
+            **stage,
             "_tokens_all_compute": np.where(
                 D_req > 0, D_req, B * pick("workers") * spare / pick("step_time") * T_budget
             ),
-            "_replica_batch_tokens": B * pick("workers") * spare / np.maximum(replicas, 1.0),
-            "_merge_rule": pick("merge_rule"),
-            "_outer_sync": outer.astype(np.float64),
-            "_quality_factor": np.broadcast_to(np.asarray(tr.quality_factor, dtype=np.float64), c.shape),
         }
         # (the public ones among BOUND_OUTPUTS are in `out` already)
-        out.update({k: bound[k] for k in BOUND_OUTPUTS if k in want and k in bound})
+        private = (k for k in BOUND_OUTPUTS if k in want and k.startswith("_"))
+        out.update({k: np.broadcast_to(as_float(bound[k]), c.shape) for k in private})
     return out
 
 
 def requality(inp: Inputs, r: Mapping[str, Arr], tokens: Arr, h_eff: Arr) -> Arr:
     """C_quality (FLOP) of the configurations of `inp` had they trained `tokens` with the quality
     penalty's H at `h_eff`, all else as their evaluation `r` (its `BOUND_OUTPUTS`) found it: the
-    quality stage alone (`quality_stage`, as `_evaluate_once` calls it). At the evaluation's own tokens
-    and H it is the evaluation's C_quality."""
+    quality stage alone (`_quality`, as `_evaluate_once` calls it). At the evaluation's own tokens and
+    H it is the evaluation's C_quality."""
+    with np.errstate(all="ignore"):
+        return _quality(inp, r, tokens, h_eff)["c_quality_flop"]
+
+
+def _quality(inp: Inputs, r: Mapping[str, Arr], tokens: Arr, h_eff: Arr) -> dict[str, Arr]:
+    """The quality stage (`quality_stage`) of a run that trains `tokens` (the useful share of them
+    reaching the model) with the penalty's H at `h_eff`; `r` holds its other arguments by their
+    `BOUND_OUTPUTS` names."""
     g = inp.g
     replicas = r["replicas"]
     used = tokens * r["useful_update_fraction"]
-    with np.errstate(all="ignore"):
-        q = quality_stage(
-            inp,
-            used,
-            6.0 * g("active_params") * used,
-            replicas,
-            h_eff,
-            (r["_outer_sync"] > 0) & (replicas > 1),
-            r["eta_act"],
-            g("streaming") > 0,
-            np.maximum(g("fragments"), 1.0),
-            r["_merge_rule"],
-            replica_batch_tokens=r["_replica_batch_tokens"],
-            quality_factor=r["_quality_factor"],
-        )
-    return q["c_quality_flop"]
+    return quality_stage(
+        inp,
+        used,
+        6.0 * g("active_params") * used,
+        replicas,
+        h_eff,
+        (r["_outer_sync"] > 0) & (replicas > 1),
+        r["eta_act"],
+        g("streaming") > 0,
+        np.maximum(g("fragments"), 1.0),
+        r["_merge_rule"],
+        replica_batch_tokens=r["_replica_batch_tokens"],
+        quality_factor=r["_quality_factor"],
+    )
 
 
 def _needs(want: frozenset[str] | None, stage: tuple[str, ...]) -> bool:

@@ -457,11 +457,10 @@ def _screen(eng: Engine, target: float, k0: Condition, floor: float | None) -> t
         # widened by WINDOW_SLACK, usually past the overtraining window: invalid), usually the most
         # compute, then the other points only for the candidates it leaves below the floor.
         m = np.full(g.shape, -np.inf)
-        rows = np.arange(cc.size)
-        first = every[-2:-1]
-        m[:, first] = metric(rows, first)[0]
-        low = np.flatnonzero(~(m[:, first[0]] >= floor))
-        rest = np.delete(every, first)
+        inner = SCREEN_POINTS - 2
+        m[:, [inner]] = metric(np.arange(cc.size), every[[inner]])[0]
+        low = np.flatnonzero(~(m[:, inner] >= floor))
+        rest = np.delete(every, inner)
         if low.size:
             m[np.ix_(low, rest)] = metric(low, rest)[0]
         reach[cc] = m.max(axis=1)
