@@ -354,6 +354,21 @@ def test_eta_comp_table(cr: float, ef: bool, q: int, expected: float) -> None:
     assert float(eta_comp(cr, ef, q, P0)) == pytest.approx(expected, rel=EXACT)
 
 
+def test_eta_comp_of_mixed_columns_is_each_elements_own() -> None:
+    """A call whose elements read different table columns (error feedback and quality per element,
+    broadcast against the ratios) gives each element the value of its own one-element call."""
+    cr = np.asarray([1.0, 2.0, 40.0, 150.0, 500.0, 1e6])
+    ef = np.asarray([[True], [False]])
+    q = np.asarray([0, 1, 2, 2, 1, 0])
+    got = eta_comp(cr, ef, q, P0)
+    assert got.shape == (2, 6)
+    for i in range(2):
+        for j in range(6):
+            assert got[i, j] == float(eta_comp(cr[j], bool(ef[i, 0]), int(q[j]), P0))
+    # a quality code outside 0 / 1 (NaN included) reads the conservative column, as np.select's default
+    assert float(eta_comp(40.0, True, np.nan, P0)) == float(eta_comp(40.0, True, 2, P0))
+
+
 @pytest.mark.parametrize(
     ("c_act", "stages", "q", "expected"),
     [

@@ -473,3 +473,26 @@ def test_reaches_is_any_point_of_the_window_grid(target: float) -> None:
         zeros = np.zeros(g.size, dtype=np.int64)
         want = bool(eng.meets(np.repeat(combos[ok], REACH_POINTS), g.reshape(-1), zeros, [k], target).any())
         assert eng.reaches(combos, k, target) is want
+
+
+def test_engines_differing_only_in_the_quality_stage_share_their_windows() -> None:
+    """An engine built with `windows_of` (the quality lines': the mapping or the inner optimizer
+    changed) holds the same overtraining windows as one that reads its own; any other difference in
+    the constraints is refused."""
+    c = Constraints()
+    conds = [
+        Condition(bandwidth_bits_per_s=b, latency_s=c.latency_s, duration_s=c.max_duration_s)
+        for b in (1e8, 1e10)
+    ]
+    main = Engine(Mode.DEFAULT, c, "treaty")
+    main.prefetch_windows(conds)
+    for changes in ({"quality_mapping": "loss"}, {"inner_optimizer": "muon"}):
+        shared = Engine(Mode.DEFAULT, c.replace(**changes), "treaty", windows_of=main)
+        own = Engine(Mode.DEFAULT, c.replace(**changes), "treaty")
+        own.prefetch_windows(conds)
+        for k in conds:
+            assert shared.kernel_calls == 0
+            for a, b in zip(shared._window_at(k), own._window_at(k), strict=True):
+                np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="windows_of"):
+        Engine(Mode.DEFAULT, c.replace(max_overtraining=c.max_overtraining * 2), "treaty", windows_of=main)

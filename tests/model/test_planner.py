@@ -323,14 +323,16 @@ def test_first_on_grid_equals_the_first_true_of_the_whole_grid(flags: list[list[
         max_size=25,
     ),
     batch=st.sampled_from([1, 2, 4, 8]),
+    budget=st.sampled_from([0, 1, 3, 16, 256]),
 )
 def test_cheapest_first_on_grid_keeps_every_groups_least_cost(
-    rows: list[tuple[int, float, float, int]], batch: int
+    rows: list[tuple[int, float, float, int]], batch: int, budget: int
 ) -> None:
     """Rows meeting the predicate from a threshold N on (random per row), cost = base + unit x N
     (non-decreasing), three groups: refining only the rows `cheapest_first_on_grid` keeps (first_true in
     their first true cell) gives every group's least cost of the rows' answers, as refining every row;
-    a kept row's first point is `first_on_grid`'s."""
+    a kept row's first point is `first_on_grid`'s. The cell refinements find the same N with any number
+    of points per call (``budget``) as plain bisection."""
     thr = np.asarray([r[0] for r in rows], dtype=np.float64)
     unit = np.asarray([r[1] for r in rows])
     base = np.asarray([r[2] for r in rows])
@@ -361,8 +363,11 @@ def test_cheapest_first_on_grid_keeps_every_groups_least_cost(
     np.testing.assert_array_equal(kept[kept >= 0], every[kept >= 0])
     # the cells too: each row `cheapest_in_cells` keeps has `first_in_cells`'s answer and the predicate's
     # cost there, and every group's least cost is the same
-    sel, n, cost = cheapest_in_cells(g, meets_cost, group, batch=batch)
-    all_rows, all_n = first_in_cells(g, every, meets)
+    sel, n, cost = cheapest_in_cells(g, meets_cost, group, batch=batch, budget=budget)
+    all_rows, all_n = first_in_cells(g, every, meets, budget=budget)
+    plain_rows, plain_n = first_in_cells(g, every, meets, budget=0)
+    np.testing.assert_array_equal(all_rows, plain_rows)
+    np.testing.assert_array_equal(all_n, plain_n)
     answer = dict(zip(all_rows.tolist(), all_n.tolist(), strict=True))
     assert all(answer[int(r)] == float(x) for r, x in zip(sel, n, strict=True))
     np.testing.assert_allclose(cost, base[sel] + unit[sel] * n, rtol=1e-15)

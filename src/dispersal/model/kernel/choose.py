@@ -138,9 +138,12 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator, requality:
     h_now = _penalty_h(hf, h_fixed, ih, ir, gam)
     # A caller that asks only "does it reach the floor?" has its answer once a step reaches it.
     floor = inp.g("quality_floor").ravel()[idx] if inp.has("quality_floor") else None
+    # (the directions no configuration here may take are dropped once: a call with no hierarchical
+    # run has two, not twelve)
+    steps_free = [(free, d_h, d_r) for free, d_h, d_r in DIRECTIONS(hf, rf) if free.any()]
     while moving.any():
         trials: list[tuple[npt.NDArray[np.intp], int, int]] = []
-        for free, d_h, d_r in DIRECTIONS(hf, rf):
+        for free, d_h, d_r in steps_free:
             ph, pr = ih + d_h, ir + d_r
             inside = (ph >= 0) & (ph <= last) & (pr >= 0) & (pr <= last)
             back = (came_h == -d_h) & (came_r == -d_r)  # the reverse of the step that led here

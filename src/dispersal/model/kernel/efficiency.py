@@ -109,10 +109,16 @@ def eta_comp(
         # One ratio for every element too (a search's usual call): interpolate one number.
         one = cr if uniform_code(cr) is None else cr.reshape(-1)[:1].reshape(())
         return _shaped(_interp_log(one, xs, table[:, 1 + col]), cr, ef, q)
-    cols = [_interp_log(cr, xs, table[:, 1 + i]) for i in range(6)]
-    with_ef = np.select([q == 0, q == 1], [cols[0], cols[1]], default=cols[2])
-    without = np.select([q == 0, q == 1], [cols[3], cols[4]], default=cols[5])
-    return np.asarray(np.where(ef, with_ef, without), dtype=np.float64)
+    # Each element's column (quality 0 / 1 / other, then + 3 without error feedback); the logarithm
+    # once and only the columns some element reads (the same values as interpolating all six).
+    col_of = np.where(q == 0, 0, np.where(q == 1, 1, 2)) + np.where(ef, 0, 3)
+    lx = np.log10(np.maximum(cr, xs[0]))
+    lxs = np.log10(xs)
+    shape = np.broadcast_shapes(cr.shape, col_of.shape)
+    out = np.full(shape, np.nan)
+    for i in np.flatnonzero(np.bincount(col_of.reshape(-1), minlength=6)):
+        out = np.where(col_of == i, np.interp(lx, lxs, table[:, 1 + i]), out)
+    return np.asarray(out, dtype=np.float64)
 
 
 def eta_act(

@@ -366,6 +366,9 @@ class _Picker:
     def _select(self, vals: list[npt.ArrayLike]) -> Arr:
         # np.select's semantics (first true mask, else NaN) as nested where; np.choose is slower.
         # Branches that give the same array (or number) share one mask: one pass fewer each.
+        if self.complete and len(vals) == 1:  # one algorithm in the call (the usual case): its value
+            only = as_float(vals[0])
+            return _read_only(only) if only.shape == self.c.shape else broadcast(only, self.c.shape)
         masks, uniq = list(self.masks), list(vals)
         i = 0
         while i < len(uniq):

@@ -288,10 +288,20 @@ def codes_in(codes: npt.ArrayLike, allowed: Iterable[int]) -> bool:
     return bool(code_mask(codes, allowed).all())
 
 
+def _all_finite_at_least(x: Arr, lo: float, *, strict: bool = False) -> bool:
+    """Every element finite and >= lo (> lo where `strict`): two reductions, no temporaries (a NaN
+    makes the minimum NaN, which fails the comparison)."""
+    if x.size == 0:
+        return True
+    least = x.min()
+    return bool((least > lo if strict else least >= lo) and x.max() < np.inf)
+
+
 def _check(name: str, x: Arr, lo: float) -> None:
+    if _all_finite_at_least(x, lo):
+        return
     bad = ~(np.isfinite(x) & (x >= lo))
-    if np.any(bad):
-        raise InputError(name, f"must be finite and >= {lo:g}, got {float(x[bad].flat[0]):g}")
+    raise InputError(name, f"must be finite and >= {lo:g}, got {float(x[bad].flat[0]):g}")
 
 
 def _fixed(q: QualityLike) -> QualityParams:
@@ -430,11 +440,11 @@ def log_loss_ratio(
     _check("replicas", m, 1.0)
     _check("inner_steps", h, 1.0)
     _check("fragments", f, 1.0)
-    bad = ~(np.isfinite(n) & (n > 0))
-    if np.any(bad):
+    if not _all_finite_at_least(n, 0.0, strict=True):
+        bad = ~(np.isfinite(n) & (n > 0))
         raise InputError("params", f"must be finite and > 0 parameters, got {float(n[bad].flat[0]):g}")
     for name, v in (("tokens", tokens), ("local_batch_tokens", replica_batch_tokens)):
-        if v is not None and np.any(~(np.isfinite(_arr(v)) & (_arr(v) > 0))):
+        if v is not None and not _all_finite_at_least(_arr(v), 0.0, strict=True):
             raise InputError(name, "must be finite and > 0 tokens")
     opt = np.asarray(inner_optimizer)
     if opt.size and not codes_in(opt, INNER_OPTIMIZER_CODES.values()):

@@ -253,7 +253,17 @@ def first_on_grid(g: Arr, pred: Predicate, *, batch: int = FIRST_ON_GRID_BATCH) 
     return first
 
 
-def first_in_cells(g: Arr, first: IntArr, pred: Predicate) -> tuple[IntArr, Arr]:
+#: Points per predicate call of the cell refinements (`first_in_cells`, `cheapest_in_cells`), spread
+#: over the cells still open (``budget`` of `first_true`): a call costs a fixed overhead of about 800
+#: configurations' worth of work, and most refinements have a few dozen cells open, so one midpoint each
+#: is mostly overhead. The predicate is monotone in a cell, so it sets how many calls a refinement
+#: takes, never which N it finds.
+CELL_POINTS_PER_CALL = 256
+
+
+def first_in_cells(
+    g: Arr, first: IntArr, pred: Predicate, *, budget: int = CELL_POINTS_PER_CALL
+) -> tuple[IntArr, Arr]:
     """The refinement after a grid step (`first_on_grid`, `cheapest_first_on_grid`): for each row of `g`
     with a first true point f (``first >= 0``), the smallest integer n with pred(row, n) in its cell
     [g[f-1] + 1, g[f]] (g[f] itself when f = 0), by `first_true`. Returns (rows, n); `pred` is asked
@@ -264,7 +274,7 @@ def first_in_cells(g: Arr, first: IntArr, pred: Predicate) -> tuple[IntArr, Arr]
     f = first[sel]
     hi = g[sel, f]
     lo = np.where(f > 0, g[sel, np.maximum(f - 1, 0)] + 1.0, hi)
-    return sel, first_true(np.minimum(lo, hi), hi, lambda s, n: pred(sel[s], n))
+    return sel, first_true(np.minimum(lo, hi), hi, lambda s, n: pred(sel[s], n), budget=budget)
 
 
 #: A row is dropped only when its least cost is above its group's best by more than rounding (a tie is
@@ -322,7 +332,12 @@ def _cheapest_grid(g: Arr, pred: CostPredicate, group: IntArr, batch: int) -> tu
 
 
 def cheapest_in_cells(
-    g: Arr, pred: CostPredicate, group: IntArr, *, batch: int = FIRST_ON_GRID_BATCH
+    g: Arr,
+    pred: CostPredicate,
+    group: IntArr,
+    *,
+    batch: int = FIRST_ON_GRID_BATCH,
+    budget: int = CELL_POINTS_PER_CALL,
 ) -> tuple[IntArr, Arr, Arr]:
     """`cheapest_first_on_grid`, then each kept row's cell refined by plain bisection as
     `first_in_cells` does (the same points, so the same answers), with the branch and bound carried on:
@@ -348,14 +363,21 @@ def cheapest_in_cells(
         step = np.flatnonzero(alive & (a < b))
         if step.size == 0:
             break
-        mid = a[step] + np.floor((b[step] - a[step]) / 2.0)  # `first_true`'s point (m = 1, rounded down)
-        ok, cost = pred(sel[step], mid)
+        # `first_true`'s points with the same budget (m points split [a, b] into m + 1 parts)
+        m = np.minimum(_points_per_interval(step.size, budget), (b[step] - a[step]).astype(np.int64))
+        owner, rank, start, q = _split(a[step], b[step], m, up=False)
+        ok, cost = pred(sel[step[owner]], q)
         ok = np.asarray(ok, dtype=bool).reshape(-1)
         cost = np.asarray(cost, dtype=np.float64).reshape(-1)
-        yes, no = step[ok], step[~ok]
-        b[yes], hi_cost[yes] = mid[ok], cost[ok]
-        a[no], lo_cost[no] = mid[~ok] + 1.0, cost[~ok]
-        np.minimum.at(best, grp[yes], cost[ok])
+        hit, at, before = _edge(q, ok, rank, start)
+        # hit: b = q_j (its cost the row's upper one), a = q_{j-1} + 1 (its cost the lower one);
+        # no hit: a = q_m + 1, the lower cost q_m's.
+        yes, no = step[hit], step[~hit]
+        b[yes], hi_cost[yes] = q[at[hit]], cost[at[hit]]
+        had = before[hit] >= 0
+        a[yes[had]], lo_cost[yes[had]] = q[before[hit][had]] + 1.0, cost[before[hit][had]]
+        a[no], lo_cost[no] = q[at[~hit]] + 1.0, cost[at[~hit]]
+        np.minimum.at(best, grp[yes], cost[at[hit]])
     else:
         raise RuntimeError("bisection did not converge (bounds wider than 2**53?)")
     keep = np.flatnonzero(alive & (lo_cost <= best[grp] * _COST_TOL))

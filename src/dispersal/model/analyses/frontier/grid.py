@@ -159,7 +159,7 @@ def frontier(
             limits.append(_with_band(lim, band.bands[j] if band is not None else None))
     at = largest_at_sites(eng, tuple(sites), prem, base_cost, lay) if sites else ()
     qlines = (
-        quality_assumption_lines(m, c, regime_name, targets, prem, base_cost, lay, grid, max_site_kw)
+        quality_assumption_lines(m, c, regime_name, targets, prem, base_cost, lay, grid, max_site_kw, eng)
         if quality_lines
         else ()
     )

@@ -25,16 +25,19 @@ def quality_assumption_lines(
     lay: SearchLayout,
     grid: tuple[float, ...],
     max_site_kw: float | None = None,
+    main: Engine | None = None,
 ) -> tuple[QualityLine, ...]:
     """Each of QUALITY_ASSUMPTIONS: least bandwidth per premium and the premium at the reach rate
-    (the building's cost is unchanged: it trains synchronously, one replica)."""
+    (the building's cost is unchanged: it trains synchronously, one replica). `main`: the main
+    search's engine (same constraints but for the assumption), whose windows are reused."""
     if m is not Mode.DEFAULT:
         return ()
     conds = tuple(lay.conds[k] for k in sorted(lay.bw))  # the grid, top first
     bw_k = tuple(len(grid) - 1 - i for i in range(len(grid)))
     out: list[QualityLine] = []
     for name, changes in QUALITY_ASSUMPTIONS:
-        eng = Engine(m, c.replace(**changes), regime_name, max_site_kw=max_site_kw)
+        # (the main search's windows are these engines' too: the assumptions move only the quality stage)
+        eng = Engine(m, c.replace(**changes), regime_name, max_site_kw=max_site_kw, windows_of=main)
         for t in targets:
             c0 = base_cost[t]
             if c0 is None:

@@ -55,6 +55,10 @@ GRID_POINTS = 8
 CHUNK_POINTS = 400_000
 #: Outputs the overtraining window is read from (`CandidateSpace.node_window`).
 _WINDOW_OUTPUTS = ("pipeline_stages", "overtraining_ratio", "fits", "under_cap")
+#: Constraint fields only the kernel's quality stage reads (the replica penalty's mapping and inner
+#: optimizer): the overtraining window reads the first schedule's tokens, the memory and the cap, none
+#: of which they move, so engines that differ only in them share their windows (`Engine` windows_of).
+QUALITY_ONLY_FIELDS = ("quality_mapping", "inner_optimizer")
 #: Extra outputs read for a picked plan (the rest of the kernel's stages are skipped in the search).
 _PICK_OUTPUTS = ("run_time_s", "mean_up_bits_per_s", "replicas")
 
@@ -165,7 +169,10 @@ class Engine:
         regime_name: str,
         params: ModelParams = DEFAULT_PARAMS,
         max_site_kw: float | None = None,
+        windows_of: Engine | None = None,
     ) -> None:
+        """`windows_of`: an engine whose inputs differ from these only in QUALITY_ONLY_FIELDS of the
+        constraints: its overtraining windows read so far are this one's too (ValueError otherwise)."""
         self.mode, self.c, self.regime = mode, c, regime_name
         self.metric = Metric.C_LOCAL if mode is Mode.PAPER else Metric.C_QUALITY
         variants = hardware_variants(mode, c, regime_name)
@@ -184,6 +191,20 @@ class Engine:
         self.node_flop_per_s = np.asarray(h["node_peak_flop_per_s"] * h["mfu"], dtype=np.float64)
         self.labels = [f"{v.chips}x {v.name} {v.precision.value.upper()}" for v in sp.variants]
         self.kernel_calls = 0
+        if windows_of is not None:
+            same = windows_of.c.replace(**{f: getattr(c, f) for f in QUALITY_ONLY_FIELDS})
+            if (windows_of.mode, same, windows_of.regime, windows_of.space.p, windows_of.max_site_kw) != (
+                mode,
+                c,
+                regime_name,
+                params,
+                max_site_kw,
+            ) or not all(
+                np.array_equal(getattr(windows_of.space, a), getattr(sp, a))
+                for a in ("combo_hw", "combo_p", "combo_slot")
+            ):
+                raise ValueError(f"windows_of: must differ only in {', '.join(QUALITY_ONLY_FIELDS)}")
+            self._windows = dict(windows_of._windows)
 
     def node_cost(self, duration_s: float) -> Arr:
         """Cost of one site of each node type for the whole run, USD (the kernel's: purchase x
