@@ -449,7 +449,6 @@ def test_draws_branch_and_bound_gives_the_unpruned_least_costs(
         np.zeros(rows.size, dtype=np.int64),
         conds,
         np.full(rows.size, 5, dtype=np.int64),
-        eng.space.p,
     )
     cost = r["cost_usd"].reshape(combos.size, n.size)
     assert (np.diff(cost, axis=1) >= 0).all()

@@ -96,3 +96,30 @@ def test_scalar_inputs_give_outputs_of_the_common_shape(mode: str) -> None:
     one["num_nodes"] = x["num_nodes"]
     for k, v in kernel.evaluate(one, DEFAULT_PARAMS).items():
         assert v.shape == (40,), k
+
+
+@pytest.mark.parametrize("mode", ["paper", "default"])
+def test_straggler_overrides_equal_scaled_parameters(mode: str) -> None:
+    """Per-configuration straggler coefficients (kernel overrides: a Monte Carlo draw's straggler
+    scale, so draws of several scales share one call) give each configuration exactly what the
+    parameters scaled by its own scale give, for every straggler model and algorithm."""
+    n = 60
+    x = _configs(mode, n, 4)
+    scale = np.random.default_rng(5).choice([0.5, 1.0, 2.0], n)
+    p = DEFAULT_PARAMS
+    ov = {
+        "straggler_coeff_relay": p.straggler_coeff_relay * scale,
+        "straggler_coeff_sync": p.straggler_coeff_sync * scale,
+    }
+    mixed = kernel.evaluate(x, p, ov)
+    moved = False
+    for s in (0.5, 1.0, 2.0):
+        at = np.flatnonzero(scale == s)
+        ps = p.replace(
+            straggler_coeff_relay=p.straggler_coeff_relay * s, straggler_coeff_sync=p.straggler_coeff_sync * s
+        )
+        own = kernel.evaluate({k: v[at] for k, v in x.items()}, ps)
+        _same({k: v[at] for k, v in mixed.items()}, own)
+        plain = kernel.evaluate({k: v[at] for k, v in x.items()}, p)
+        moved |= s != 1.0 and not np.allclose(plain["sync_time_s"], own["sync_time_s"], equal_nan=True)
+    assert moved  # the scale changes the sync: the test would see an override that is ignored

@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from dispersal.model.inputs.params import ModelParams
 from dispersal.model.kernel import quality
+from dispersal.model.kernel.efficiency import straggler_factor
 
 Arr = npt.NDArray[np.float64]
 BoolArr = npt.NDArray[np.bool_]
@@ -133,6 +134,8 @@ class Common:
     bwd: Arr
     f_N: Arr
     """Straggler factor of N participants."""
+    strag_coeffs: tuple[Arr, Arr]
+    """The straggler model's (relay, synchronous) coefficients: the parameters' or a draw's overrides."""
     agg: Arr
     agg_codes: frozenset[int]
     """Aggregation codes present in this evaluation (a topology absent from it is not computed)."""
@@ -144,3 +147,7 @@ class Common:
     def g(self, name: str) -> Arr:
         """Input `name` broadcast to the common shape."""
         return self.inp.g(name)
+
+    def straggler(self, n: npt.ArrayLike) -> Arr:
+        """The straggler factor of n participants under this evaluation's model (`straggler_factor`)."""
+        return straggler_factor(n, self.strag, self.inp.p, self.strag_coeffs)

@@ -16,12 +16,22 @@ from dispersal.model.inputs.params import ModelParams
 Arr = npt.NDArray[np.float64]
 
 
-def straggler_factor(n: npt.ArrayLike, code: npt.ArrayLike, p: ModelParams) -> Arr:
+def straggler_factor(
+    n: npt.ArrayLike,
+    code: npt.ArrayLike,
+    p: ModelParams,
+    coeffs: tuple[npt.ArrayLike, npt.ArrayLike] | None = None,
+) -> Arr:
     """f(n): the factor by which the slowest of n participants stretches a sync (>= 1; f(1) = 1).
 
     relay 1 + 0.02 log2 n; synchronous 1 + 0.05 log2 n; threshold 1; backup 1 + 0.3 x 0.05 log2 n.
-    Source: Rahman 2026 sec. 3 (engineering estimates).
+    Source: Rahman 2026 sec. 3 (engineering estimates). `coeffs`: the (relay, synchronous)
+    coefficients per element instead of `p`'s (a Monte Carlo draw's overrides).
     """
+    k_relay: Arr | float = p.straggler_coeff_relay
+    k_sync: Arr | float = p.straggler_coeff_sync
+    if coeffs is not None:
+        k_relay, k_sync = (np.asarray(v, dtype=np.float64) for v in coeffs)
     n_ = np.maximum(np.asarray(n, dtype=np.float64), 1.0)
     c = np.asarray(code)
     lg = np.log2(n_)
@@ -29,16 +39,16 @@ def straggler_factor(n: npt.ArrayLike, code: npt.ArrayLike, p: ModelParams) -> A
     if k is not None:
         # One model for every element (a scenario's, the planner's): compute only that one.
         if k == STRAGGLER_CODES[Straggler.RELAY]:
-            one = 1.0 + p.straggler_coeff_relay * lg
+            one = 1.0 + k_relay * lg
         elif k == STRAGGLER_CODES[Straggler.SYNCHRONOUS]:
-            one = 1.0 + p.straggler_coeff_sync * lg
+            one = 1.0 + k_sync * lg
         elif k == STRAGGLER_CODES[Straggler.THRESHOLD]:
             one = np.ones_like(lg)
         else:
-            one = 1.0 + p.backup_worker_fraction * ((1.0 + p.straggler_coeff_sync * lg) - 1.0)
-        return _shaped(one, lg, c)
-    relay = 1.0 + p.straggler_coeff_relay * lg
-    sync = 1.0 + p.straggler_coeff_sync * lg
+            one = 1.0 + p.backup_worker_fraction * ((1.0 + k_sync * lg) - 1.0)
+        return _shaped(np.asarray(one, dtype=np.float64), lg, c, np.asarray(k_relay), np.asarray(k_sync))
+    relay = 1.0 + k_relay * lg
+    sync = 1.0 + k_sync * lg
     backup = 1.0 + p.backup_worker_fraction * (sync - 1.0)
     out = np.select(
         [

@@ -289,6 +289,8 @@ def _common(inp: Inputs) -> tuple[Common, Arr]:
     one_model = uniform_code(strag)
     if one_model is not None:
         strag = np.asarray(one_model)
+    # (a Monte Carlo draw may override the coefficients per configuration)
+    coeffs = (inp.k("straggler_coeff_relay"), inp.k("straggler_coeff_sync"))
     c = Common(
         inp=inp,
         shape=inp.shape,
@@ -317,7 +319,8 @@ def _common(inp: Inputs) -> tuple[Common, Arr]:
         one_fragment=bool(np.all(fragments == 1.0)),
         tau=g("overlap_depth"),
         bwd=g("sync_backward_overlap"),
-        f_N=straggler_factor(N, strag, p),
+        f_N=straggler_factor(N, strag, p, coeffs),
+        strag_coeffs=coeffs,
         agg=agg,
         agg_codes=frozenset(int(a) for a in np.unique(agg)),
     )

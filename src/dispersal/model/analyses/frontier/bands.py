@@ -21,7 +21,6 @@ import numpy as np
 import numpy.typing as npt
 
 from dispersal.model.analyses.frontier.table import Condition, Engine, TargetTable
-from dispersal.model.inputs.params import ModelParams
 from dispersal.model.inputs.scenario import Mode
 from dispersal.model.search.bisection import cheapest_in_cells
 from dispersal.model.search.candidates import SEARCH_OUTPUTS, Constraints
@@ -108,15 +107,6 @@ class Draws:
         out.samples = int(next(iter(arrays.values())).size) - 1
         return out
 
-    def params_for(self, base: ModelParams, scale: float) -> ModelParams:
-        """ModelParams with the straggler coefficients scaled (a draw's straggler scale)."""
-        if scale == 1.0:
-            return base
-        return base.replace(
-            straggler_coeff_relay=base.straggler_coeff_relay * scale,
-            straggler_coeff_sync=base.straggler_coeff_sync * scale,
-        )
-
     def run(
         self,
         eng: Engine,
@@ -125,20 +115,24 @@ class Draws:
         cond: IntArr,
         conds: Sequence[Condition],
         draw: IntArr,
-        p: ModelParams,
         floor: float | None = None,
     ) -> dict[str, Arr]:
         """Kernel outputs at draws `draw` (the planner Monte Carlo's transformation,
         `uncertainty.draws.apply_draw` and `eta_h_rescale`: MFU, quality fit draws and mapping, codec
-        and activation quality, chip prices, Chinchilla and replica overrides, eta_H rescaled), plus
+        and activation quality, chip prices, Chinchilla, replica and straggler overrides, eta_H
+        rescaled), plus
         ``valid`` and ``metric``. With `floor` (FLOP) only "metric >= floor" is exact (the kernel's
         ``quality_floor``, where the metric is C_quality)."""
         from dispersal.model.analyses.uncertainty.draws import apply_draw, eta_h_rescale, kernel_scores
         from dispersal.model.kernel.kernel import evaluate
 
-        d = self.arrays
+        d, p = self.arrays, eng.space.p
         x = eng.inputs(combo, n, cond, conds)
         ov, qp = apply_draw(x, d, draw)
+        # the draw's straggler scale, per configuration (kernel overrides of the straggler model)
+        scale = d["straggler_scale"][draw]
+        ov["straggler_coeff_relay"] = p.straggler_coeff_relay * scale
+        ov["straggler_coeff_sync"] = p.straggler_coeff_sync * scale
         ratio = d["eta_h_ratio"][draw]
         if floor is not None and eng.metric.value != "c_local":
             # A draw that rescales eta_H after the schedule is chosen has a metric the kernel does not
@@ -157,33 +151,28 @@ class Draws:
 def least_costs(
     eng: Engine, dr: Draws, target: float, combos: IntArr, conds: Sequence[Condition], draws: IntArr
 ) -> Arr:
-    """(draws, conditions): the cheapest cost over `combos` reaching the target, USD (inf: none).
-    Draws are grouped by straggler scale (a ModelParams field, not a kernel override)."""
+    """(draws, conditions): the cheapest cost over `combos` reaching the target, USD (inf: none)."""
     out = np.full((draws.size, len(conds)), np.inf)
     if combos.size == 0 or draws.size == 0:
         return out
-    scales = dr.arrays["straggler_scale"][draws]
-    for scale in sorted(set(scales.tolist())):
-        p = dr.params_for(eng.space.p, float(scale))
-        _least_group(eng, dr, p, target, combos, conds, draws, np.flatnonzero(scales == scale), out)
+    _least_rows(eng, dr, target, combos, conds, draws, out)
     return out
 
 
-def _least_group(
+def _least_rows(
     eng: Engine,
     dr: Draws,
-    p: ModelParams,
     target: float,
     combos: IntArr,
     conds: Sequence[Condition],
     draws: IntArr,
-    di: IntArr,
     out: Arr,
 ) -> None:
-    """`least_costs` for the draws `di` (indices into `draws`) of one straggler scale: per row
-    (draw, condition, candidate) a geometric grid over the widened node window, then bisection to
-    the first N meeting the target; the cheapest row per (draw, condition) goes into `out`."""
-    mesh = np.meshgrid(di, np.arange(len(conds)), np.arange(combos.size), indexing="ij")
+    """`least_costs` into `out`: per row (draw, condition, candidate) a geometric grid over the
+    widened node window, then bisection to the first N meeting the target; the cheapest row per
+    (draw, condition) goes into `out`. Every draw in the same kernel calls (each draw's straggler
+    scale is a per-configuration override)."""
+    mesh = np.meshgrid(np.arange(draws.size), np.arange(len(conds)), np.arange(combos.size), indexing="ij")
     dd, kk, cc = (a.reshape(-1) for a in mesh)
     lo = np.empty(dd.size)
     hi = np.empty(dd.size)
@@ -206,7 +195,7 @@ def _least_group(
         for s in range(0, rows.size, _CHUNK):
             e = rows[s : s + _CHUNK]
             floor = target * (1 - 1e-9)
-            r = dr.run(eng, combos[cc[e]], n[s : s + _CHUNK], kk[e], conds, draws[dd[e]], p, floor)
+            r = dr.run(eng, combos[cc[e]], n[s : s + _CHUNK], kk[e], conds, draws[dd[e]], floor)
             res[s : s + _CHUNK] = (r["valid"] > 0) & (r["metric"] >= floor)
             cost[s : s + _CHUNK] = r["cost_usd"]
         return res, cost

@@ -189,7 +189,7 @@ def sensitivity(
         ys.append((f"largest target at {n:,} sites", np.log10(_largest(eng, dr, lay, n, draws))))
     outs = []
     for name, y in ys:
-        outs.append(_indices(analyze, problem, name, np.asarray(y, dtype=np.float64)))
+        outs.append(_indices(analyze, problem, name, np.asarray(y, dtype=np.float64), seed))
     return Sensitivity(
         target_flop=target_flop,
         premium=premium,
@@ -238,19 +238,15 @@ def _largest(eng: Engine, dr: bands.Draws, lay: SearchLayout, n: int, draws: npt
     dd = np.repeat(draws, combos.size)
     cc2 = np.tile(combos, draws.size)
     nn2 = np.tile(ns, draws.size)
-    scales = dr.arrays["straggler_scale"][dd]
-    best = np.full(dd.size, -np.inf)
-    for scale in sorted(set(scales.tolist())):
-        at = np.flatnonzero(scales == scale)
-        p = dr.params_for(eng.space.p, float(scale))
-        rr = dr.run(eng, cc2[at], nn2[at], np.zeros(at.size, dtype=np.int64), lay.conds, dd[at], p)
-        best[at] = np.where(rr["valid"] > 0, rr["metric"], -np.inf)
+    rr = dr.run(eng, cc2, nn2, np.zeros(dd.size, dtype=np.int64), lay.conds, dd)
+    best = np.where(rr["valid"] > 0, rr["metric"], -np.inf)
     per = best.reshape(draws.size, -1).max(axis=1)
     return np.asarray(np.where(np.isfinite(per) & (per > 1.0), per, 1.0), dtype=np.float64)
 
 
-def _indices(analyze: Any, problem: dict[str, Any], name: str, y: Arr) -> Indices:
-    """SALib's Sobol' analysis of one output (NaN indices where it does not vary)."""
+def _indices(analyze: Any, problem: dict[str, Any], name: str, y: Arr, seed: int) -> Indices:
+    """SALib's Sobol' analysis of one output (NaN indices where it does not vary); its bootstrap of the
+    confidence intervals seeded from `seed` (>= 0), so a run repeats them."""
     g = problem["num_vars"]
     if not np.all(np.isfinite(y)) or float(np.std(y)) == 0.0:
         nan = (math.nan,) * g
@@ -263,7 +259,9 @@ def _indices(analyze: Any, problem: dict[str, Any], name: str, y: Arr) -> Indice
             mean=float(np.mean(y)),
             sd=float(np.std(y)),
         )
-    si = analyze.analyze(problem, y, calc_second_order=False, print_to_console=False, seed=0)
+    # seed + 1: SALib seeds its bootstrap only for a true seed (`if seed:`), so 0 would leave the
+    # confidence intervals unseeded (they changed from run to run)
+    si = analyze.analyze(problem, y, calc_second_order=False, print_to_console=False, seed=seed + 1)
 
     def t(key: str) -> tuple[float, ...]:
         return tuple(float(v) for v in si[key])

@@ -41,7 +41,6 @@ from dispersal.model.inputs.decoupled import (
 from dispersal.model.kernel import topology
 from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch, flat
 from dispersal.model.kernel.context import Arr, BoolArr, Common
-from dispersal.model.kernel.efficiency import straggler_factor
 
 
 def _input(c: Common, name: str, default: float) -> Arr:
@@ -90,7 +89,7 @@ def branch(c: Common) -> Branch:
     at_site = _input(c, "syncer_at_site", 0.0) > 0
     merge = _input(c, "merge_rule", MERGE_RULE_CODES["norm_preserving"])
     K = quorum_learners(M, q)
-    f_K = straggler_factor(K, c.strag, c.p)
+    f_K = c.straggler(K)
     t_rt, u, d, busy, host_up, host_down = exchange(c, P / Pf, M, at_site)
     live = M > 1
     H_link = np.where(live, np.ceil(Pf * busy / T_step), 1.0)

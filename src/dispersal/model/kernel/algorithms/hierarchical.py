@@ -12,7 +12,6 @@ from dispersal.model.inputs.codes import AGG_PAPER, ALGO_DILOCO, ALGO_HIERARCHIC
 from dispersal.model.kernel import schedule, topology
 from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch, flat
 from dispersal.model.kernel.context import TINY, Arr, BoolArr, Common
-from dispersal.model.kernel.efficiency import straggler_factor
 
 
 def _groups(c: Common) -> Arr:
@@ -32,7 +31,7 @@ def branch(c: Common) -> Branch:
     n_g = c.g("group_size")
     G_h = _groups(c)
     reg_bw, reg_lat = c.g("regional_bits_per_s"), c.g("regional_latency_s")
-    f_ng = straggler_factor(n_g, c.strag, p)
+    f_ng = c.straggler(n_g)
     T_reg_g, u_reg, d_reg = topology.sync(c, P, n_g, f_ng, reg_bw, reg_bw, reg_lat)
     T_reg = np.where(c.agg == AGG_PAPER, (2.0 * P * c.wire / reg_bw + reg_lat) * f_ng, T_reg_g)
     if c.inp.has("regional_sync_time_s"):
@@ -44,7 +43,7 @@ def branch(c: Common) -> Branch:
     rule = schedule.chooses(c)
     H_in = np.where(c.h_req > 0, c.h_req, schedule.snap_up(H_in_auto, rule))
     T_rc = np.where(streaming, np.maximum(H_in * T_step, T_reg), H_in * T_step + T_reg)
-    f_Gh = straggler_factor(G_h, c.strag, p)
+    f_Gh = c.straggler(G_h)
     T_glob, u_glob, d_glob = topology.sync(c, P, G_h, f_Gh, c.up, c.down, c.lat)
     slack = np.where(shared & streaming, H_in * T_step - T_reg, T_rc)
     # A requested H_in whose steps do not cover the regional sync leaves the shared link no slack: the

@@ -12,7 +12,7 @@ from dispersal.model.inputs.codes import ALGO_PP_DILOCO
 from dispersal.model.kernel import schedule, topology
 from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch, pipelined
 from dispersal.model.kernel.context import Common
-from dispersal.model.kernel.efficiency import eta_act, straggler_factor
+from dispersal.model.kernel.efficiency import eta_act
 
 
 def branch(c: Common) -> Branch:
@@ -23,10 +23,10 @@ def branch(c: Common) -> Branch:
     t_c = 6.0 * c.Pa * c.B / (c.F_eff * S * Mmb)
     pp_bw = c.g("pp_bits_per_s")
     t_m = (2.0 * A_bits / Mmb) / pp_bw
-    pp_link = np.where(S > 1, (t_m + c.g("pp_latency_s")) * straggler_factor(S, c.strag, p), 0.0)
+    pp_link = np.where(S > 1, (t_m + c.g("pp_latency_s")) * c.straggler(S), 0.0)
     T_pp = (Mmb + S - 1.0) * (t_c + pp_link) + c.T_ep
     P_pp = np.where(c.g("pp_shard_sync") > 0, c.P / S, c.P)
-    f_G = straggler_factor(G, c.strag, p)
+    f_G = c.straggler(G)
     T_sync, u, d = topology.sync(c, P_pp, G, f_G, c.up, c.down, c.lat)
     T_frag = (
         T_sync if c.one_fragment else topology.sync(c, P_pp / c.fragments, G, f_G, c.up, c.down, c.lat)[0]

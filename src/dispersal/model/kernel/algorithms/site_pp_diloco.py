@@ -20,7 +20,6 @@ from dispersal.model.kernel import schedule, topology
 from dispersal.model.kernel.algorithms import pp_diloco
 from dispersal.model.kernel.algorithms.base import AlgorithmUnit, Branch, pipelined
 from dispersal.model.kernel.context import Arr, BoolArr, Common
-from dispersal.model.kernel.efficiency import straggler_factor
 
 
 def _site(c: Common) -> tuple[Arr, Arr, Arr, Arr, Arr]:
@@ -60,19 +59,19 @@ def branch(c: Common) -> Branch:
     bw_fab + lat_fab), hidden behind the step's overlap fraction: T_step = T_pp + max(0, T_dp - o T_pp).
     Sync: M sites, each of a stage's k copies sends P / (S k) over its own WAN link with the scenario's
     topology (`topology.sync`), every H steps (`schedule`; blocking or overlapped)."""
-    p, Mmb = c.p, c.Mmb
+    Mmb = c.Mmb
     n_s, bw_f, lat_f, S, k = _site(c)
     M = np.floor(c.N / n_s)
     A_bits = np.where(S > 1, c.B * c.hidden * c.g("activation_bytes_per_value") * 8.0, 0.0)
     t_c = 6.0 * c.Pa * c.B / (c.F_eff * S * Mmb)
-    link = np.where(S > 1, ((2.0 * A_bits / Mmb) / bw_f + lat_f) * straggler_factor(S, c.strag, p), 0.0)
+    link = np.where(S > 1, ((2.0 * A_bits / Mmb) / bw_f + lat_f) * c.straggler(S), 0.0)
     # Expert parallelism as the field defines it (experts spread over the WAN), as in every unit.
     T_pp = (Mmb + S - 1.0) * (t_c + link) + c.T_ep
     v_dp = c.P / S * c.g("dense_aggregate_bits_per_param")
     T_dp = np.where(k > 1, 2.0 * (k - 1.0) * (v_dp / np.maximum(k, 1.0) / bw_f + lat_f), 0.0)
     T_step = T_pp + np.maximum(0.0, T_dp - c.g("ddp_overlap_fraction") * T_pp)
     shard = c.P / (S * np.maximum(k, 1.0))
-    f_M = straggler_factor(M, c.strag, p)
+    f_M = c.straggler(M)
     T_sync, u, d = topology.sync(c, shard, M, f_M, c.up, c.down, c.lat)
     T_frag = (
         T_sync if c.one_fragment else topology.sync(c, shard / c.fragments, M, f_M, c.up, c.down, c.lat)[0]
