@@ -280,3 +280,33 @@ def test_the_floors_bound_is_above_every_schedule(s: Scenario) -> None:
     ceiling = requality(inp, rr, rr["_tokens_all_compute"] * (1 + 1e-12), np.asarray([float(h_min)]))
     finite = np.isfinite(every["c_quality_flop"])
     assert np.all(every["c_quality_flop"][finite] <= ceiling[0] * (1 + 1e-9))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(s=scenarios())
+def test_the_schedule_bound_and_the_first_schedule(s: Scenario) -> None:
+    """The private output ``_schedule_bound`` (a maximising caller's pruning bound) is at least the
+    chosen schedule's C_quality, and equals it where nothing is walked (a fixed schedule, one replica);
+    with ``schedule_walk`` 0 the kernel keeps the first schedule: never more C_quality than the chosen
+    one, and the same schedule-free outputs."""
+    x = as_arrays(kernel_inputs(s, "default", DEFAULT_PARAMS))
+    want = (*WANT, "cost_usd", "replicas", choose.SCHEDULE_BOUND)
+    full = evaluate(x, DEFAULT_PARAMS, outputs=want)
+    first = evaluate({**x, "schedule_walk": np.zeros(())}, DEFAULT_PARAMS, outputs=want)
+    q, bound = float(np.asarray(full["c_quality_flop"])), float(np.asarray(full[choose.SCHEDULE_BOUND]))
+    assert bound == float(np.asarray(first[choose.SCHEDULE_BOUND]))
+    if math.isnan(q):
+        return
+    assert bound >= q * (1 - 1e-12)
+    q0 = float(np.asarray(first["c_quality_flop"]))
+    assert not q0 > q * (1 + RTOL)
+    for k in ("cost_usd", "replicas", "feasible"):
+        assert np.array_equal(first[k], full[k], equal_nan=True), k
+    fixed = s.inner_steps > 0 and s.algorithm.value != "hierarchical"
+    if fixed or float(np.asarray(full["replicas"])) <= 1:
+        assert bound == q
+    # paper mode chooses nothing: the bound is the run's own C_quality
+    xp = as_arrays(kernel_inputs(s, "paper", DEFAULT_PARAMS))
+    paper = evaluate(xp, DEFAULT_PARAMS, outputs=("c_quality_flop", choose.SCHEDULE_BOUND))
+    qp = float(np.asarray(paper["c_quality_flop"]))
+    assert float(np.asarray(paper[choose.SCHEDULE_BOUND])) == (-math.inf if math.isnan(qp) else qp)

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dispersal.model.analyses.frontier import frontier
-from dispersal.model.analyses.frontier.table import Condition, Engine, search_target
+from dispersal.model.analyses.frontier.table import Condition, Engine, geomgrid, search_target
 from dispersal.model.inputs.scenario import Mode
 from dispersal.model.search import planner
 from dispersal.model.search.candidates import Constraints
@@ -495,3 +495,62 @@ def test_engines_differing_only_in_the_quality_stage_share_their_windows() -> No
                 np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match="windows_of"):
         Engine(Mode.DEFAULT, c.replace(max_overtraining=c.max_overtraining * 2), "treaty", windows_of=main)
+
+
+@pytest.mark.parametrize(
+    ("hardware", "grid", "walk_matters"),
+    [(("h100_sxm",), GRID, False), (("a100_80gb", "tpu_v5e"), (10e6, 30e6, 100e6), True)],
+)
+def test_largest_at_sites_walks_only_where_a_bound_can_win(
+    hardware: tuple[str, ...], grid: tuple[float, ...], walk_matters: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`largest_at_sites` walks the schedules only of configurations whose bound can beat the answers
+    the first schedules give: every row (value, hardware, sites used, cost, what binds) is the one that
+    walking every configuration gives, with and without premiums, for no more walks; in the second case
+    the walk changes answers (first schedules alone give other rows), so a bound that pruned too much
+    would show."""
+    from dispersal.model.analyses.frontier import at_sites
+    from dispersal.model.analyses.frontier.conditions import search_layout
+
+    c = Constraints(hardware=hardware)
+    lay = search_layout(grid, c)
+    eng = Engine(Mode.DEFAULT, c, "treaty")
+    cost: dict[float, float | None] = {1e24: 1.0e6, 1e25: 1.1e7, 1e26: 1.2e8}
+    walked: list[int] = []
+    real_run = Engine.run
+
+    def run(self: Engine, combo: Any, *a: Any, **k: Any) -> Any:
+        if k.get("walk", True):
+            walked.append(int(combo.size))
+        return real_run(self, combo, *a, **k)
+
+    def answers(best: Any) -> tuple[Any, int]:
+        monkeypatch.setattr(at_sites, "_best_schedules", best)
+        walked.clear()
+        return at_sites.largest_at_sites(eng, (10, 100, 1000), (1.5, 3.0), cost, lay), sum(walked)
+
+    def every(e: Engine, cc: Any, nn: Any, lay: Any, prem: Any, c0: Any, walk: bool = True) -> Any:
+        return e.run(cc, nn, np.zeros(cc.size, dtype=np.int64), lay.conds, ("replicas",), walk=walk)
+
+    monkeypatch.setattr(Engine, "run", run)
+    real = at_sites._best_schedules
+    pruned, n_pruned = answers(real)
+    full, n_full = answers(every)
+    first, _ = answers(lambda e, cc, nn, lay, prem, c0: every(e, cc, nn, lay, prem, c0, walk=False))
+    assert pruned == full
+    assert any(row.largest_target_flop for row in full)
+    assert n_pruned <= n_full
+    assert (first != full) == walk_matters
+    # the invariant the pruning rests on: a configuration left at its first schedule is below every
+    # answer of its site count even at its best schedule (N = 1,000: every candidate's window grid)
+    allc = np.flatnonzero(eng.usable).astype(np.int64)
+    lo, hi = eng.window(allc, lay.conds[0], 1.0)
+    sel = (lo <= 1000) & (hi >= lo)
+    cc = np.repeat(allc[sel], 6)
+    nn = geomgrid(lo[sel], np.minimum(hi[sel], 1000.0), 6).reshape(-1)
+    got = real(eng, cc, nn, lay, (1.5, 3.0), at_sites._c0_of(cost))
+    best = every(eng, cc, nn, lay, None, None)
+    met = np.where(best["valid"] > 0, best["metric"], -np.inf)
+    left = np.where(got["valid"] > 0, got["metric"], -np.inf) != met
+    at_1000 = [row.largest_target_flop or -np.inf for row in full if row.sites == 1000]
+    assert np.all(met[left] < min(at_1000))

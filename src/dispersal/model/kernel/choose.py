@@ -69,6 +69,12 @@ BOUND_OUTPUTS: frozenset[str] = frozenset(
     }
 )
 
+#: The choice's own private output, for a caller that prunes by it before asking for walks (a
+#: maximisation: `analyses.frontier.at_sites`): C_quality, FLOP, that no grid schedule of the
+#: configuration exceeds (`schedule_bound`).
+SCHEDULE_BOUND = "_schedule_bound"
+CHOICE_OUTPUTS: frozenset[str] = frozenset({SCHEDULE_BOUND})
+
 Evaluator = Callable[[Inputs, frozenset[str] | None], dict[str, Arr]]
 Requality = Callable[[Inputs, Mapping[str, Arr], Arr, Arr], Arr]
 
@@ -90,9 +96,17 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator, requality:
     floor?"), a configuration whose first schedule already scores the floor keeps that schedule's
     results, and one whose walk reaches the floor stops there: only ``score >= floor`` is exact for
     them (every other output is that schedule's, not the best one's). `requality`: the kernel's quality
-    stage alone at other tokens and penalty H (`kernel.requality`), the floor's bound."""
+    stage alone at other tokens and penalty H (`kernel.requality`), the floor's bound.
+
+    The private output SCHEDULE_BOUND (asked by name) is each configuration's C_quality bound over every
+    grid schedule (`schedule_bound`); with the optional input ``schedule_walk`` 0 a configuration keeps
+    its first schedule (no walk): a caller that maximises reads the first schedules and the bounds, then
+    walks only the configurations whose bound can beat the best first schedule."""
     floored = inp.has("quality_floor")
-    ask = None if want is None else want | NEEDED | (BOUND_OUTPUTS if floored else frozenset())
+    bounded = want is not None and SCHEDULE_BOUND in want
+    if want is not None:
+        want = want - CHOICE_OUTPUTS
+    ask = None if want is None else want | NEEDED | (BOUND_OUTPUTS if floored or bounded else frozenset())
     base = once(inp, ask)
     rule = inp.g("schedule_rule") > 0
     code = base["algorithm_resolved"]
@@ -104,6 +118,9 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator, requality:
     if inp.has("regional_rounds"):
         r_free &= inp.g("regional_rounds") <= 0
     todo = h_free | r_free
+    sb = schedule_bound(inp, todo, h_free, hier, base, requality) if bounded else None
+    if inp.has("schedule_walk"):
+        todo &= inp.g("schedule_walk") > 0
     if floored:
         # A caller that asks only "does it reach the floor?": a first schedule that already scores
         # the floor answers yes for the best one too (its score is at least as high), so it is kept;
@@ -113,10 +130,12 @@ def choose(inp: Inputs, want: frozenset[str] | None, once: Evaluator, requality:
             todo = _below_floor_dropped(inp, todo, h_free, hier, base, requality)
     todo = todo.ravel()
     out = _only(base, want)
+    flat = {k: v.reshape(-1) for k, v in out.items()}
+    if sb is not None:
+        out[SCHEDULE_BOUND] = sb
     if not todo.any():
         return out
     idx = np.flatnonzero(todo)
-    flat = {k: v.reshape(-1) for k, v in out.items()}
     ih = np.searchsorted(SCHEDULE_GRID, base["inner_steps"].ravel()[idx])
     ir = np.searchsorted(SCHEDULE_GRID, base["regional_rounds"].ravel()[idx])
     hf, rf = h_free.ravel()[idx], r_free.ravel()[idx]
@@ -202,13 +221,51 @@ def _below_floor_dropped(
     walk decides those."""
     floor_all = np.broadcast_to(inp.g("quality_floor"), inp.shape).ravel()
     # An infinite floor means "no floor here" (a draw whose metric the kernel does not score).
-    cand = todo.ravel() & np.isfinite(floor_all)
-    for name, most in (("trust", 0.0), ("nodes_per_site", 1.0)):
-        if inp.has(name):
-            cand &= ~(np.broadcast_to(inp.g(name), inp.shape).ravel() > most)
-    idx = np.flatnonzero(cand)
+    idx = np.flatnonzero(todo.ravel() & np.isfinite(floor_all) & _bounded(inp))
     if idx.size == 0:
         return todo
+    ceiling = _ceiling(inp, idx, h_free, hier, base, requality)
+    out = todo.ravel().copy()
+    out[idx[ceiling < floor_all[idx] * (1.0 - BOUND_MARGIN)]] = False
+    return out.reshape(todo.shape)
+
+
+def schedule_bound(
+    inp: Inputs, todo: BoolArr, h_free: BoolArr, hier: BoolArr, base: Mapping[str, Arr], requality: Requality
+) -> Arr:
+    """SCHEDULE_BOUND of every configuration, FLOP: where the choice walks (`todo`), the floor's bound
+    (`_below_floor_dropped`) widened by BOUND_MARGIN, or +inf where that bound does not apply; elsewhere
+    the first schedule's own C_quality (no walk moves it; -inf where it has none)."""
+    q = np.asarray(base["c_quality_flop"], dtype=np.float64).ravel()
+    out = np.where(np.isnan(q), -np.inf, q)
+    walks = todo.ravel()
+    out[walks] = np.inf
+    idx = np.flatnonzero(walks & _bounded(inp))
+    if idx.size:
+        out[idx] = _ceiling(inp, idx, h_free, hier, base, requality) / (1.0 - BOUND_MARGIN)
+    return out.reshape(inp.shape)
+
+
+def _bounded(inp: Inputs) -> BoolArr:
+    """Where the floor's bound applies (`_below_floor_dropped`: no permissionless run, no pipelines
+    inside the sites), flat."""
+    ok = np.ones(int(np.prod(inp.shape)), dtype=bool)
+    for name, most in (("trust", 0.0), ("nodes_per_site", 1.0)):
+        if inp.has(name):
+            ok &= ~(np.broadcast_to(inp.g(name), inp.shape).ravel() > most)
+    return ok
+
+
+def _ceiling(
+    inp: Inputs,
+    idx: npt.NDArray[np.intp],
+    h_free: BoolArr,
+    hier: BoolArr,
+    base: Mapping[str, Arr],
+    requality: Requality,
+) -> Arr:
+    """The floor's bound at flat indices `idx`: C_quality at an all-compute run's tokens and the
+    grid's smallest H and H_reg (`_below_floor_dropped`)."""
     h_fixed = np.broadcast_to(inp.g("inner_steps"), inp.shape).ravel()[idx]
     gam = np.where(hier, inp.p.hierarchical_h_exponent, 0.0).ravel()[idx]
     first = np.zeros(idx.size, dtype=np.intp)
@@ -216,10 +273,7 @@ def _below_floor_dropped(
     r = {k: np.asarray(base[k]).ravel()[idx] for k in BOUND_OUTPUTS}
     # (the overtraining window would blank a bound that trains more tokens than the real run can)
     sub = _subset(inp, idx, {}, drop=("min_overtraining", "max_overtraining"))
-    ceiling = requality(sub, r, r["_tokens_all_compute"] * (1.0 + 1e-12), h_min)
-    out = todo.ravel().copy()
-    out[idx[ceiling < floor_all[idx] * (1.0 - BOUND_MARGIN)]] = False
-    return out.reshape(todo.shape)
+    return requality(sub, r, r["_tokens_all_compute"] * (1.0 + 1e-12), h_min)
 
 
 def DIRECTIONS(hf: BoolArr, rf: BoolArr) -> tuple[tuple[BoolArr, int, int], ...]:

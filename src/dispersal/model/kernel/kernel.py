@@ -29,7 +29,7 @@ from dispersal.model.inputs.params import ModelParams
 from dispersal.model.inputs.units import H100E_FLOP_PER_S
 from dispersal.model.kernel import quality
 from dispersal.model.kernel.algorithms import ALGORITHMS, Branch
-from dispersal.model.kernel.choose import BOUND_OUTPUTS, choose
+from dispersal.model.kernel.choose import BOUND_OUTPUTS, CHOICE_OUTPUTS, SCHEDULE_BOUND, choose
 from dispersal.model.kernel.context import Arr, Common, Inputs, as_float, broadcast
 from dispersal.model.kernel.cost import COST_OUTPUTS, cost
 from dispersal.model.kernel.efficiency import straggler_factor, uniform_code
@@ -136,6 +136,8 @@ INPUTS: dict[str, str] = {
     "regional_rounds": "hierarchical: regional rounds per global sync H_reg; 0 = chosen by the rule; optional",
     "quality_floor": "FLOP: a search that asks only whether C_quality reaches this floor; a configuration "
     "whose first schedule reaches it is not walked further (kernel.choose); optional, absent = none",
+    "schedule_walk": "0: keep default mode's first schedule, no walk (a caller that reads the private output "
+    "_schedule_bound first, kernel.choose); optional, absent = 1",
 }
 
 
@@ -250,7 +252,7 @@ def _quality_rows(
 def _wanted(outputs: Collection[str] | None) -> frozenset[str] | None:
     if outputs is None:
         return None
-    unknown = sorted(set(outputs) - set(OUTPUTS) - BOUND_OUTPUTS)
+    unknown = sorted(set(outputs) - set(OUTPUTS) - BOUND_OUTPUTS - CHOICE_OUTPUTS)
     if unknown:
         raise ValueError(f"unknown kernel outputs {unknown}; known: {', '.join(OUTPUTS)}")
     return frozenset(outputs)
@@ -415,7 +417,15 @@ def _evaluate(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:
     schedule (H, H_reg) that maximises C_quality over a fixed grid (`kernel.choose`)."""
     if inp.has("schedule_rule") and bool(np.any(inp.g("schedule_rule") > 0)):
         return choose(inp, want, _chunked, requality)
-    return _chunked(inp, want)
+    if want is None or want.isdisjoint(CHOICE_OUTPUTS):
+        return _chunked(inp, want)
+    # No schedule is chosen: each configuration's bound over the schedules is its own C_quality.
+    out = _chunked(inp, (want - CHOICE_OUTPUTS) | {"c_quality_flop"})
+    q = out["c_quality_flop"]
+    bound = np.where(np.isnan(q), -np.inf, q)
+    out = {k: v for k, v in out.items() if k in want}
+    out[SCHEDULE_BOUND] = bound
+    return out
 
 
 def _evaluate_once(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:

@@ -14,6 +14,7 @@ from dispersal.model.analyses.frontier.result import AT_SITES_POINTS, AtSites
 from dispersal.model.analyses.frontier.table import Engine, geomgrid
 from dispersal.model.inputs import units
 from dispersal.model.kernel import quality
+from dispersal.model.kernel.choose import SCHEDULE_BOUND
 
 
 def _c0_of(base_cost: dict[float, float | None]) -> Any:
@@ -59,7 +60,7 @@ def largest_at_sites(
         g = geomgrid(lo[sel], np.minimum(hi[sel], float(n)), AT_SITES_POINTS)
         cc = np.repeat(allc[sel], AT_SITES_POINTS)
         nn = g.reshape(-1)
-        r = eng.run(cc, nn, np.zeros(cc.size, dtype=np.int64), lay.conds, ("replicas",))
+        r = _best_schedules(eng, cc, nn, lay, prem, c0)
         valid = r["valid"] > 0
         met = np.where(valid, r["metric"], -np.inf)
         best_any = float(met.max()) if met.size else -math.inf
@@ -111,6 +112,33 @@ def largest_at_sites(
                 )
             )
     return tuple(out)
+
+
+def _best_schedules(
+    eng: Engine, cc: Any, nn: Any, lay: SearchLayout, prem: tuple[float, ...], c0: Any
+) -> Any:
+    """`Engine.run` of candidates `cc` at node counts `nn` (the top grid rate), each at its best
+    schedule where that can matter: first every configuration's first schedule and its bound over the
+    schedules (`kernel.choose.SCHEDULE_BOUND`), then the schedule walk only for those whose bound is not
+    below the smallest of the answers the first schedules already give (the largest metric with no
+    budget and within each premium). A configuration left at its first schedule can neither be nor tie
+    an answer: its best metric is below that answer's lower bound. The same answers as walking every
+    configuration (`tests/model/test_frontier.py`), for a fraction of the walks."""
+    zeros = np.zeros(cc.size, dtype=np.int64)
+    r = eng.run(cc, nn, zeros, lay.conds, ("replicas", SCHEDULE_BOUND), walk=False)
+    valid = r["valid"] > 0
+    met = np.where(valid, r["metric"], -np.inf)
+    lows = [float(met.max()) if met.size else -math.inf]
+    if c0 is not None:
+        for x in prem:
+            ok = valid & (r["cost_usd"] <= x * c0(np.maximum(met, 1.0)) * (1 + 1e-12))
+            lows.append(float(np.where(ok, met, -np.inf).max()) if met.size else -math.inf)
+    walk = np.flatnonzero(~(r[SCHEDULE_BOUND] < min(lows)))
+    if walk.size:
+        best = eng.run(cc[walk], nn[walk], zeros[walk], lay.conds, ("replicas",))
+        for k, v in best.items():
+            r[k][walk] = v
+    return r
 
 
 def _carry(prev: dict[float | None, AtSites], x: float | None, row: AtSites) -> AtSites:

@@ -243,10 +243,12 @@ class Engine:
         conds: Sequence[Condition],
         extra: tuple[str, ...] = (),
         floor: float | None = None,
+        walk: bool = True,
     ) -> dict[str, Arr]:
         """Kernel outputs of candidates `combo` at node counts `n` under conditions `cond` (indices
         into `conds`), plus ``valid`` (spec sec. 10) and ``metric``; chunked. With `floor` (FLOP of
-        C_quality) only "metric >= floor" is exact (the kernel's ``quality_floor``)."""
+        C_quality) only "metric >= floor" is exact (the kernel's ``quality_floor``); `walk` False: each
+        configuration's first schedule (the kernel's ``schedule_walk`` 0; `kernel.choose`)."""
         from dispersal.model.kernel.kernel import evaluate
         from dispersal.model.search.candidates import SEARCH_OUTPUTS
 
@@ -257,6 +259,8 @@ class Engine:
             x = self.inputs(cc, nn, cond[e], conds)
             if floor is not None:
                 x["quality_floor"] = np.asarray(floor)
+            if not walk:
+                x["schedule_walk"] = np.zeros(())
             r = evaluate(x, self.space.p, outputs=(*SEARCH_OUTPUTS, *extra))
             self.kernel_calls += 1
             r["valid"] = self.space.validity(r, cc, nn).astype(np.float64)
