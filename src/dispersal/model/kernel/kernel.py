@@ -30,7 +30,7 @@ from dispersal.model.inputs.units import H100E_FLOP_PER_S
 from dispersal.model.kernel import quality
 from dispersal.model.kernel.algorithms import ALGORITHMS, Branch
 from dispersal.model.kernel.choose import BOUND_OUTPUTS, CHOICE_OUTPUTS, SCHEDULE_BOUND, choose
-from dispersal.model.kernel.context import Arr, Common, Inputs, as_float, broadcast
+from dispersal.model.kernel.context import Arr, BoolArr, Common, Inputs, as_float, broadcast
 from dispersal.model.kernel.cost import COST_OUTPUTS, cost
 from dispersal.model.kernel.efficiency import straggler_factor, uniform_code
 from dispersal.model.kernel.memory import memory, resolve_auto
@@ -374,17 +374,16 @@ class _Picker:
         if self.complete and len(vals) == 1:  # one algorithm in the call (the usual case): its value
             only = as_float(vals[0])
             return _read_only(only) if only.shape == self.c.shape else broadcast(only, self.c.shape)
-        masks, uniq = list(self.masks), list(vals)
-        i = 0
-        while i < len(uniq):
-            j = i + 1
-            while j < len(uniq):
-                if _same_value(uniq[i], uniq[j]):
-                    masks[i] = masks[i] | masks[j]
-                    del masks[j], uniq[j]
-                else:
-                    j += 1
-            i += 1
+        masks: list[BoolArr] = []
+        uniq: list[npt.ArrayLike] = []
+        for m, v in zip(self.masks, vals, strict=True):
+            for i, u in enumerate(uniq):
+                if _same_value(u, v):  # into the first branch with that value
+                    masks[i] = masks[i] | m
+                    break
+            else:
+                masks.append(m)
+                uniq.append(v)
         if self.complete:
             last = as_float(uniq[-1])
             # (a full-shape array as it is; a number by the cheap zero-stride view)
