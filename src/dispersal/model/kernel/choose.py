@@ -334,13 +334,21 @@ def _subset(
     """The configurations at flat indices `flat` of `inp`'s shape as a 1-D evaluation, with `sched`
     replacing inputs and the optional inputs `drop` left out."""
 
+    # One gather per array: the search's inputs share arrays between names (both link directions,
+    # the three latencies, total and active parameters).
+    taken: dict[int, Any] = {}
+
     def take(v: npt.ArrayLike) -> Any:
+        got = taken.get(id(v))
+        if got is not None:
+            return got
         a = np.asarray(v)
         if a.ndim == 0:
             return a
-        return (a if a.shape == inp.shape else np.broadcast_to(a, inp.shape)).reshape(-1)[flat]
+        got = taken[id(v)] = (a if a.shape == inp.shape else np.broadcast_to(a, inp.shape)).reshape(-1)[flat]
+        return got
 
-    x = {k: take(v) for k, v in inp.x.items() if k not in drop}
+    x = {k: sched[k] if k in sched else take(v) for k, v in inp.x.items() if k not in drop}
     x.update(sched)
     ov = {k: take(v) for k, v in inp.ov.items()}
     q = inp.quality_params
