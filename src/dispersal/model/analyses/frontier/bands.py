@@ -120,9 +120,8 @@ class Draws:
         """Kernel outputs at draws `draw` (the planner Monte Carlo's transformation,
         `uncertainty.draws.apply_draw` and `eta_h_rescale`: MFU, quality fit draws and mapping, codec
         and activation quality, chip prices, Chinchilla, replica and straggler overrides, eta_H
-        rescaled), plus
-        ``valid`` and ``metric``. With `floor` (FLOP) only "metric >= floor" is exact (the kernel's
-        ``quality_floor``, where the metric is C_quality)."""
+        rescaled), plus ``valid`` and ``metric``. With `floor` (FLOP) only "metric >= floor" is exact
+        (the kernel's ``quality_floor``, where the metric is C_quality)."""
         from dispersal.model.analyses.uncertainty.draws import apply_draw, eta_h_rescale, kernel_scores
         from dispersal.model.kernel.kernel import evaluate
 
@@ -151,27 +150,13 @@ class Draws:
 def least_costs(
     eng: Engine, dr: Draws, target: float, combos: IntArr, conds: Sequence[Condition], draws: IntArr
 ) -> Arr:
-    """(draws, conditions): the cheapest cost over `combos` reaching the target, USD (inf: none)."""
+    """(draws, conditions): the cheapest cost over `combos` reaching the target, USD (inf: none). Per
+    row (draw, condition, candidate) a geometric grid over the widened node window, then bisection to
+    the first N meeting the target; the cheapest row per (draw, condition). Every draw shares the
+    kernel calls (a draw's straggler scale is a per-configuration override, `Draws.run`)."""
     out = np.full((draws.size, len(conds)), np.inf)
     if combos.size == 0 or draws.size == 0:
         return out
-    _least_rows(eng, dr, target, combos, conds, draws, out)
-    return out
-
-
-def _least_rows(
-    eng: Engine,
-    dr: Draws,
-    target: float,
-    combos: IntArr,
-    conds: Sequence[Condition],
-    draws: IntArr,
-    out: Arr,
-) -> None:
-    """`least_costs` into `out`: per row (draw, condition, candidate) a geometric grid over the
-    widened node window, then bisection to the first N meeting the target; the cheapest row per
-    (draw, condition) goes into `out`. Every draw in the same kernel calls (each draw's straggler
-    scale is a per-configuration override)."""
     mesh = np.meshgrid(np.arange(draws.size), np.arange(len(conds)), np.arange(combos.size), indexing="ij")
     dd, kk, cc = (a.reshape(-1) for a in mesh)
     lo = np.empty(dd.size)
@@ -183,7 +168,7 @@ def _least_rows(
         hi[sel] = np.minimum(np.ceil(wh[cc[sel]] * DRAW_WINDOW_FACTOR), float(eng.c.max_nodes))
     ok = np.flatnonzero(hi >= lo)
     if ok.size == 0:
-        return
+        return out
     dd, kk, cc, lo, hi = dd[ok], kk[ok], cc[ok], lo[ok], hi[ok]
     t = np.linspace(0.0, 1.0, DRAW_GRID_POINTS)
     g = np.round(lo[:, None] * (hi / lo)[:, None] ** t)
@@ -208,6 +193,7 @@ def _least_rows(
     has, _, cost = cheapest_in_cells(g, meets_cost, dd * len(conds) + kk)
     if has.size:
         np.minimum.at(out, (dd[has], kk[has]), cost)
+    return out
 
 
 def shortlist(
