@@ -3,6 +3,8 @@ invariants of issue #3 (constraints never broken, looser constraints never cost 
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import numpy.typing as npt
 import pytest
@@ -426,6 +428,30 @@ def test_piece_walk_finds_the_first_n_that_meets(
             assert got[group == g].min() == want[group == g].min()
     else:
         assert np.array_equal(got, want)
+
+
+def test_piece_walk_with_a_huge_budget_brackets_without_overflow() -> None:
+    """A call allowing thousands of points per interval (the exact search's budget over few open
+    candidates) brackets a guessed piece end with no more spreads than reach the interval's ends: no
+    2^k overflow (8,192 points: 23 warnings before the cap), and the same first N as one point per call
+    and as a scan of every integer (pieces e^k long, meets in the second half of a late one)."""
+    lo = np.asarray([1.0, 5.0, 40.0])
+    hi = np.asarray([2_000_000.0, 900_000.0, 1_500_000.0])
+
+    def probe(sel: IntArr, n: Arr) -> tuple[Arr, BoolArr]:
+        v = np.log(np.asarray(n, dtype=float))
+        return np.floor(v), np.asarray((np.floor(v) >= 11 + sel) & (v - np.floor(v) >= 0.5))
+
+    n = np.arange(1.0, 2_000_001.0)
+    truth = []
+    for i in range(3):
+        inside = (n >= lo[i]) & (n <= hi[i])
+        truth.append(n[inside & probe(np.full(n.size, i), n)[1]][0])
+    for budget in (0, 512, 8192):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            got = first_in_pieces(lo, hi, probe, budget=budget)
+        assert got.tolist() == truth, budget
 
 
 def _lockstep_exact(

@@ -86,11 +86,17 @@ def _bracket(a: Arr, b: Arr, g: Arr, u: Arr, m: IntArr) -> tuple[IntArr, IntArr,
     """m points around each guess g with spread u, ascending and inside [a + 1, b]: g - u (2^k - 1)
     at and below it (g, g - u, g - 3u, ...) and g + 1 + u (2^k - 1) above (g + 1, g + 1 + u, ...).
     Returns (owner, rank, start, points, the gallop step to continue with if they all hold)."""
+    unit = np.maximum(np.floor(u), 1.0)
+    # Past k_max spreads a side's points all clip to the interval's end (the same point again), so m is
+    # capped at k_max + 1 a side: the same distinct points, the same edge, a gallop step still past the
+    # interval, and no 2^k overflow when a call allows thousands of points.
+    span = np.maximum(b - a, 0.0) + np.abs(np.floor(g) - a) + 1.0
+    k_max = np.ceil(np.log2(span / unit + 1.0)).astype(np.int64)
+    m = np.minimum(m, 2 * k_max + 2)
     owner, rank, start = _groups(m)
     m_lo = ((m + 1) // 2)[owner]
     below = rank <= m_lo
     k = np.where(below, m_lo - rank, rank - m_lo - 1).astype(np.float64)
-    unit = np.maximum(np.floor(u), 1.0)
     off = np.where(below, -(2.0**k - 1.0) * unit[owner], 1.0 + (2.0**k - 1.0) * unit[owner])
     q = np.clip(np.floor(g)[owner] + off, a[owner] + 1.0, b[owner])
     return owner, rank, start, q, unit * 2.0 ** (m // 2)
