@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dispersal.model.analyses.frontier.conditions import SearchLayout
 from dispersal.model.analyses.frontier.result import AT_SITES_POINTS, AtSites
@@ -115,15 +116,21 @@ def largest_at_sites(
 
 
 def _best_schedules(
-    eng: Engine, cc: Any, nn: Any, lay: SearchLayout, prem: tuple[float, ...], c0: Any
-) -> Any:
+    eng: Engine,
+    cc: npt.NDArray[np.int64],
+    nn: npt.NDArray[np.float64],
+    lay: SearchLayout,
+    prem: tuple[float, ...],
+    c0: Any,
+) -> dict[str, npt.NDArray[np.float64]]:
     """`Engine.run` of candidates `cc` at node counts `nn` (the top grid rate), each at its best
     schedule where that can matter: first every configuration's first schedule and its bound over the
     schedules (`kernel.choose.SCHEDULE_BOUND`), then the schedule walk only for those whose bound is not
     below the smallest of the answers the first schedules already give (the largest metric with no
     budget and within each premium). A configuration left at its first schedule can neither be nor tie
     an answer: its best metric is below that answer's lower bound. The same answers as walking every
-    configuration (`tests/model/test_frontier.py`), for a fraction of the walks."""
+    configuration (`tests/model/test_frontier.py`), for a fraction of the walks. `c0`: `_c0_of`'s
+    building cost of a target (None: no premium answers)."""
     zeros = np.zeros(cc.size, dtype=np.int64)
     r = eng.run(cc, nn, zeros, lay.conds, ("replicas", SCHEDULE_BOUND), walk=False)
     valid = r["valid"] > 0
