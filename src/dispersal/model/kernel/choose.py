@@ -236,14 +236,20 @@ def schedule_bound(
     """SCHEDULE_BOUND of every configuration, FLOP: where the choice walks (`todo`), the floor's bound
     (`_below_floor_dropped`) widened by BOUND_MARGIN, or +inf where that bound does not apply; elsewhere
     the first schedule's own C_quality (no walk moves it; -inf where it has none)."""
-    q = np.asarray(base["c_quality_flop"], dtype=np.float64).ravel()
-    out = np.where(np.isnan(q), -np.inf, q)
+    out = unwalked_bound(base).ravel()
     walks = todo.ravel()
     out[walks] = np.inf
     idx = np.flatnonzero(walks & _bounded(inp))
     if idx.size:
         out[idx] = _ceiling(inp, idx, h_free, hier, base, requality) / (1.0 - BOUND_MARGIN)
     return out.reshape(inp.shape)
+
+
+def unwalked_bound(r: Mapping[str, Arr]) -> Arr:
+    """SCHEDULE_BOUND of configurations no walk moves (evaluation `r`): their own C_quality, FLOP, and
+    -inf where they have none (NaN: outside the overtraining window)."""
+    q = np.asarray(r["c_quality_flop"], dtype=np.float64)
+    return np.asarray(np.where(np.isnan(q), -np.inf, q), dtype=np.float64)
 
 
 def _bounded(inp: Inputs) -> BoolArr:

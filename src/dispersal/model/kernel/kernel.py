@@ -29,7 +29,13 @@ from dispersal.model.inputs.params import ModelParams
 from dispersal.model.inputs.units import H100E_FLOP_PER_S
 from dispersal.model.kernel import quality
 from dispersal.model.kernel.algorithms import ALGORITHMS, Branch
-from dispersal.model.kernel.choose import BOUND_OUTPUTS, CHOICE_OUTPUTS, SCHEDULE_BOUND, choose
+from dispersal.model.kernel.choose import (
+    BOUND_OUTPUTS,
+    CHOICE_OUTPUTS,
+    SCHEDULE_BOUND,
+    choose,
+    unwalked_bound,
+)
 from dispersal.model.kernel.context import Arr, BoolArr, Common, Inputs, as_float, broadcast
 from dispersal.model.kernel.cost import COST_OUTPUTS, cost
 from dispersal.model.kernel.efficiency import straggler_factor, uniform_code
@@ -420,8 +426,7 @@ def _evaluate(inp: Inputs, want: frozenset[str] | None) -> dict[str, Arr]:
         return _chunked(inp, want)
     # No schedule is chosen: each configuration's bound over the schedules is its own C_quality.
     out = _chunked(inp, (want - CHOICE_OUTPUTS) | {"c_quality_flop"})
-    q = out["c_quality_flop"]
-    bound = np.where(np.isnan(q), -np.inf, q)
+    bound = unwalked_bound(out)
     out = {k: v for k, v in out.items() if k in want}
     out[SCHEDULE_BOUND] = bound
     return out
